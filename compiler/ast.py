@@ -1,0 +1,211 @@
+"""The syntax tree of a .flow file: what was written, where, before any meaning is checked.
+
+Values stay as written (numbers keep their unit text) so that the checker can point at a bad
+value precisely; options are generic `Opt` nodes that the planner interprets.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from .source import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Name:
+    """An identifier (back-quotes removed)."""
+
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Str:
+    """A string literal, escapes resolved, adjacent literals joined."""
+
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Num:
+    """A number as written, possibly with a unit (`100`, `1s`, `50ms`, `1.5`)."""
+
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A bare keyword-like value (`BATCH`, `ORDERED`, `true`)."""
+
+    value: str
+    span: Span
+
+
+Literal = Union[Str, Num, Word]
+
+
+@dataclass(frozen=True, slots=True)
+class Opt:
+    """One option clause: its keyword (lower case, `on_miss`, `capacity`, ...) and arguments."""
+
+    key: str
+    args: tuple[object, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRef:
+    """A Spark SQL type as written (`DOUBLE`, `DECIMAL(10,2)`, `ARRAY<STRING>`)."""
+
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnDef:
+    """`name TYPE` in SCHEMA or RETURNS."""
+
+    name: Name
+    type: TypeRef
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Connector:
+    """`JSON 'path'`, `RATE`, `PYTHON 'module:Class'`."""
+
+    kind: Name
+    arg: Str | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Sql:
+    """A piece of Spark SQL, kept as text; `span` locates it in the file."""
+
+    text: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Pipeline:
+    """PIPELINE name [MODE m] [CHECKPOINT 'dir'] [TRIGGER ...]."""
+
+    name: Name
+    options: tuple[Opt, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class SetConf:
+    """SET key = value: Spark configuration."""
+
+    key: Name
+    value: Literal
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """SOURCE name FROM connector [OPTIONS] [SCHEMA] [WATERMARK]."""
+
+    name: Name
+    connector: Connector
+    options: tuple[Opt, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Broadcast:
+    """BROADCAST name FROM source KEY k [OP o] | USING PYTHON 'm:f'."""
+
+    name: Name
+    source: Name
+    key: Name | None
+    op: Name | None
+    using: Str | None
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    """STREAM name = <Spark SQL query>."""
+
+    name: Name
+    sql: Sql
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCall:
+    """WITH HTTP GET 'url'."""
+
+    method: Name
+    url: Str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class PythonCall:
+    """WITH PYTHON 'module:function'."""
+
+    ref: Str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Enrich:
+    """STREAM name = ENRICH input WITH call RETURNS (...) options."""
+
+    name: Name
+    input: Name
+    call: HttpCall | PythonCall
+    returns: tuple[ColumnDef, ...]
+    options: tuple[Opt, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """STREAM name = MATCH input AGAINST state [AS alias] WHERE predicate."""
+
+    name: Name
+    input: Name
+    state: Name
+    alias: Name | None
+    predicate: Sql
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """STREAM name = PROCESS input [WITH BROADCAST s, ...] USING PYTHON 'm:f' RETURNS (...)."""
+
+    name: Name
+    input: Name
+    states: tuple[Name, ...]
+    ref: Str
+    returns: tuple[ColumnDef, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Sink:
+    """SINK name TO connector [MODE m] [PARTITION BY (...)] [OPTIONS (...)]."""
+
+    input: Name
+    connector: Connector
+    options: tuple[Opt, ...]
+    span: Span
+
+
+Statement = Union[Pipeline, SetConf, Source, Broadcast, Select, Enrich, Match, Process, Sink]
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """Every statement of one file, in order."""
+
+    statements: tuple[Statement, ...]

@@ -1,0 +1,100 @@
+"""One diagnostic format for every error, with messages kept in one table keyed by stable codes.
+
+Codes are stable (tests and users grep for them); the text may improve. Errors are collected,
+never raised one at a time, so a user sees every problem of a file in one run.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable
+
+from .source import SourceFile, Span
+
+MESSAGES: dict[str, str] = {
+    # syntax
+    "E0101": "unexpected {found}; expected {expected}",
+    "E0102": "unexpected character {found!r}",
+    "E0103": "input ended unexpectedly: {what}",
+    "E0104": "statement does not end with ';'",
+    # names and structure
+    "E0201": "unknown {kind} '{name}'",
+    "E0202": "'{name}' is defined twice",
+    "E0203": "'{name}' depends on itself: {path}",
+    "E0204": "unknown column '{column}' in {where}",
+    "E0205": "unknown column '{column}' in URL placeholder",
+    "E0206": "SQL error: {detail}",
+    "E0207": "SINK of nothing: '{name}' is not a source or stream",
+    "E0208": "pipeline has no SINK: nothing would be written",
+    "E0209": "'{name}' is a {actual}, but {statement} needs a {expected}",
+    "E0210": "PIPELINE is given twice",
+    "E0211": "column '{column}' is declared twice in {where}",
+    # values and options
+    "E0301": "bad duration '{text}': expected a whole number with ms, s, m or h",
+    "E0302": "{option} must be {rule}, got '{text}'",
+    "E0303": "option {option} is given twice",
+    "E0304": "{first} contradicts {second}",
+    "E0305": "unknown {kind} '{name}'",
+    "E0306": "unknown type '{text}'",
+    "E0307": "WATERMARK column '{column}' has type {type}, not TIMESTAMP",
+    "E0308": "MODE STREAMING needs CHECKPOINT: {why}",
+    "E0309": "'{text}' is not a valid {what}",
+    "E0310": "{connector} {role} needs {what}",
+    "E0311": "{feature} is not supported in {mode} mode: {why}",
+    "E0312": "column '{column}' of {where} must be {what}",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One error at one place, with an optional hint."""
+
+    code: str
+    message: str
+    span: Span
+    hint: str | None = None
+
+    def render(self, source: SourceFile) -> str:
+        """`file:line:col: error[CODE]: message`, the source line, a caret, then the hint."""
+        line, col = source.line_col(self.span.start)
+        text = source.line_text(line)
+        end_line, end_col = source.line_col(self.span.end)
+        width = (end_col - col) if end_line == line else len(text) - col + 1
+        width = max(1, width)
+        gutter = " " * len(str(line))
+        out = [
+            f"{source.path}:{line}:{col}: error[{self.code}]: {self.message}",
+            f"   {line} | {text.expandtabs(1)}",
+            f"   {gutter} | {' ' * (col - 1)}{'^' * width}",
+        ]
+        if self.hint:
+            out.append(f"   {gutter} = hint: {self.hint}")
+        return "\n".join(out)
+
+
+def error(code: str, span: Span, hint: str | None = None, **params: object) -> Diagnostic:
+    """Build a diagnostic from the message table."""
+    return Diagnostic(code, MESSAGES[code].format(**params), span, hint)
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
+    """A `did you mean 'x'?` hint for the closest candidate, or None."""
+    pool = {c.lower(): c for c in candidates}
+    close = difflib.get_close_matches(word.lower(), list(pool), n=1, cutoff=0.6)
+    return f"did you mean '{pool[close[0]]}'?" if close else None
+
+
+class CompileError(Exception):
+    """Every problem found in a file; rendered by the CLI, never shown as a traceback."""
+
+    def __init__(self, source: SourceFile, diagnostics: list[Diagnostic]):
+        self.source = source
+        self.diagnostics = sorted(diagnostics, key=lambda d: (d.span.start, d.code))
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        """All diagnostics, in file order, then a count."""
+        parts = [d.render(self.source) for d in self.diagnostics]
+        count = len(self.diagnostics)
+        parts.append(f"{count} error{'s' if count != 1 else ''} found")
+        return "\n".join(parts)

@@ -1,0 +1,187 @@
+"""Frozen, validated configuration of runtime operators.
+
+Generated jobs build these objects as literal constructor calls (`C.Enrich(...)`), so they are
+the contract between the compiler and the runtime: plain values only (str, int, float, tuples),
+picklable, and checked on construction so a bad value fails on the driver, not on an executor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Mode(str, Enum):
+    """Emission order of an async operator."""
+
+    ORDERED = "ORDERED"
+    UNORDERED = "UNORDERED"
+
+
+class Outcome(str, Enum):
+    """What happens to an element whose call missed, timed out or failed."""
+
+    FAIL = "FAIL"
+    NULL = "NULL"
+    DROP = "DROP"
+    DEAD_LETTER = "DEAD_LETTER"
+    RETRY = "RETRY"  # only for ON MISS: a miss is retried like an error
+
+
+#: Name of the extra string column that carries dead letters out of an Arrow chain.
+DEAD_LETTER_COLUMN = "__dslc_dead_letter"
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One output column: name and Spark SQL type string (`DOUBLE`, `STRING`, ...)."""
+
+    name: str
+    type: str
+
+
+@dataclass(frozen=True, slots=True)
+class HttpCall:
+    """HTTP GET with `{column}` placeholders filled by URL-encoded row values."""
+
+    url: str
+    method: str = "GET"
+
+    def __post_init__(self) -> None:
+        _require(self.method in ("GET",), f"unsupported HTTP method {self.method!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class PythonCall:
+    """A user function or class named 'module:name', looked up in `search_path` first."""
+
+    ref: str
+    search_path: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        module, sep, name = self.ref.partition(":")
+        _require(bool(sep and module and name), f"expected 'module:name', got {self.ref!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """RETRY n BACKOFF d [EXPONENTIAL]."""
+
+    attempts: int
+    backoff_s: float = 0.0
+    exponential: bool = False
+
+    def __post_init__(self) -> None:
+        _require(self.attempts >= 0, "RETRY must be >= 0")
+        _require(self.backoff_s >= 0, "BACKOFF must be >= 0")
+
+    def delay(self, retry_number: int) -> float:
+        """Seconds to wait before retry number `retry_number` (1-based)."""
+        if self.exponential:
+            return self.backoff_s * (2 ** (retry_number - 1))
+        return self.backoff_s
+
+
+@dataclass(frozen=True, slots=True)
+class Cache:
+    """CACHE n TTL d: an LRU cache per Python worker."""
+
+    size: int
+    ttl_s: float
+
+    def __post_init__(self) -> None:
+        _require(self.size >= 1, "CACHE size must be >= 1")
+        _require(self.ttl_s > 0, "CACHE TTL must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """RATE n PER SECOND for the whole job; `share` is this task's part of it."""
+
+    per_second: float
+    share: float = 1.0
+
+    def __post_init__(self) -> None:
+        _require(self.per_second > 0, "RATE must be > 0")
+        _require(0 < self.share <= 1, "RATE share must be in (0, 1]")
+
+    @property
+    def task_rate(self) -> float:
+        """Requests per second one task may make."""
+        return self.per_second * self.share
+
+
+@dataclass(frozen=True, slots=True)
+class Enrich:
+    """ENRICH: call an external function per row, append its RETURNS columns."""
+
+    name: str                       # the STREAM name, used in metrics and error messages
+    line: int                       # DSL line of the statement
+    call: HttpCall | PythonCall
+    returns: tuple[Column, ...]
+    key_columns: tuple[str, ...]    # columns that identify an element in error messages
+    mode: Mode = Mode.ORDERED
+    capacity: int = 100
+    timeout_s: float = 30.0
+    retry: Retry | None = None
+    cache: Cache | None = None
+    rate: Rate | None = None
+    on_miss: Outcome = Outcome.NULL
+    on_timeout: Outcome = Outcome.FAIL
+    on_error: Outcome = Outcome.FAIL
+
+    def __post_init__(self) -> None:
+        _require(self.capacity >= 1, "CAPACITY must be >= 1")
+        _require(self.timeout_s > 0, "TIMEOUT must be > 0")
+        _require(self.on_timeout is not Outcome.RETRY, "ON TIMEOUT RETRY is not a policy; use RETRY n")
+        _require(self.on_error is not Outcome.RETRY, "ON ERROR RETRY is not a policy; use RETRY n")
+
+    @property
+    def dead_letters(self) -> bool:
+        """True when some outcome routes elements to the dead-letter output."""
+        return Outcome.DEAD_LETTER in (self.on_miss, self.on_timeout, self.on_error)
+
+
+@dataclass(frozen=True, slots=True)
+class Process:
+    """PROCESS: a user function over each row with read-only broadcast states."""
+
+    name: str
+    line: int
+    call: PythonCall
+    returns: tuple[Column, ...]
+    states: tuple[str, ...] = ()    # broadcast state names, passed as arguments in this order
+    key_columns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Event-time watermark generated inside a chain: max(column) - delay, every interval."""
+
+    column: str
+    delay_s: float
+    interval_s: float = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Operators that run in one Python pass (one mapInArrow) over the rows."""
+
+    name: str
+    operators: tuple[Enrich | Process, ...]
+    input_columns: tuple[Column, ...]
+    output_columns: tuple[Column, ...]
+    watermark: Watermark | None = None
+    batch_size: int = 1024          # rows per output Arrow batch
+
+    def __post_init__(self) -> None:
+        _require(len(self.operators) >= 1, "a chain needs at least one operator")
+
+    @property
+    def dead_letters(self) -> bool:
+        """True when the chain's output carries the dead-letter column."""
+        return any(isinstance(op, Enrich) and op.dead_letters for op in self.operators)

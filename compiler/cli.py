@@ -1,0 +1,96 @@
+"""The `dslc` command line. Every user error is printed as diagnostics with exit status 1;
+a traceback only ever means a bug in dslc."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Sequence
+
+from .diagnostics import CompileError
+
+
+def _read_error(path: str) -> int:
+    print(f"{path}: error: cannot read file", file=sys.stderr)
+    return 1
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """dslc check FILE."""
+    from .pipeline import check_file
+    check_file(args.file)
+    print(f"{args.file}: ok")
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """dslc explain FILE [--physical] [--format text|json|dot|svg]."""
+    from .pipeline import check_file
+    from .explain import render_json, render_text
+    plan = check_file(args.file)
+    if args.physical or args.format in ("dot", "svg"):
+        from .physical_explain import render_physical
+        sys.stdout.write(render_physical(plan, args.format))
+        return 0
+    sys.stdout.write(render_json(plan) if args.format == "json" else render_text(plan))
+    return 0
+
+
+def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
+    commands: dict[str, Callable[[argparse.Namespace], int]] = {"check": cmd_check, "explain": cmd_explain}
+    try:
+        from .commands import EXTRA_COMMANDS
+    except ImportError:
+        return commands
+    commands.update(EXTRA_COMMANDS)
+    return commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every sub-command."""
+    parser = argparse.ArgumentParser(prog="dslc", description="Compile .flow pipelines to PySpark jobs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="check a .flow file and report every problem")
+    check.add_argument("file")
+    explain = sub.add_parser("explain", help="print the plan of a .flow file")
+    explain.add_argument("file")
+    explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
+    explain.add_argument("--format", choices=("text", "json", "dot", "svg"), default="text")
+    compile_ = sub.add_parser("compile", help="write the PySpark job for a .flow file")
+    compile_.add_argument("file")
+    compile_.add_argument("-o", "--output", help="job file (default: stdout)")
+    compile_.add_argument("--mode", choices=("batch", "streaming"))
+    compile_.add_argument("--no-chaining", action="store_true", help="one mapInArrow per Python operator")
+    compile_.add_argument("--no-pushdown", action="store_true", help="keep filters where they are written")
+    run = sub.add_parser("run", help="compile and run with spark-submit")
+    run.add_argument("file")
+    run.add_argument("--mode", choices=("batch", "streaming"))
+    run.add_argument("--trigger", help="available-now or every=10s")
+    run.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    run.add_argument("spark_args", nargs=argparse.REMAINDER, help="-- extra spark-submit arguments")
+    repl = sub.add_parser("repl", help="explore a pipeline interactively")
+    repl.add_argument("file", nargs="?")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `dslc` script."""
+    args = build_parser().parse_args(argv)
+    command = _commands().get(args.command)
+    if command is None:
+        print(f"dslc: '{args.command}' is not available in this build", file=sys.stderr)
+        return 2
+    file = getattr(args, "file", None)
+    if file is not None and not Path(file).is_file():
+        return _read_error(file)
+    try:
+        return command(args)
+    except CompileError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

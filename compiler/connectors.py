@@ -1,0 +1,53 @@
+"""What each connector needs and gives: one table, read by the planner and the code generator."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .plan import Field
+
+
+@dataclass(frozen=True, slots=True)
+class SourceKind:
+    """A SOURCE connector: does it take a path/ref, must it declare SCHEMA, fixed columns."""
+
+    takes_arg: bool
+    needs_schema: bool
+    fixed_schema: tuple[Field, ...] = ()
+    required_options: tuple[str, ...] = ()
+
+
+SOURCES: dict[str, SourceKind] = {
+    "JSON": SourceKind(True, True),
+    "CSV": SourceKind(True, True),
+    "PARQUET": SourceKind(True, True),
+    "TEXT": SourceKind(True, False, (Field("value", "STRING"),)),
+    "RATE": SourceKind(False, False, (Field("timestamp", "TIMESTAMP"), Field("value", "BIGINT"))),
+    "KAFKA": SourceKind(False, False, (
+        Field("key", "BINARY"), Field("value", "BINARY"), Field("topic", "STRING"),
+        Field("partition", "INT"), Field("offset", "BIGINT"), Field("timestamp", "TIMESTAMP"),
+        Field("timestampType", "INT")), ("kafka.bootstrap.servers",)),
+    "PYTHON": SourceKind(True, True),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SinkKind:
+    """A SINK connector: does it take a path/ref, can it partition its output."""
+
+    takes_arg: bool
+    partitions: bool
+    needs_checkpoint: bool
+    required_options: tuple[str, ...] = ()
+
+
+SINKS: dict[str, SinkKind] = {
+    "PARQUET": SinkKind(True, True, True),
+    "JSON": SinkKind(True, True, True),
+    "CSV": SinkKind(True, True, True),
+    "CONSOLE": SinkKind(False, False, False),
+    "KAFKA": SinkKind(False, False, True, ("kafka.bootstrap.servers", "topic")),
+    "PYTHON": SinkKind(True, False, True),
+}
+
+SINK_MODES = ("APPEND", "OVERWRITE", "COMPLETE")
+PIPELINE_MODES = ("BATCH", "STREAMING")

@@ -1,0 +1,111 @@
+"""ENRICH options as written → checked values, with every contradiction reported."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import ast
+from . import values
+from .diagnostics import Diagnostic, error
+from .plan import Retry
+
+OUTCOMES = ("FAIL", "NULL", "DROP", "DEAD LETTER")
+
+
+@dataclass
+class EnrichOptions:
+    """Checked ENRICH options, defaults from the language contract."""
+
+    mode: str = "ORDERED"
+    capacity: int = 100
+    timeout_s: float = 30.0
+    retry: Retry | None = None
+    cache: tuple[int, float] | None = None
+    rate: float | None = None
+    on_miss: str = "NULL"
+    on_timeout: str = "FAIL"
+    on_error: str = "FAIL"
+    dead_letter: str | None = None
+
+
+def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:
+    """Interpret the option clauses of one ENRICH statement."""
+    result = EnrichOptions()
+    seen: dict[str, ast.Opt] = {}
+    dead_letters: list[tuple[str, ast.Str]] = []
+    for opt in opts:
+        if opt.key in seen:
+            problems.append(error("E0303", opt.span, option=_title(opt.key),
+                                  hint="keep one of them"))
+            continue
+        seen[opt.key] = opt
+        if opt.key == "async":
+            if opt.args:
+                result.mode = opt.args[0].value
+        elif opt.key == "capacity":
+            result.capacity = values.whole(opt.args[0], "CAPACITY", problems, minimum=1) or result.capacity
+        elif opt.key == "timeout":
+            result.timeout_s = values.duration(opt.args[0], problems) or result.timeout_s
+        elif opt.key == "retry":
+            result.retry = _retry(opt, problems)
+        elif opt.key == "cache":
+            size = values.whole(opt.args[0], "CACHE", problems, minimum=1)
+            ttl = values.duration(opt.args[1], problems)
+            if size and ttl:
+                result.cache = (size, ttl)
+        elif opt.key == "rate":
+            result.rate = values.positive(opt.args[0], "RATE", problems)
+        else:
+            outcome = _outcome(opt, problems, dead_letters)
+            if outcome:
+                setattr(result, opt.key, outcome)
+    _check_contradictions(result, seen, dead_letters, problems)
+    if dead_letters:
+        result.dead_letter = dead_letters[0][1].value
+    return result
+
+
+def _title(key: str) -> str:
+    return key.replace("_", " ").upper()
+
+
+def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
+    attempts = values.whole(opt.args[0], "RETRY", problems)
+    backoff = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
+    exponential = len(opt.args) > 2 and opt.args[2].value == "EXPONENTIAL"
+    if attempts is None or backoff is None:
+        return None
+    return Retry(attempts, backoff, exponential)
+
+
+def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> str | None:
+    arg = opt.args[0]
+    if isinstance(arg, ast.Opt):        # DEAD LETTER 'path'
+        dead_letters.append((opt.key, arg.args[0]))
+        return "DEAD_LETTER"
+    value = arg.value
+    if value == "RETRY" and opt.key != "on_miss":
+        problems.append(error("E0309", arg.span, text="RETRY", what=f"{_title(opt.key)} outcome",
+                              hint="add RETRY n to retry; then say what happens after the last attempt"))
+        return None
+    return value
+
+
+def _check_contradictions(result: EnrichOptions, seen: dict[str, ast.Opt],
+                          dead_letters: list[tuple[str, ast.Str]], problems: list[Diagnostic]) -> None:
+    if result.on_miss == "RETRY" and (result.retry is None or result.retry.attempts == 0):
+        problems.append(error("E0304", seen["on_miss"].span, first="ON MISS RETRY",
+                              second="no RETRY n (there would be nothing to retry)",
+                              hint="add RETRY 3 BACKOFF 50ms, or use ON MISS NULL"))
+    retry = result.retry
+    if retry and retry.attempts and "timeout" in seen:
+        first_wait = retry.backoff_s
+        if first_wait >= result.timeout_s:
+            problems.append(error("E0304", seen["retry"].span, first="RETRY's first BACKOFF",
+                                  second=f"TIMEOUT {seen['timeout'].args[0].text} (no retry could start in time)",
+                                  hint="shorten BACKOFF or lengthen TIMEOUT"))
+    paths = {path.value for _, path in dead_letters}
+    if len(paths) > 1:
+        key, path = dead_letters[-1]
+        problems.append(error("E0304", path.span, first=f"DEAD LETTER '{path.value}'",
+                              second=f"DEAD LETTER '{dead_letters[0][1].value}' of the same ENRICH",
+                              hint="one ENRICH has one dead-letter sink; use the same path"))

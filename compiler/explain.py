@@ -1,0 +1,86 @@
+"""Stable text and JSON forms of the logical plan, for `dslc explain` and snapshot tests."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, fields, is_dataclass
+from typing import Any
+
+from . import plan
+
+
+def _schema(schema: plan.Schema) -> str:
+    return "(" + ", ".join(f"{f.name} {f.type}" for f in schema) + ")"
+
+
+def _describe(node: plan.PlanNode) -> str:
+    if isinstance(node, plan.Source):
+        text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
+        if node.watermark:
+            text += f" watermark {node.watermark.column} - {node.watermark.delay_s:g}s"
+        return text
+    if isinstance(node, plan.BroadcastState):
+        how = f"key={node.key} op={node.op}" if node.using is None else f"using={node.using!r}"
+        return f"BroadcastState[{node.source}] {how}"
+    if isinstance(node, plan.Query):
+        kind = "Aggregate" if node.aggregates else "Query"
+        return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())
+    if isinstance(node, plan.Enrich):
+        call = f"HTTP GET {node.call.url!r}" if isinstance(node.call, plan.HttpGet) else f"PYTHON {node.call.ref!r}"
+        opts = [node.mode, f"capacity={node.capacity}", f"timeout={node.timeout_s:g}s"]
+        if node.retry:
+            opts.append(f"retry={node.retry.attempts}x{node.retry.backoff_s:g}s"
+                        + ("exp" if node.retry.exponential else ""))
+        if node.cache:
+            opts.append(f"cache={node.cache[0]}/{node.cache[1]:g}s")
+        if node.rate:
+            opts.append(f"rate={node.rate:g}/s")
+        opts += [f"miss={node.on_miss}", f"timeout->{node.on_timeout}", f"error->{node.on_error}"]
+        if node.dead_letter:
+            opts.append(f"dlq={node.dead_letter!r}")
+        return f"Enrich[{node.input}] {call} " + " ".join(opts)
+    if isinstance(node, plan.Match):
+        return f"Match[{node.input} x {node.state} AS {node.alias}] " + " ".join(node.predicate.split())
+    if isinstance(node, plan.Process):
+        states = f" with {', '.join(node.states)}" if node.states else ""
+        return f"Process[{node.input}{states}] PYTHON {node.ref!r}"
+    raise TypeError(f"cannot describe {type(node).__name__}")
+
+
+def render_text(p: plan.Plan) -> str:
+    """One line per node (`name := Kind[...]  -- line N`), its schema below, then the sinks."""
+    s = p.settings
+    head = f"pipeline {s.name} mode={s.mode}"
+    if s.checkpoint:
+        head += f" checkpoint={s.checkpoint!r}"
+    if s.trigger:
+        head += f" trigger={s.trigger}"
+    lines = [head]
+    lines += [f"set {k} = {v!r}" for k, v in s.conf]
+    for node in p.nodes:
+        lines.append(f"{node.name} := {_describe(node)}  -- line {node.line}")
+        lines.append(f"    schema {_schema(node.schema)}")
+    for sink in p.sinks:
+        target = f" {sink.path!r}" if sink.path else ""
+        extra = f" partition_by=({', '.join(sink.partition_by)})" if sink.partition_by else ""
+        lines.append(f"sink {sink.input} -> {sink.connector}{target} mode={sink.mode}{extra}  -- line {sink.line}")
+    return "\n".join(lines) + "\n"
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value):
+        out = {"kind": type(value).__name__}
+        for f in fields(value):
+            if f.name == "span":
+                continue
+            out[f.name] = _jsonable(getattr(value, f.name))
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def render_json(p: plan.Plan) -> str:
+    """The plan as JSON (sorted keys, stable)."""
+    data = {"settings": _jsonable(p.settings), "nodes": [_jsonable(n) for n in p.nodes],
+            "sinks": [_jsonable(s) for s in p.sinks]}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,238 @@
+"""The logical plan: one typed, frozen node per operator, each with its output schema and span.
+
+Nodes name their inputs (the plan is a DAG: a stream may feed several others); `Plan.nodes`
+is in dependency order. `render` gives the stable text form used by `dslc explain` and the
+snapshot tests.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .source import Span
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A column: name and Spark SQL type (`?` when the type could not be inferred)."""
+
+    name: str
+    type: str
+
+
+Schema = tuple[Field, ...]
+
+
+def _check_unique(schema: Schema, where: str) -> None:
+    names = [f.name.lower() for f in schema]
+    if len(names) != len(set(names)):
+        raise ValueError(f"{where}: duplicate column in schema {names}")
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """Event-time column and allowed lateness."""
+
+    column: str
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Node:
+    """Common part of every plan node."""
+
+    name: str
+    schema: Schema
+    line: int
+    span: Span
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Names of the nodes this one reads."""
+        return ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source(Node):
+    """Read rows from a connector."""
+
+    connector: str
+    path: str | None
+    options: tuple[tuple[str, str], ...]
+    watermark: Watermark | None = None
+
+    def __post_init__(self) -> None:
+        _check_unique(self.schema, self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BroadcastState:
+    """Named map state built from a source's rows (KEY/OP changelog or a user function)."""
+
+    name: str
+    source: str
+    key: str | None
+    op: str | None
+    using: str | None
+    schema: Schema            # the columns of one state entry
+    line: int
+    span: Span
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.source,)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Query(Node):
+    """A Spark SQL query over sources and streams."""
+
+    sql: str
+    reads: tuple[str, ...]
+    aggregates: bool          # GROUP BY, window or aggregate function: a shuffle boundary
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return self.reads
+
+    def __post_init__(self) -> None:
+        if not self.reads:
+            raise ValueError(f"{self.name}: a query must read at least one source or stream")
+
+
+@dataclass(frozen=True, slots=True)
+class HttpGet:
+    """HTTP GET of a URL template."""
+
+    url: str
+    placeholders: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PythonFunction:
+    """A user function or class 'module:name'."""
+
+    ref: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """RETRY n BACKOFF d [EXPONENTIAL]."""
+
+    attempts: int
+    backoff_s: float
+    exponential: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Enrich(Node):
+    """Call an external function per row; append its RETURNS columns."""
+
+    input: str
+    call: HttpGet | PythonFunction
+    returns: Schema
+    mode: str                  # ORDERED | UNORDERED
+    capacity: int
+    timeout_s: float
+    retry: Retry | None
+    cache: tuple[int, float] | None
+    rate: float | None
+    on_miss: str
+    on_timeout: str
+    on_error: str
+    dead_letter: str | None   # path of the dead-letter sink
+    key_columns: tuple[str, ...]
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.input,)
+
+    def __post_init__(self) -> None:
+        if self.capacity < 1:
+            raise ValueError("CAPACITY must be >= 1")
+        if self.mode not in ("ORDERED", "UNORDERED"):
+            raise ValueError(f"bad mode {self.mode}")
+        _check_unique(self.schema, self.name)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Match(Node):
+    """One row per (input row, matching state entry)."""
+
+    input: str
+    state: str
+    alias: str
+    predicate: str
+    state_columns: tuple[tuple[str, str], ...]   # (state column, output name)
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.input, self.state)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Process(Node):
+    """A user function per row, reading broadcast states; emits RETURNS rows."""
+
+    input: str
+    states: tuple[str, ...]
+    ref: str
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.input, *self.states)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sink:
+    """Write a stream to a connector."""
+
+    input: str
+    connector: str
+    path: str | None
+    options: tuple[tuple[str, str], ...]
+    mode: str                 # APPEND | OVERWRITE | COMPLETE
+    partition_by: tuple[str, ...]
+    line: int
+    span: Span
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.input,)
+
+
+PlanNode = Union[Source, BroadcastState, Query, Enrich, Match, Process]
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """PIPELINE options and SET configuration."""
+
+    name: str = "pipeline"
+    mode: str = "BATCH"
+    checkpoint: str | None = None
+    trigger: str | None = None          # None, "available-now" or "every=<seconds>s"
+    conf: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A checked pipeline: settings, nodes in dependency order, sinks."""
+
+    source_path: str
+    settings: Settings
+    nodes: tuple[PlanNode, ...]
+    sinks: tuple[Sink, ...]
+    folder: str = field(default="", compare=False)
+
+    def node(self, name: str) -> PlanNode:
+        """The node called `name` (case-insensitive, as in Spark SQL)."""
+        for node in self.nodes:
+            if node.name.lower() == name.lower():
+                return node
+        raise KeyError(name)
+
+    def consumers(self, name: str) -> list[PlanNode | Sink]:
+        """Nodes and sinks that read `name`."""
+        low = name.lower()
+        return [n for n in (*self.nodes, *self.sinks) if low in (i.lower() for i in n.inputs)]

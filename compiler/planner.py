@@ -1,0 +1,528 @@
+"""AST → logical plan: resolve names, order the statements, propagate schemas, check everything.
+
+Every problem is collected; a node whose input failed gets an unknown schema so that one
+mistake is reported once, not again at every statement downstream.
+"""
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+from . import ast, plan, values
+from .connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
+from .diagnostics import CompileError, Diagnostic, did_you_mean, error
+from .enrich_options import read_options
+from .source import SourceFile, Span
+from .sql import analyze_condition, analyze_query, parse_sql
+from .sqltypes import canonical, is_timestamp
+
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+_PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
+_COMMON_TYPES = ("STRING", "INT", "BIGINT", "DOUBLE", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE",
+                 "DECIMAL", "BINARY", "SMALLINT", "TINYINT", "ARRAY", "MAP", "STRUCT")
+
+Definition = ast.Source | ast.Broadcast | ast.Select | ast.Enrich | ast.Match | ast.Process
+
+
+def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = True) -> plan.Plan:
+    """Check a parsed program and build its logical plan; raise CompileError with every problem."""
+    planner = _Planner(source)
+    result = planner.build(program, require_sink=require_sink)
+    if planner.problems:
+        raise CompileError(source, planner.problems)
+    return result
+
+
+def placeholders(url: str) -> tuple[str, ...]:
+    """Column names of the `{col}` placeholders of a URL template, in order, without repeats."""
+    return tuple(dict.fromkeys(m.strip() for m in _PLACEHOLDER.findall(url)))
+
+
+class _Planner:
+    def __init__(self, source: SourceFile):
+        self.source = source
+        self.problems: list[Diagnostic] = []
+        self.defs: dict[str, Definition] = {}
+        self.nodes: dict[str, plan.PlanNode | None] = {}
+        self.settings = plan.Settings()
+
+    def line(self, span: Span) -> int:
+        return self.source.line_col(span.start)[0]
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        self.problems.append(diagnostic)
+
+    # ---- driver
+    def build(self, program: ast.Program, *, require_sink: bool) -> plan.Plan:
+        sinks_ast: list[ast.Sink] = []
+        conf: list[tuple[str, str]] = []
+        pipeline_seen = False
+        for stmt in program.statements:
+            if isinstance(stmt, ast.Pipeline):
+                if pipeline_seen:
+                    self.add(error("E0210", stmt.span, hint="keep one PIPELINE statement"))
+                pipeline_seen = True
+                self._pipeline(stmt)
+            elif isinstance(stmt, ast.SetConf):
+                conf.append((stmt.key.value, values.literal_text(stmt.value)))
+            elif isinstance(stmt, ast.Sink):
+                sinks_ast.append(stmt)
+            else:
+                self._define(stmt)
+        self.settings = plan.Settings(self.settings.name, self.settings.mode, self.settings.checkpoint,
+                                      self.settings.trigger, tuple(conf))
+        for name in self._order():
+            self.nodes[name] = self._node(self.defs[name])
+        sinks = tuple(s for s in (self._sink(s) for s in sinks_ast) if s is not None)
+        if require_sink and not sinks_ast and self.defs:
+            last = program.statements[-1]
+            self.add(error("E0208", last.span.sub(0, 1), hint="add e.g. SINK <stream> TO CONSOLE;"))
+        ordered = tuple(n for n in self.nodes.values() if n is not None)
+        result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
+        if not self.problems:
+            self._streaming_checks(result, sinks_ast)
+        return result
+
+    def _define(self, stmt: Definition) -> None:
+        key = stmt.name.value.lower()
+        if key in self.defs:
+            first = self.line(self.defs[key].name.span)
+            self.add(error("E0202", stmt.name.span, name=stmt.name.value,
+                           hint=f"first defined on line {first}; pick another name"))
+            return
+        self.defs[key] = stmt
+
+    # ---- names and order
+    def _inputs(self, stmt: Definition) -> list[ast.Name]:
+        if isinstance(stmt, ast.Source):
+            return []
+        if isinstance(stmt, ast.Broadcast):
+            return [stmt.source]
+        if isinstance(stmt, ast.Select):
+            return self._sql_tables(stmt.sql)
+        if isinstance(stmt, ast.Match):
+            return [stmt.input, stmt.state]
+        if isinstance(stmt, ast.Process):
+            return [stmt.input, *stmt.states]
+        return [stmt.input]
+
+    def _sql_tables(self, sql: ast.Sql) -> list[ast.Name]:
+        from sqlglot import exp  # local: only this helper needs the expression classes
+        scratch: list[Diagnostic] = []
+        tree = parse_sql(sql, scratch)
+        if tree is None:
+            return []
+        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+        names = []
+        for table in tree.find_all(exp.Table):
+            if table.name and table.name.lower() not in ctes and table.name.lower() in self.defs:
+                names.append(ast.Name(table.name, sql.span))
+        return names
+
+    def _order(self) -> list[str]:
+        """Definitions in dependency order (file order where free); cycles reported."""
+        order: list[str] = []
+        state: dict[str, str] = {}
+
+        def visit(name: str, path: list[str]) -> None:
+            if state.get(name) == "done":
+                return
+            if state.get(name) == "active":
+                cycle = path[path.index(name):] + [name]
+                stmt = self.defs[name]
+                self.add(error("E0203", stmt.name.span, name=stmt.name.value,
+                               path=" -> ".join(self.defs[n].name.value for n in cycle),
+                               hint="a stream cannot read itself, directly or through others"))
+                return
+            state[name] = "active"
+            for dep in self._inputs(self.defs[name]):
+                if dep.value.lower() in self.defs:
+                    visit(dep.value.lower(), path + [name])
+            state[name] = "done"
+            order.append(name)
+
+        for name in self.defs:
+            visit(name, [])
+        return order
+
+    def _lookup(self, ref: ast.Name, kind: str, want: tuple[type, ...], statement: str) -> plan.PlanNode | None | bool:
+        """The node `ref` names; False when the name is wrong (reported), None when it failed."""
+        key = ref.value.lower()
+        if key not in self.defs:
+            pool = [d.name.value for d in self.defs.values() if isinstance(self._kind_of(d), str)]
+            self.add(error("E0201", ref.span, kind=kind, name=ref.value, hint=did_you_mean(ref.value, pool)))
+            return False
+        stmt = self.defs[key]
+        if not isinstance(stmt, want):
+            actual = "broadcast state" if isinstance(stmt, ast.Broadcast) else "stream"
+            expected = "broadcast state" if want == (ast.Broadcast,) else "source or stream"
+            self.add(error("E0209", ref.span, name=ref.value, actual=actual, statement=statement,
+                           expected=expected))
+            return False
+        return self.nodes.get(key)
+
+    @staticmethod
+    def _kind_of(stmt: Definition) -> str:
+        return "state" if isinstance(stmt, ast.Broadcast) else "stream"
+
+    # ---- PIPELINE
+    def _pipeline(self, stmt: ast.Pipeline) -> None:
+        mode, checkpoint, trigger = "BATCH", None, None
+        seen: set[str] = set()
+        trigger_span = None
+        for opt in stmt.options:
+            if opt.key in seen:
+                self.add(error("E0303", opt.span, option=opt.key.upper()))
+                continue
+            seen.add(opt.key)
+            if opt.key == "mode":
+                mode = values.choice(opt.args[0], PIPELINE_MODES, "pipeline MODE", self.problems) or mode
+            elif opt.key == "checkpoint":
+                checkpoint = opt.args[0].value
+            elif opt.key == "trigger":
+                trigger_span = opt.span
+                if not opt.args:
+                    trigger = "available-now"
+                else:
+                    seconds = values.duration(opt.args[0], self.problems)
+                    trigger = f"every={seconds:g}s" if seconds else None
+        if trigger_span and mode == "BATCH":
+            self.add(error("E0304", trigger_span, first="TRIGGER", second="MODE BATCH",
+                           hint="TRIGGER applies to MODE STREAMING"))
+        self.settings = plan.Settings(stmt.name.value, mode, checkpoint, trigger)
+
+    # ---- one node per definition
+    def _node(self, stmt: Definition) -> plan.PlanNode | None:
+        before = len(self.problems)
+        builder = {ast.Source: self._source, ast.Broadcast: self._broadcast, ast.Select: self._select,
+                   ast.Enrich: self._enrich, ast.Match: self._match, ast.Process: self._process}[type(stmt)]
+        node = builder(stmt)
+        return node if len(self.problems) == before else None
+
+    def _columns(self, defs: tuple[ast.ColumnDef, ...], where: str) -> plan.Schema:
+        fields: list[plan.Field] = []
+        seen: set[str] = set()
+        for col in defs:
+            type_text = canonical(col.type.text)
+            if type_text is None:
+                self.add(error("E0306", col.type.span, text=col.type.text,
+                               hint=did_you_mean(col.type.text.split("(")[0].split("<")[0], _COMMON_TYPES)))
+                type_text = "?"
+            if col.name.value.lower() in seen:
+                self.add(error("E0211", col.name.span, column=col.name.value, where=where))
+            seen.add(col.name.value.lower())
+            fields.append(plan.Field(col.name.value, type_text))
+        return tuple(fields)
+
+    def _options(self, opt: ast.Opt) -> tuple[tuple[str, str], ...]:
+        pairs: dict[str, str] = {}
+        for key, value in opt.args:
+            if key.value in pairs:
+                self.add(error("E0303", key.span, option=f"'{key.value}'"))
+            pairs[key.value] = values.literal_text(value)
+        return tuple(pairs.items())
+
+    def _python_ref(self, ref: ast.Str) -> bool:
+        if not _PYTHON_REF.match(ref.value):
+            self.add(error("E0309", ref.span, text=ref.value, what="Python reference",
+                           hint="write 'module:name', e.g. 'fraud_rules:score'"))
+            return False
+        module = ref.value.split(":")[0]
+        beside = self.source.folder / (module.replace(".", "/") + ".py")
+        if not beside.is_file() and not _importable(module):
+            self.add(error("E0201", ref.span, kind="Python module", name=module,
+                           hint=f"put {module.replace('.', '/')}.py beside {Path(self.source.path).name}"))
+            return False
+        return True
+
+    def _source(self, stmt: ast.Source) -> plan.Source | None:
+        kind_name = stmt.connector.kind.value.upper()
+        kind = SOURCES.get(kind_name)
+        if kind is None:
+            self.add(error("E0305", stmt.connector.kind.span, kind="source connector",
+                           name=stmt.connector.kind.value, hint=did_you_mean(kind_name, SOURCES)))
+            return None
+        self._connector_arg(stmt.connector, kind.takes_arg, "SOURCE")
+        if kind_name == "PYTHON" and stmt.connector.arg is not None:
+            self._python_ref(stmt.connector.arg)
+        opts: dict[str, ast.Opt] = {}
+        for opt in stmt.options:
+            if opt.key in opts:
+                self.add(error("E0303", opt.span, option=opt.key.upper()))
+            opts.setdefault(opt.key, opt)
+        schema: plan.Schema = kind.fixed_schema
+        if "schema" in opts:
+            if kind.fixed_schema:
+                self.add(error("E0304", opts["schema"].span, first="SCHEMA",
+                               second=f"{kind_name} source (its columns are fixed: "
+                                      + ", ".join(f.name for f in kind.fixed_schema) + ")"))
+            else:
+                schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
+        elif kind.needs_schema:
+            self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
+                           what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
+        options = self._options(opts["options"]) if "options" in opts else ()
+        for required in kind.required_options:
+            if required not in dict(options):
+                self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
+                               what=f"OPTIONS ({required} = ...)"))
+        watermark = None
+        if "watermark" in opts:
+            column, delay = opts["watermark"].args
+            field = next((f for f in schema if f.name.lower() == column.value.lower()), None)
+            seconds = values.duration(delay, self.problems)
+            if field is None:
+                self.add(error("E0204", column.span, column=column.value, where=f"'{stmt.name.value}'",
+                               hint=did_you_mean(column.value, [f.name for f in schema])))
+            elif not is_timestamp(field.type):
+                self.add(error("E0307", column.span, column=column.value, type=field.type,
+                               hint=f"CAST it in a STREAM query, or declare it TIMESTAMP"))
+            elif seconds is not None:
+                watermark = plan.Watermark(field.name, seconds)
+        return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
+                           connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
+                           options=options, watermark=watermark)
+
+    def _connector_arg(self, connector: ast.Connector, takes_arg: bool, role: str) -> None:
+        kind = connector.kind.value.upper()
+        if takes_arg and connector.arg is None:
+            what = "'module:name'" if kind == "PYTHON" else "a path"
+            self.add(error("E0310", connector.span, connector=kind, role=role, what=what))
+        if not takes_arg and connector.arg is not None:
+            self.add(error("E0304", connector.arg.span, first=f"'{connector.arg.value}'",
+                           second=f"{kind} {role} (it takes no path)", hint="use OPTIONS (...)"))
+
+    def _broadcast(self, stmt: ast.Broadcast) -> plan.BroadcastState | None:
+        src = self._lookup(stmt.source, "source or stream", (ast.Source, ast.Select, ast.Enrich,
+                                                             ast.Process, ast.Match), "BROADCAST")
+        if src is False:
+            return None
+        schema: plan.Schema = ()
+        if stmt.using is not None:
+            self._python_ref(stmt.using)
+        elif src is not None:
+            names = {f.name.lower(): f for f in src.schema}
+            for column, role in ((stmt.key, "KEY"), (stmt.op, "OP")):
+                if column is not None and column.value.lower() not in names:
+                    self.add(error("E0204", column.span, column=column.value, where=f"'{src.name}'",
+                                   hint=did_you_mean(column.value, [f.name for f in src.schema])))
+            op = stmt.op.value.lower() if stmt.op else None
+            schema = tuple(f for f in src.schema if f.name.lower() != op)
+        return plan.BroadcastState(name=stmt.name.value, source=src.name if src else stmt.source.value,
+                                   key=stmt.key.value if stmt.key else None, op=stmt.op.value if stmt.op else None,
+                                   using=stmt.using.value if stmt.using else None, schema=schema,
+                                   line=self.line(stmt.span), span=stmt.span)
+
+    def _schemas(self) -> dict[str, plan.Schema | None]:
+        out: dict[str, plan.Schema | None] = {}
+        for key, stmt in self.defs.items():
+            if isinstance(stmt, ast.Broadcast):
+                continue
+            node = self.nodes.get(key)
+            out[key] = node.schema if node is not None else None
+        return out
+
+    def _select(self, stmt: ast.Select) -> plan.Query | None:
+        schemas = self._schemas()
+        for name in list(schemas):
+            if name not in self.nodes:  # not built yet: only possible inside a cycle
+                schemas[name] = None
+        for ref in self._sql_tables(stmt.sql):
+            key = ref.value.lower()
+            if isinstance(self.defs.get(key), ast.Broadcast):
+                self.add(error("E0209", stmt.sql.span.sub(0, 6), name=ref.value, actual="broadcast state",
+                               statement="a query", expected="source or stream",
+                               hint=f"use MATCH ... AGAINST {ref.value} to read a broadcast state"))
+                return None
+        info = analyze_query(stmt.sql, schemas, self.problems)
+        if info is None or info.schema is None:
+            return None
+        names = [f.name.lower() for f in info.schema]
+        for dup in sorted({n for n in names if names.count(n) > 1}):
+            self.add(error("E0211", stmt.sql.span.sub(0, 6), column=dup, where=f"'{stmt.name.value}'",
+                           hint="give one of them an alias: AS other_name"))
+        return plan.Query(name=stmt.name.value, schema=info.schema, line=self.line(stmt.span), span=stmt.span,
+                          sql=stmt.sql.text, reads=tuple(self.defs[r].name.value for r in info.reads),
+                          aggregates=info.aggregates)
+
+    def _stream_input(self, ref: ast.Name, statement: str) -> plan.PlanNode | None:
+        node = self._lookup(ref, "source or stream", (ast.Source, ast.Select, ast.Enrich, ast.Match,
+                                                      ast.Process), statement)
+        return node if node not in (False,) else None
+
+    def _enrich(self, stmt: ast.Enrich) -> plan.Enrich | None:
+        upstream = self._stream_input(stmt.input, "ENRICH")
+        returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
+        options = read_options(stmt.options, self.problems)
+        if isinstance(stmt.call, ast.HttpCall):
+            method = values.choice(stmt.call.method, ("GET",), "HTTP method", self.problems)
+            url = stmt.call.url.value
+            if not re.match(r"^https?://", url):
+                self.add(error("E0309", stmt.call.url.span, text=url, what="HTTP URL",
+                               hint="start it with http:// or https://"))
+            holes = placeholders(url)
+            call: plan.HttpGet | plan.PythonFunction = plan.HttpGet(url, holes)
+            if upstream is not None:
+                self._check_placeholders(stmt.call.url, holes, upstream)
+            key_columns = holes
+            if method is None:
+                return None
+        else:
+            self._python_ref(stmt.call.ref)
+            call = plan.PythonFunction(stmt.call.ref.value)
+            key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
+        if upstream is None:
+            return None
+        existing = {f.name.lower() for f in upstream.schema}
+        for col, field in zip(stmt.returns, returns):
+            if field.name.lower() in existing:
+                self.add(error("E0211", col.name.span, column=field.name, where=f"'{stmt.name.value}'",
+                               hint=f"'{upstream.name}' already has it; rename the RETURNS column"))
+        return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
+                           span=stmt.span, input=upstream.name, call=call, returns=returns,
+                           mode=options.mode, capacity=options.capacity, timeout_s=options.timeout_s,
+                           retry=options.retry, cache=options.cache, rate=options.rate,
+                           on_miss=options.on_miss, on_timeout=options.on_timeout, on_error=options.on_error,
+                           dead_letter=options.dead_letter, key_columns=key_columns)
+
+    def _check_placeholders(self, url: ast.Str, holes: tuple[str, ...], upstream: plan.PlanNode) -> None:
+        columns = [f.name for f in upstream.schema]
+        raw = self.source.text[url.span.start:url.span.end]
+        for hole in holes:
+            if hole.lower() not in {c.lower() for c in columns}:
+                at = raw.find("{" + hole)
+                span = url.span.sub(at + 1, len(hole)) if at >= 0 else url.span
+                self.add(error("E0205", span, column=hole, hint=did_you_mean(hole, columns)
+                               or f"'{upstream.name}' has " + ", ".join(columns)))
+
+    def _match(self, stmt: ast.Match) -> plan.Match | None:
+        upstream = self._stream_input(stmt.input, "MATCH")
+        state = self._lookup(stmt.state, "broadcast state", (ast.Broadcast,), "MATCH ... AGAINST")
+        if upstream is None or state in (None, False):
+            return None
+        if state.using is not None:
+            self.add(error("E0310", stmt.state.span, connector="MATCH", role="AGAINST",
+                           what="a BROADCAST ... KEY state (a USING PYTHON state has no declared columns)",
+                           hint="use PROCESS ... WITH BROADCAST to read it from Python"))
+            return None
+        alias = stmt.alias.value if stmt.alias else state.name
+        if not analyze_condition(stmt.predicate, {upstream.name.lower(): upstream.schema,
+                                                  alias.lower(): state.schema}, self.problems):
+            return None
+        taken = {f.name.lower() for f in upstream.schema}
+        renamed = []
+        for f in state.schema:
+            out = f"{alias}_{f.name}" if f.name.lower() in taken else f.name
+            renamed.append((f.name, out))
+        schema = upstream.schema + tuple(plan.Field(out, f.type) for (_, out), f in zip(renamed, state.schema))
+        return plan.Match(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
+                          input=upstream.name, state=state.name, alias=alias, predicate=stmt.predicate.text,
+                          state_columns=tuple(renamed))
+
+    def _process(self, stmt: ast.Process) -> plan.Process | None:
+        upstream = self._stream_input(stmt.input, "PROCESS")
+        states = [self._lookup(s, "broadcast state", (ast.Broadcast,), "PROCESS ... WITH BROADCAST")
+                  for s in stmt.states]
+        returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
+        self._python_ref(stmt.ref)
+        if upstream is None or any(s in (None, False) for s in states):
+            return None
+        return plan.Process(name=stmt.name.value, schema=returns, line=self.line(stmt.span), span=stmt.span,
+                            input=upstream.name, states=tuple(s.name for s in states), ref=stmt.ref.value)
+
+    # ---- SINK
+    def _sink(self, stmt: ast.Sink) -> plan.Sink | None:
+        before = len(self.problems)
+        key = stmt.input.value.lower()
+        if key not in self.defs:
+            pool = [d.name.value for d in self.defs.values() if not isinstance(d, ast.Broadcast)]
+            self.add(error("E0207", stmt.input.span, name=stmt.input.value, hint=did_you_mean(stmt.input.value, pool)))
+            return None
+        if isinstance(self.defs[key], ast.Broadcast):
+            self.add(error("E0209", stmt.input.span, name=stmt.input.value, actual="broadcast state",
+                           statement="SINK", expected="source or stream"))
+            return None
+        upstream = self.nodes.get(key)
+        kind_name = stmt.connector.kind.value.upper()
+        kind = SINKS.get(kind_name)
+        if kind is None:
+            self.add(error("E0305", stmt.connector.kind.span, kind="sink connector", name=stmt.connector.kind.value,
+                           hint=did_you_mean(kind_name, SINKS)))
+            return None
+        self._connector_arg(stmt.connector, kind.takes_arg, "SINK")
+        if kind_name == "PYTHON" and stmt.connector.arg is not None:
+            self._python_ref(stmt.connector.arg)
+        mode, partition_by, options = "APPEND", (), ()
+        seen: set[str] = set()
+        for opt in stmt.options:
+            if opt.key in seen:
+                self.add(error("E0303", opt.span, option=opt.key.replace("_", " ").upper()))
+                continue
+            seen.add(opt.key)
+            if opt.key == "mode":
+                mode = values.choice(opt.args[0], SINK_MODES, "SINK MODE", self.problems) or mode
+                self._sink_mode(mode, opt)
+            elif opt.key == "partition_by":
+                partition_by = self._partition_by(opt, kind, kind_name, upstream)
+            else:
+                options = self._options(opt)
+        for required in kind.required_options:
+            if required not in dict(options):
+                self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SINK",
+                               what=f"OPTIONS ({required} = ...)"))
+        if len(self.problems) != before:
+            return None
+        return plan.Sink(input=self.defs[key].name.value, connector=kind_name,
+                         path=stmt.connector.arg.value if stmt.connector.arg else None, options=options,
+                         mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span)
+
+    def _sink_mode(self, mode: str, opt: ast.Opt) -> None:
+        batch = self.settings.mode == "BATCH"
+        if mode == "COMPLETE" and batch:
+            self.add(error("E0304", opt.span, first="MODE COMPLETE", second="a BATCH pipeline",
+                           hint="use MODE OVERWRITE in BATCH mode"))
+        if mode == "OVERWRITE" and not batch:
+            self.add(error("E0304", opt.span, first="MODE OVERWRITE", second="a STREAMING pipeline",
+                           hint="streaming sinks append (or COMPLETE for aggregations)"))
+
+    def _partition_by(self, opt: ast.Opt, kind, kind_name: str, upstream) -> tuple[str, ...]:
+        if not kind.partitions:
+            self.add(error("E0304", opt.span, first="PARTITION BY", second=f"a {kind_name} sink"))
+            return ()
+        if upstream is not None:
+            columns = [f.name for f in upstream.schema]
+            for col in opt.args:
+                if col.value.lower() not in {c.lower() for c in columns}:
+                    self.add(error("E0204", col.span, column=col.value, where=f"'{upstream.name}'",
+                                   hint=did_you_mean(col.value, columns)))
+        return tuple(c.value for c in opt.args)
+
+    # ---- whole-pipeline checks
+    def _streaming_checks(self, result: plan.Plan, sinks_ast: list[ast.Sink]) -> None:
+        if result.settings.mode != "STREAMING":
+            return
+        if result.settings.checkpoint is None:
+            for sink, stmt in zip(result.sinks, sinks_ast):
+                if SINKS[sink.connector].needs_checkpoint:
+                    self.add(error("E0308", stmt.span.sub(0, 4),
+                                   why=f"SINK {sink.input} TO {sink.connector} keeps its progress in it",
+                                   hint=f"add CHECKPOINT 'target/chk/{result.settings.name}' to PIPELINE"))
+        per_batch: set[str] = set()
+        for node in result.nodes:
+            reads_state = isinstance(node, plan.Match) or (isinstance(node, plan.Process) and node.states) \
+                or (isinstance(node, plan.Enrich) and node.dead_letter)
+            if reads_state or any(i.lower() in per_batch for i in node.inputs):
+                per_batch.add(node.name.lower())
+                if isinstance(node, plan.Query) and node.aggregates and not reads_state:
+                    self.add(error("E0311", node.span.sub(0, 6), feature="an aggregation after MATCH, "
+                                   "PROCESS WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
+                                   why="those run once per micro-batch (foreachBatch), so state cannot span batches",
+                                   hint="aggregate before that operator, or use MODE BATCH"))
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False

@@ -17,6 +17,7 @@ MESSAGES: dict[str, str] = {
     "E0102": "unexpected character {found!r}",
     "E0103": "input ended unexpectedly: {what}",
     "E0104": "statement does not end with ';'",
+    "E0105": "unterminated {kind}: the closing quote is missing",
     # names and structure
     "E0201": "unknown {kind} '{name}'",
     "E0202": "'{name}' is defined twice",

@@ -3,6 +3,7 @@ statement never hides the errors of the next; Lark's exceptions become diagnosti
 nowhere else."""
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer, v_args
@@ -23,8 +24,14 @@ _TERMINAL_WORDS = {
     "CONF_KEY": "a configuration key", "SQL_QUERY": "a SELECT query",
     "SQL_PREDICATE": "a condition", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
     "EQUAL": "'='", "LESSTHAN": "'<'", "MORETHAN": "'>'", "COLON": "':'", "MINUS": "'-'",
-    "$END": "end of statement", "RETRY_KW": "'RETRY'",
+    "$END": "';'", "RETRY_KW": "'RETRY'",
 }
+
+# The SQL terminals match almost anything, so Lark's fallback lexer reports a whole run of text
+# as one token; only its first word is what the parser could not take.
+_CATCH_ALL = ("SQL_QUERY", "SQL_PREDICATE")
+_FIRST_WORD = re.compile(r"[A-Za-z0-9_]+|`(?:[^`]|``)*`?|'(?:[^'\\]|\\.)*'?|\"(?:[^\"\\]|\\.)*\"?|\S")
+_PUNCTUATION = set("(),=<>:-;'\"`")
 
 
 @lru_cache(maxsize=1)
@@ -65,28 +72,50 @@ def _describe(names: set[str]) -> tuple[str, list[str]]:
     return text, keywords
 
 
+def _expected(exc: UnexpectedInput) -> set[str]:
+    """What the parser could take at the error: its own view (`accepts`), not the lexer's."""
+    accepts = getattr(exc, "accepts", None)
+    return set(accepts or getattr(exc, "expected", None) or ())
+
+
 def _syntax_error(exc: UnexpectedInput, chunk: Chunk, source: SourceFile) -> Diagnostic:
     if isinstance(exc, UnexpectedCharacters):
         at = chunk.start + exc.pos_in_stream
-        return error("E0102", Span(at, at + 1), found=chunk.text[exc.pos_in_stream])
+        return _bad_character(chunk.text, exc.pos_in_stream, at)
     if isinstance(exc, UnexpectedToken) and exc.token.type != "$END":
         token: Token = exc.token
         at = chunk.start + (token.start_pos or 0)
-        expected, keywords = _describe(set(exc.expected))
+        text = str(token)
+        if token.type in _CATCH_ALL:
+            match = _FIRST_WORD.match(text)
+            text = match.group(0) if match else text[:1]
+            if len(text) == 1 and not text.isalnum() and text not in _PUNCTUATION:
+                return error("E0102", Span(at, at + 1), found=text)
+            if text[:1] in "'\"`" and (len(text) == 1 or text[-1] != text[0]):
+                return _bad_character(chunk.text, token.start_pos or 0, at)
+        expected, keywords = _describe(_expected(exc))
         if at == chunk.start + leading_space(chunk.text):
             expected, keywords = "a statement (" + ", ".join(STATEMENT_KEYWORDS) + ")", list(STATEMENT_KEYWORDS)
-        hint = did_you_mean(str(token), keywords)
-        if hint is None and keywords and set(STATEMENT_KEYWORDS) & {str(token).upper()}:
+        hint = did_you_mean(text, keywords)
+        if hint is None and keywords and text.upper() in STATEMENT_KEYWORDS:
             hint = "did you forget ';' after the previous statement?"
-        return error("E0101", Span(at, at + max(len(str(token)), 1)), hint=hint,
-                     found=f"'{token}'", expected=expected)
-    expected_names = set(getattr(exc, "expected", ()) or ())
-    expected, _ = _describe(expected_names)
+        return error("E0101", Span(at, at + max(len(text), 1)), hint=hint,
+                     found=f"'{text}'", expected=expected)
+    expected, _ = _describe(_expected(exc))
     end = chunk.start + len(chunk.text.rstrip())
     if chunk.terminated:
         return error("E0101", Span(end, end + 1), found="';'", expected=expected,
                      hint="the statement ends too early")
     return error("E0103", Span(max(end - 1, 0), end), what=f"expected {expected}")
+
+
+def _bad_character(text: str, pos: int, at: int) -> Diagnostic:
+    """A character no token starts with; an opening quote without its closing quote."""
+    found = text[pos]
+    if found in "'\"`":
+        kind = "name" if found == "`" else "string"
+        return error("E0105", Span(at, at + 1), kind=kind, hint=f"close it with {found}")
+    return error("E0102", Span(at, at + 1), found=found)
 
 
 @v_args(meta=True)

@@ -23,3 +23,15 @@ def check_text(text: str, path: str = "<input>", *, require_sink: bool = True) -
 
 
 __all__ = ["check_file", "check_text", "CompileError"]
+
+
+def compile_file(path: str | Path, *, job_folder: str, mode: str | None = None, trigger: str | None = None,
+                 chaining: bool = True, pushdown: bool = True) -> str:
+    """The PySpark job for a .flow file: check, optimise, lower."""
+    from .codegen import Target, lower
+    from .optimizer import Options, optimize
+
+    source = SourceFile.read(path)
+    plan = to_plan(parse(source), source, mode=mode.upper() if mode else None)
+    physical = optimize(plan, Options(chaining=chaining, pushdown=pushdown))
+    return lower(physical, Target(job_folder=job_folder, trigger=trigger))

@@ -22,12 +22,18 @@ _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 _COMMON_TYPES = ("STRING", "INT", "BIGINT", "DOUBLE", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE",
                  "DECIMAL", "BINARY", "SMALLINT", "TINYINT", "ARRAY", "MAP", "STRUCT")
 
+# Other systems' type names that Spark does not know, and the Spark type meant.
+_FOREIGN_TYPES = {"DATETIME": "TIMESTAMP", "TEXT": "STRING", "UUID": "STRING", "JSON": "STRING",
+                  "NVARCHAR": "STRING", "INT64": "BIGINT", "FLOAT64": "DOUBLE", "BOOL": "BOOLEAN"}
+
 Definition = ast.Source | ast.Broadcast | ast.Select | ast.Enrich | ast.Match | ast.Process
 
 
-def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = True) -> plan.Plan:
-    """Check a parsed program and build its logical plan; raise CompileError with every problem."""
-    planner = _Planner(source)
+def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = True,
+            mode: str | None = None) -> plan.Plan:
+    """Check a parsed program and build its logical plan; raise CompileError with every problem.
+    `mode` overrides the PIPELINE's MODE (as `dslc compile --mode` does)."""
+    planner = _Planner(source, mode)
     result = planner.build(program, require_sink=require_sink)
     if planner.problems:
         raise CompileError(source, planner.problems)
@@ -40,8 +46,9 @@ def placeholders(url: str) -> tuple[str, ...]:
 
 
 class _Planner:
-    def __init__(self, source: SourceFile):
+    def __init__(self, source: SourceFile, mode: str | None = None):
         self.source = source
+        self.mode_override = mode
         self.problems: list[Diagnostic] = []
         self.defs: dict[str, Definition] = {}
         self.nodes: dict[str, plan.PlanNode | None] = {}
@@ -70,8 +77,8 @@ class _Planner:
                 sinks_ast.append(stmt)
             else:
                 self._define(stmt)
-        self.settings = plan.Settings(self.settings.name, self.settings.mode, self.settings.checkpoint,
-                                      self.settings.trigger, tuple(conf))
+        self.settings = plan.Settings(self.settings.name, self.mode_override or self.settings.mode,
+                                      self.settings.checkpoint, self.settings.trigger, tuple(conf))
         for name in self._order():
             self.nodes[name] = self._node(self.defs[name])
         sinks = tuple(s for s in (self._sink(s) for s in sinks_ast) if s is not None)
@@ -206,8 +213,10 @@ class _Planner:
         for col in defs:
             type_text = canonical(col.type.text)
             if type_text is None:
-                self.add(error("E0306", col.type.span, text=col.type.text,
-                               hint=did_you_mean(col.type.text.split("(")[0].split("<")[0], _COMMON_TYPES)))
+                base = col.type.text.split("(")[0].split("<")[0]
+                hint = f"did you mean '{_FOREIGN_TYPES[base]}'?" if base in _FOREIGN_TYPES \
+                    else did_you_mean(base, _COMMON_TYPES)
+                self.add(error("E0306", col.type.span, text=col.type.text, hint=hint))
                 type_text = "?"
             if col.name.value.lower() in seen:
                 self.add(error("E0211", col.name.span, column=col.name.value, where=where))
@@ -258,7 +267,10 @@ class _Planner:
                                second=f"{kind_name} source (its columns are fixed: "
                                       + ", ".join(f.name for f in kind.fixed_schema) + ")"))
             else:
+                before = len(self.problems)
                 schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
+                if len(self.problems) != before:
+                    return None     # a bad or repeated column: no Source node can hold it
         elif kind.needs_schema:
             self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
                            what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
@@ -274,7 +286,7 @@ class _Planner:
             seconds = values.duration(delay, self.problems)
             if field is None:
                 self.add(error("E0204", column.span, column=column.value, where=f"'{stmt.name.value}'",
-                               hint=did_you_mean(column.value, [f.name for f in schema])))
+                               hint=_column_hint(column.value, [f.name for f in schema], stmt.name.value)))
             elif not is_timestamp(field.type):
                 self.add(error("E0307", column.span, column=column.value, type=field.type,
                                hint=f"CAST it in a STREAM query, or declare it TIMESTAMP"))
@@ -306,7 +318,7 @@ class _Planner:
             for column, role in ((stmt.key, "KEY"), (stmt.op, "OP")):
                 if column is not None and column.value.lower() not in names:
                     self.add(error("E0204", column.span, column=column.value, where=f"'{src.name}'",
-                                   hint=did_you_mean(column.value, [f.name for f in src.schema])))
+                                   hint=_column_hint(column.value, [f.name for f in src.schema], src.name)))
             op = stmt.op.value.lower() if stmt.op else None
             schema = tuple(f for f in src.schema if f.name.lower() != op)
         return plan.BroadcastState(name=stmt.name.value, source=src.name if src else stmt.source.value,
@@ -340,7 +352,9 @@ class _Planner:
             return None
         names = [f.name.lower() for f in info.schema]
         for dup in sorted({n for n in names if names.count(n) > 1}):
-            self.add(error("E0211", stmt.sql.span.sub(0, 6), column=dup, where=f"'{stmt.name.value}'",
+            mentions = [m.start() for m in re.finditer(rf"(?<![\w.]){re.escape(dup)}\b", stmt.sql.text, re.I)]
+            at = stmt.sql.span.sub(mentions[1], len(dup)) if len(mentions) > 1 else stmt.sql.span.sub(0, 6)
+            self.add(error("E0211", at, column=dup, where=f"'{stmt.name.value}'",
                            hint="give one of them an alias: AS other_name"))
         return plan.Query(name=stmt.name.value, schema=info.schema, line=self.line(stmt.span), span=stmt.span,
                           sql=stmt.sql.text, reads=tuple(self.defs[r].name.value for r in info.reads),
@@ -375,10 +389,14 @@ class _Planner:
         if upstream is None:
             return None
         existing = {f.name.lower() for f in upstream.schema}
+        clash = False
         for col, field in zip(stmt.returns, returns):
             if field.name.lower() in existing:
+                clash = True
                 self.add(error("E0211", col.name.span, column=field.name, where=f"'{stmt.name.value}'",
                                hint=f"'{upstream.name}' already has it; rename the RETURNS column"))
+        if clash or len({f.name.lower() for f in returns}) != len(returns):
+            return None     # reported above (or by _columns); an Enrich node cannot hold duplicates
         return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
                            span=stmt.span, input=upstream.name, call=call, returns=returns,
                            mode=options.mode, capacity=options.capacity, timeout_s=options.timeout_s,
@@ -394,7 +412,7 @@ class _Planner:
                 at = raw.find("{" + hole)
                 span = url.span.sub(at + 1, len(hole)) if at >= 0 else url.span
                 self.add(error("E0205", span, column=hole, hint=did_you_mean(hole, columns)
-                               or f"'{upstream.name}' has " + ", ".join(columns)))
+                               or f"'{upstream.name}' has columns " + ", ".join(columns)))
 
     def _match(self, stmt: ast.Match) -> plan.Match | None:
         upstream = self._stream_input(stmt.input, "MATCH")
@@ -495,7 +513,7 @@ class _Planner:
             for col in opt.args:
                 if col.value.lower() not in {c.lower() for c in columns}:
                     self.add(error("E0204", col.span, column=col.value, where=f"'{upstream.name}'",
-                                   hint=did_you_mean(col.value, columns)))
+                                   hint=_column_hint(col.value, columns, upstream.name)))
         return tuple(c.value for c in opt.args)
 
     # ---- whole-pipeline checks
@@ -519,6 +537,11 @@ class _Planner:
                                    "PROCESS WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
                                    why="those run once per micro-batch (foreachBatch), so state cannot span batches",
                                    hint="aggregate before that operator, or use MODE BATCH"))
+
+
+def _column_hint(column: str, columns: list[str], owner: str) -> str:
+    """Did-you-mean, or else the columns there are."""
+    return did_you_mean(column, columns) or f"'{owner}' has columns " + ", ".join(columns)
 
 
 def _importable(module: str) -> bool:

@@ -2,6 +2,7 @@
 (with their exact position in the file), and the query's output schema."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -22,6 +23,13 @@ from .sqltypes import UNKNOWN
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
 _WINDOW_TYPE = "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"
+
+# sqlglot reports a half-written expression by its class name; say it in SQL words instead.
+_MISSING = re.compile(r"Required keyword: '(\w+)' missing for <class '[\w.]+\.(\w+)'>")
+_SQL_WORDS = {"Where": "WHERE clause", "Having": "HAVING clause", "Group": "GROUP BY clause",
+              "Order": "ORDER BY clause", "EQ": "'='", "NEQ": "'<>'", "GT": "'>'", "LT": "'<'",
+              "GTE": "'>='", "LTE": "'<='", "And": "AND", "Or": "OR", "Add": "'+'", "Sub": "'-'",
+              "Mul": "'*'", "Div": "'/'", "Like": "LIKE", "In": "IN", "Not": "NOT"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +63,7 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
             highlight = len(item.get("highlight") or " ")
             start = max(0, offset - highlight)
             problems.append(error("E0206", sql.span.sub(start, highlight),
-                                  detail=item.get("description", str(exc)).split(". Line")[0]))
+                                  detail=_readable(item.get("description", str(exc)).split(". Line")[0])))
         return None
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc)))
@@ -64,6 +72,17 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
         problems.append(error("E0206", sql.span.sub(0, 1), detail="expected exactly one query"))
         return None
     return statements[0]
+
+
+def _readable(detail: str) -> str:
+    """sqlglot's description of a parse error, with class names turned into SQL words."""
+    if detail.startswith("Expecting "):
+        return f"expected '{detail[len('Expecting '):]}'"
+    match = _MISSING.search(detail)
+    if match is None:
+        return detail
+    what = _SQL_WORDS.get(match.group(2), match.group(2).upper())
+    return f"incomplete {what}: something is missing after it"
 
 
 def _offset(text: str, line: int, col: int) -> int:
@@ -132,7 +151,10 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
             walk = walk.parent
         every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
         unknown_source = any(c is None for c in visible.values())
-        aliases = {n.lower() for n in scope.expression.named_selects} if isinstance(scope.expression, exp.Select) else set()
+        # Names given with AS (GROUP BY / ORDER BY / HAVING may use them); a bare column
+        # `SELECT amout` names itself and must not vouch for itself.
+        aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
+            if isinstance(scope.expression, exp.Select) else set()
         for column in scope.columns:
             name = column.name.lower()
             qualifier = column.table.lower()
@@ -148,7 +170,7 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
                     continue    # struct field access: `w.start`
                 else:
                     problems.append(error("E0201", _span_of(column.args["table"], sql), kind="table or alias",
-                                          name=column.table, hint=did_you_mean(column.table, visible)))
+                                          name=column.table, hint=_name_hint(column.table, visible)))
                     ok = False
                     continue
             else:
@@ -159,6 +181,12 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
                                   column=column.name, where=where))
             ok = False
     return ok
+
+
+def _name_hint(name: str, known: Mapping[str, object]) -> str | None:
+    """Did-you-mean, or else the names that are in scope (an AS alias hides the relation's name)."""
+    return did_you_mean(name, known) or ("in scope here: " + ", ".join(f"'{n}'" for n in sorted(known))
+                                         if known else None)
 
 
 def _where(visible: Mapping[str, object]) -> str:
@@ -203,7 +231,7 @@ def analyze_condition(sql: ast.Sql, sides: Mapping[str, Schema], problems: list[
         qualifier, name = column.table.lower(), column.name.lower()
         if qualifier and qualifier not in sides:
             problems.append(error("E0201", _span_of(column.args["table"], sql), kind="table or alias",
-                                  name=column.table, hint=did_you_mean(column.table, sides)))
+                                  name=column.table, hint=_name_hint(column.table, sides)))
             ok = False
             continue
         pool = {f.name.lower() for f in sides[qualifier]} if qualifier else every

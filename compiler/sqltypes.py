@@ -1,14 +1,29 @@
 """Spark SQL types as written in SCHEMA/RETURNS: validated and canonicalised with sqlglot."""
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
 UNKNOWN = "?"
 
+# The type words Spark's own DDL parser knows. sqlglot also accepts other dialects' types
+# (DATETIME, UUID, JSON, ...) and maps them silently, which Spark would reject.
+SPARK_TYPE_WORDS = frozenset("""
+    BOOLEAN TINYINT BYTE SMALLINT SHORT INT INTEGER BIGINT LONG FLOAT REAL DOUBLE DATE TIMESTAMP
+    TIMESTAMP_NTZ TIMESTAMP_LTZ STRING CHAR CHARACTER VARCHAR BINARY DECIMAL DEC NUMERIC
+    INTERVAL YEAR MONTH DAY HOUR MINUTE SECOND TO VOID VARIANT ARRAY MAP STRUCT
+""".split())
+_FIELD_NAME = re.compile(r"`(?:[^`]|``)*`\s*:|[A-Za-z_][A-Za-z0-9_]*\s*:")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 def canonical(text: str) -> str | None:
     """The canonical Spark spelling of a type (`DECIMAL(10, 2)`), or None when it is not one."""
+    words = _WORD.findall(_FIELD_NAME.sub(":", text))
+    if any(w.upper() not in SPARK_TYPE_WORDS for w in words):
+        return None
     try:
         data_type = exp.DataType.build(text, dialect="spark", udt=False)
     except (ParseError, ValueError, TypeError):

@@ -11,17 +11,39 @@ from .diagnostics import Diagnostic, did_you_mean, error
 
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$", re.I)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+# Units people write out of habit, and the unit meant.
+_UNIT_WORDS = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "min": "m", "mins": "m",
+               "minute": "m", "minutes": "m", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
+               "msec": "ms", "millis": "ms", "milliseconds": "ms"}
+_SMALLER = {"h": "m", "m": "s", "s": "ms"}
 
 
 def duration(num: ast.Num, problems: list[Diagnostic]) -> float | None:
     """Seconds of a duration like `50ms`, `1s`, `5m`, `2h`."""
     match = _DURATION.match(num.text)
     if not match:
-        unit = re.sub(r"^[0-9.]+", "", num.text)
-        hint = did_you_mean(unit, _UNIT_SECONDS) if unit else "add a unit: ms, s, m or h"
-        problems.append(error("E0301", num.span, hint=hint, text=num.text))
+        problems.append(error("E0301", num.span, hint=_duration_hint(num.text), text=num.text))
         return None
     return int(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+
+
+def _duration_hint(text: str) -> str | None:
+    """What to write instead of a bad duration: `30sec` → 30s, `1.5m` → 90s."""
+    number = re.match(r"^[0-9.]*", text).group(0)
+    unit = text[len(number):].lower()
+    if not unit:
+        return f"add a unit, e.g. {number or '1'}s"
+    if unit in _UNIT_WORDS and number.isdigit():
+        return f"write {number}{_UNIT_WORDS[unit]}"
+    if unit in _SMALLER and number:
+        try:
+            smaller = float(number) * _UNIT_SECONDS[unit] / _UNIT_SECONDS[_SMALLER[unit]]
+        except ValueError:
+            return None
+        if smaller.is_integer():
+            return f"write {int(smaller)}{_SMALLER[unit]}"
+        return "use a whole number of a smaller unit"
+    return did_you_mean(unit, _UNIT_SECONDS)
 
 
 def whole(num: ast.Num, option: str, problems: list[Diagnostic], minimum: int = 0) -> int | None:

@@ -1,0 +1,56 @@
+"""A tiny code emitter (pegen's): lines, indentation, and safe Python literals."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+
+class Emitter:
+    """Collects generated lines; `with indent():` nests them."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+        self._depth = 0
+
+    def line(self, text: str = "") -> None:
+        """One line at the current indentation (blank lines stay blank)."""
+        self._lines.append(("    " * self._depth + text) if text else "")
+
+    def lines(self, texts: list[str]) -> None:
+        """Several lines at the current indentation."""
+        for text in texts:
+            self.line(text)
+
+    @contextmanager
+    def indent(self) -> Iterator[None]:
+        """Nest the lines emitted inside the block one level deeper."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    def text(self) -> str:
+        """The generated source, ending in one newline."""
+        return "\n".join(self._lines).rstrip("\n") + "\n"
+
+
+def lit(value: object) -> str:
+    """A Python literal for a value from the DSL: repr() cannot be broken out of."""
+    if isinstance(value, float) and value.is_integer():
+        return repr(value)
+    return repr(value)
+
+
+def multiline(text: str) -> list[str]:
+    """A long string as adjacent literals, one source line each (readable, still safe)."""
+    parts = text.split("\n")
+    return [repr(p + ("\n" if i < len(parts) - 1 else "")) for i, p in enumerate(parts)]
+
+
+def ident(name: str) -> str:
+    """A Python variable name for a DSL relation (DSL names may be back-quoted anything)."""
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    if not safe or safe[0].isdigit():
+        safe = "_" + safe
+    return "r_" + safe.lower()

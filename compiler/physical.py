@@ -1,0 +1,100 @@
+"""The physical plan: the steps a job runs, with Python operators grouped into chains.
+
+A chain is Flink's operator chain (seed 003) on Spark: consecutive Python operators with no
+shuffle and no other reader between them run in one `mapInArrow` pass through the runtime's
+chain runner. SQL steps stay Spark SQL, which Catalyst fuses on its own.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from . import plan
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """Read a SOURCE."""
+
+    node: plan.Source
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """Build a broadcast state from its source's rows."""
+
+    node: plan.BroadcastState
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True, slots=True)
+class Sql:
+    """Run a Spark SQL query."""
+
+    node: plan.Query
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    """Python operators run in one mapInArrow pass; `input_columns` is the pruned projection."""
+
+    index: int
+    input: str
+    operators: tuple[plan.Enrich | plan.Process, ...]
+    input_columns: tuple[str, ...] | None
+    starts_because: str
+    ends_because: str
+
+    def __post_init__(self) -> None:
+        if not self.operators:
+            raise ValueError("a chain needs at least one operator")
+
+    @property
+    def name(self) -> str:
+        """A chain produces the relation of its last operator."""
+        return self.operators[-1].name
+
+
+@dataclass(frozen=True, slots=True)
+class MatchJoin:
+    """MATCH as a broadcast join of a stream with a state's snapshot."""
+
+    node: plan.Match
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+Step = Union[Read, State, Sql, Chain, MatchJoin]
+
+
+@dataclass(frozen=True, slots=True)
+class Physical:
+    """Steps in run order, the sinks, and the optimiser passes that shaped them."""
+
+    plan: plan.Plan
+    steps: tuple[Step, ...]
+    passes: tuple[tuple[str, str], ...]     # (pass name, what it did)
+
+    def step(self, name: str) -> Step:
+        """The step producing relation `name`."""
+        for step in self.steps:
+            if step.name.lower() == name.lower():
+                return step
+        raise KeyError(name)
+
+    @property
+    def chains(self) -> tuple[Chain, ...]:
+        return tuple(s for s in self.steps if isinstance(s, Chain))

@@ -1,0 +1,111 @@
+"""`dslc explain --physical`: chains, why each starts and ends, and the optimiser's passes;
+as text, JSON, or a Graphviz picture (chains as boxes, operators inside, shuffles as edges)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+from . import physical, plan
+from .explain import _describe
+from .optimizer import Options, optimize
+
+
+def _step_line(step: physical.Step) -> str:
+    if isinstance(step, physical.Chain):
+        ops = " -> ".join(op.name for op in step.operators)
+        lines = ", ".join(str(op.line) for op in step.operators)
+        return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- lines {lines}"
+    node = step.node
+    kind = {physical.Read: "read", physical.State: "state", physical.Sql: "sql",
+            physical.MatchJoin: "broadcast join"}[type(step)]
+    return f"{step.name}: {kind} {_describe(node)}  -- line {node.line}"
+
+
+def render_text(phys: physical.Physical) -> str:
+    """Passes, then steps in run order, then sinks."""
+    out = ["passes:"]
+    out += [f"  {name}: {note}" for name, note in phys.passes]
+    out.append("steps:")
+    for step in phys.steps:
+        out.append("  " + _step_line(step))
+        if isinstance(step, physical.Chain):
+            for op in step.operators:
+                out.append(f"      {op.name} := {_describe(op)}")
+            if step.input_columns is not None:
+                out.append(f"      reads ({', '.join(step.input_columns)})")
+            out.append(f"      starts: {step.starts_because}")
+            out.append(f"      ends: {step.ends_because}")
+    for sink in phys.plan.sinks:
+        out.append(f"  sink {sink.input} -> {sink.connector}" + (f" {sink.path!r}" if sink.path else "")
+                   + f"  -- line {sink.line}")
+    return "\n".join(out) + "\n"
+
+
+def render_json(phys: physical.Physical) -> str:
+    """Steps and passes as JSON."""
+    steps = []
+    for step in phys.steps:
+        item = {"kind": type(step).__name__, "name": step.name}
+        if isinstance(step, physical.Chain):
+            item.update(index=step.index, input=step.input, operators=[op.name for op in step.operators],
+                        input_columns=list(step.input_columns) if step.input_columns else None,
+                        starts_because=step.starts_because, ends_because=step.ends_because)
+        else:
+            item.update(line=step.node.line, inputs=list(step.node.inputs))
+        steps.append(item)
+    data = {"passes": [{"pass": n, "note": t} for n, t in phys.passes], "steps": steps,
+            "sinks": [{"input": s.input, "connector": s.connector, "path": s.path} for s in phys.plan.sinks]}
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def _quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def render_dot(phys: physical.Physical) -> str:
+    """Graphviz: one cluster per chain; an edge into an aggregation is drawn as a shuffle."""
+    out = ["digraph pipeline {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];']
+    producer: dict[str, str] = {}
+    for step in phys.steps:
+        if isinstance(step, physical.Chain):
+            out.append(f"  subgraph cluster_chain{step.index} {{")
+            out.append(f"    label={_quote(f'chain#{step.index} (one mapInArrow)')}; style=rounded;")
+            for op in step.operators:
+                out.append(f"    {_quote(op.name)} [label={_quote(op.name + chr(10) + type(op).__name__)}];")
+                producer[op.name.lower()] = op.name
+            for a, b in zip(step.operators, step.operators[1:]):
+                out.append(f"    {_quote(a.name)} -> {_quote(b.name)};")
+            out.append("  }")
+        else:
+            shape = "cylinder" if isinstance(step, physical.Read) else "box"
+            out.append(f"  {_quote(step.name)} [shape={shape}, label={_quote(step.name + chr(10) + type(step.node).__name__)}];")
+            producer[step.name.lower()] = step.name
+    for step in phys.steps:
+        inputs = [step.input] if isinstance(step, physical.Chain) else list(step.node.inputs)
+        target = step.operators[0].name if isinstance(step, physical.Chain) else step.name
+        shuffle = isinstance(step, physical.Sql) and step.node.aggregates
+        for name in inputs:
+            style = ' [style=dashed, label="shuffle"]' if shuffle else ""
+            out.append(f"  {_quote(producer.get(name.lower(), name))} -> {_quote(target)}{style};")
+    for i, sink in enumerate(phys.plan.sinks):
+        out.append(f"  sink{i} [shape=note, label={_quote(sink.connector + ' ' + (sink.path or ''))}];")
+        out.append(f"  {_quote(producer.get(sink.input.lower(), sink.input))} -> sink{i};")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def render_svg(phys: physical.Physical) -> str:
+    """The DOT picture rendered by Graphviz's `dot` program."""
+    dot = shutil.which("dot")
+    if dot is None:
+        raise RuntimeError("Graphviz is not installed: install it (apt-get install graphviz) for --format svg")
+    done = subprocess.run([dot, "-Tsvg"], input=render_dot(phys), capture_output=True, text=True, check=True)
+    return done.stdout
+
+
+def render_physical(p: plan.Plan, fmt: str = "text", options: Options = Options()) -> str:
+    """The physical plan of `p` in the given format."""
+    phys = optimize(p, options)
+    renderers = {"text": render_text, "json": render_json, "dot": render_dot, "svg": render_svg}
+    return renderers[fmt](phys)

@@ -1,0 +1,84 @@
+"""Operator chaining (seed 003): consecutive Python operators with no shuffle and no other
+reader between them fuse into one chain, run as one mapInArrow pass.
+
+    enriched = ENRICH paid ...; scored = PROCESS enriched ...   =>   chain#1 [enriched -> scored]
+"""
+from __future__ import annotations
+
+from .. import physical, plan
+from .pruning import pruned_input
+
+NAME = "chain_operators"
+
+PYTHON_OPERATORS = (plan.Enrich, plan.Process)
+
+
+def _start_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
+    if not chaining:
+        return "chaining is disabled"
+    upstream = p.node(op.inputs[0])
+    if isinstance(upstream, plan.Source):
+        return f"input '{upstream.name}' is a source"
+    if isinstance(upstream, plan.Query):
+        kind = "an aggregation (shuffle)" if upstream.aggregates else "Spark SQL (Catalyst runs it)"
+        return f"input '{upstream.name}' is {kind}"
+    if isinstance(upstream, plan.Match):
+        return f"input '{upstream.name}' is a MATCH join"
+    readers = len(p.consumers(upstream.name))
+    return f"input '{upstream.name}' has {readers} readers"
+
+
+def _end_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
+    readers = p.consumers(op.name)
+    if not chaining:
+        return "chaining is disabled"
+    if len(readers) != 1:
+        return f"'{op.name}' has {len(readers)} readers" if readers else f"'{op.name}' is not read"
+    reader = readers[0]
+    if isinstance(reader, plan.Sink):
+        return f"written by SINK (line {reader.line})"
+    if isinstance(reader, plan.Query):
+        what = "a shuffle (GROUP BY / window)" if reader.aggregates else "Spark SQL"
+        return f"'{reader.name}' is {what}"
+    if isinstance(reader, plan.Match):
+        return f"'{reader.name}' is a MATCH (a join)"
+    if isinstance(reader, plan.BroadcastState):
+        return f"'{reader.name}' is a broadcast state"
+    return f"'{reader.name}' cannot join the chain"
+
+
+def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True) -> list[physical.Step]:
+    """Physical steps in run order, with Python operators grouped into chains."""
+    groups: list[list[plan.Enrich | plan.Process]] = []
+    owner: dict[str, list] = {}
+    for node in p.nodes:
+        if not isinstance(node, PYTHON_OPERATORS):
+            continue
+        upstream = owner.get(node.inputs[0].lower())
+        if chaining and upstream is not None and len(p.consumers(upstream[-1].name)) == 1:
+            upstream.append(node)
+            owner[node.name.lower()] = upstream
+        else:
+            group = [node]
+            groups.append(group)
+            owner[node.name.lower()] = group
+    chains = {}
+    for index, group in enumerate(groups, start=1):
+        ops = tuple(group)
+        chains[ops[-1].name.lower()] = physical.Chain(
+            index=index, input=ops[0].inputs[0], operators=ops,
+            input_columns=pruned_input(p, ops) if pruning else None,
+            starts_because=_start_reason(p, ops[0], chaining), ends_because=_end_reason(p, ops[-1], chaining))
+    steps: list[physical.Step] = []
+    for node in p.nodes:
+        if isinstance(node, plan.Source):
+            steps.append(physical.Read(node))
+        elif isinstance(node, plan.BroadcastState):
+            steps.append(physical.State(node))
+        elif isinstance(node, plan.Query):
+            steps.append(physical.Sql(node))
+        elif isinstance(node, plan.Match):
+            steps.append(physical.MatchJoin(node))
+        elif node.name.lower() in chains:
+            steps.append(chains[node.name.lower()])
+    return steps

@@ -1,0 +1,70 @@
+"""Projection pruning: columns nobody downstream reads are not shipped through Python.
+
+    STREAM e = ENRICH wide WITH HTTP GET '.../{id}' RETURNS (tier STRING);
+    STREAM out = SELECT id, tier FROM e;
+    => the chain reads only `id` from `wide` (df.select('id') before mapInArrow)
+
+Only chains of HTTP enrichments are pruned: a Python function sees the whole row, so every
+column may matter to it.
+"""
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from .. import plan
+
+NAME = "prune_columns"
+
+# Readers that need every column of what they read, and why:
+NEEDS_ALL = (
+    plan.Process,   # the user function receives the whole row
+    plan.Match,     # MATCH emits every input column
+)
+
+
+def _query_columns(query: plan.Query) -> set[str] | None:
+    tree = sqlglot.parse_one(query.sql, dialect="spark")
+    if any(isinstance(s, exp.Star) or s.is_star for s in tree.find_all(exp.Star, exp.Column)):
+        return None
+    return {c.name.lower() for c in tree.find_all(exp.Column)}
+
+
+def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset()) -> set[str] | None:
+    """Columns of `name` that its readers need; None when they need all of them."""
+    if name.lower() in _seen:
+        return None
+    needed: set[str] = set()
+    for reader in p.consumers(name):
+        if isinstance(reader, plan.Sink) or isinstance(reader, NEEDS_ALL):
+            return None
+        if isinstance(reader, plan.BroadcastState):
+            return None
+        if isinstance(reader, plan.Query):
+            columns = _query_columns(reader)
+            if columns is None:
+                return None
+            needed |= columns
+        elif isinstance(reader, plan.Enrich):
+            if not isinstance(reader.call, plan.HttpGet):
+                return None
+            downstream = required_columns(p, reader.name, _seen | {name.lower()})
+            if downstream is None:
+                return None
+            needed |= downstream | {c.lower() for c in reader.call.placeholders}
+    return needed
+
+
+def pruned_input(p: plan.Plan, operators: tuple[plan.Enrich | plan.Process, ...]) -> tuple[str, ...] | None:
+    """The input columns a chain must read, or None when it must read them all."""
+    if not all(isinstance(op, plan.Enrich) and isinstance(op.call, plan.HttpGet) for op in operators):
+        return None
+    needed = required_columns(p, operators[-1].name)
+    if needed is None:
+        return None
+    for op in operators:
+        needed |= {c.lower() for c in op.call.placeholders}
+    returned = {f.name.lower() for op in operators for f in op.returns}
+    upstream = p.node(operators[0].input)
+    keep = tuple(f.name for f in upstream.schema if f.name.lower() in needed - returned)
+    return keep if len(keep) < len(upstream.schema) else None

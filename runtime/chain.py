@@ -1,0 +1,199 @@
+"""Operators run as one chain in one pass, so rows cross no serialisation between them (Flink's OperatorChain).
+
+Lifecycle, as in Flink's StreamTask: `open` tail to head (an operator's downstream is ready before
+it can emit), elements pushed through ChainingOutputs that call the next operator directly,
+`finish` head to tail at end of input (an operator flushes what it holds into a downstream that is
+still open), `close` head to tail, and `dispose` tail to head, always, even after an exception; an
+exception in `dispose` never hides the one that caused it.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .operator import Operator, Output, Row, Watermark
+
+Element = Row | Watermark
+
+
+def _note(error: BaseException, text: str) -> None:
+    """Attach context to an exception without replacing it (PEP 678 notes, Python 3.11+)."""
+    add_note = getattr(error, "add_note", None)
+    if callable(add_note):
+        add_note(text)
+
+
+@dataclass(slots=True)
+class Emitted:
+    """What the chain produced since the last drain: output rows and dead letters, in order."""
+
+    rows: list[Row] = field(default_factory=list)
+    dead_letters: list[Row] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.rows or self.dead_letters)
+
+
+class Collector:
+    """The chain's tail output: gathers rows and dead letters until drained (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending = Emitted()
+        self.watermark: Watermark | None = None
+        self.rows_out = 0
+        self.dead_letters_out = 0
+
+    def emit(self, row: Row) -> None:
+        with self._lock:
+            self._pending.rows.append(row)
+            self.rows_out += 1
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        with self._lock:
+            if self.watermark is None or watermark.timestamp > self.watermark.timestamp:
+                self.watermark = watermark
+
+    def emit_dead_letter(self, letter: Row) -> None:
+        with self._lock:
+            self._pending.dead_letters.append(letter)
+            self.dead_letters_out += 1
+
+    def drain(self) -> Emitted:
+        """Return and forget everything collected so far."""
+        with self._lock:
+            pending, self._pending = self._pending, Emitted()
+            return pending
+
+
+class ChainingOutput:
+    """Output that hands elements straight to the next operator; dead letters skip to the collector."""
+
+    def __init__(self, operator: Operator, collector: Collector) -> None:
+        self._operator = operator
+        self._collector = collector
+
+    def emit(self, row: Row) -> None:
+        self._operator.process_element(row)
+
+    def emit_watermark(self, watermark: Watermark) -> None:
+        self._operator.process_watermark(watermark)
+
+    def emit_dead_letter(self, letter: Row) -> None:
+        self._collector.emit_dead_letter(letter)
+
+
+class OperatorChain:
+    """A sequence of operators driven through Flink's lifecycle in one pass over the input."""
+
+    def __init__(self, operators: Sequence[Operator]) -> None:
+        if not operators:
+            raise ValueError("an operator chain needs at least one operator")
+        self.operators: tuple[Operator, ...] = tuple(operators)
+        self.collector = Collector()
+        self.elements_in = 0
+        self._opened = False
+        self._ended = False
+        self._disposed = False
+
+    # -- lifecycle, step by step -------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open tail to head, giving each operator the output that feeds its successor."""
+        if self._opened:
+            raise RuntimeError("operator chain is already open")
+        self._opened = True
+        output: Output = self.collector
+        for operator in reversed(self.operators):
+            operator.open(output)
+            output = ChainingOutput(operator, self.collector)
+
+    def push(self, element: Element) -> None:
+        """Feed one row or watermark to the head operator."""
+        head = self.operators[0]
+        if isinstance(element, Watermark):
+            head.process_watermark(element)
+        else:
+            self.elements_in += 1
+            head.process_element(element)
+
+    def end_input(self) -> None:
+        """End of input: finish head to tail, then close head to tail."""
+        if self._ended:
+            return
+        self._ended = True
+        for operator in self.operators:
+            operator.finish()
+        for operator in self.operators:
+            operator.close()
+
+    def dispose(self, error: BaseException | None = None) -> None:
+        """Dispose tail to head, every operator; errors here are attached to `error` if one is given."""
+        if self._disposed:
+            return
+        self._disposed = True
+        failures: list[BaseException] = []
+        for operator in reversed(self.operators):
+            try:
+                operator.dispose()
+            except Exception as exc:  # keep disposing the rest
+                failures.append(exc)
+        if not failures:
+            return
+        if error is not None:
+            for failure in failures:
+                _note(error, f"while disposing after this error: {type(failure).__name__}: {failure}")
+            return
+        first = failures[0]
+        for failure in failures[1:]:
+            _note(first, f"another operator also failed to dispose: {type(failure).__name__}: {failure}")
+        raise first
+
+    def drain(self) -> Emitted:
+        """Rows and dead letters emitted since the last drain."""
+        return self.collector.drain()
+
+    # -- whole runs -------------------------------------------------------------------------
+
+    def run(self, chunks: Iterable[Iterable[Element]]) -> Iterator[Emitted]:
+        """Run the whole lifecycle over chunks of elements, yielding output after each chunk.
+
+        Output still held by an operator (e.g. in-flight async calls) comes out in a later chunk
+        or after end of input. Closing the generator early disposes the chain.
+        """
+        error: BaseException | None = None
+        try:
+            self.open()
+            for chunk in chunks:
+                for element in chunk:
+                    self.push(element)
+                emitted = self.drain()
+                if emitted:
+                    yield emitted
+            self.end_input()
+            emitted = self.drain()
+            if emitted:
+                yield emitted
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            self.dispose(error)
+
+    def run_all(self, elements: Iterable[Element]) -> Emitted:
+        """Run the lifecycle over all elements as one chunk and return everything emitted."""
+        total = Emitted()
+        for emitted in self.run([elements]):
+            total.rows.extend(emitted.rows)
+            total.dead_letters.extend(emitted.dead_letters)
+        return total
+
+    def metrics(self) -> dict[str, dict[str, Any]]:
+        """Each operator's metrics by name (a repeated name gets '#<position>')."""
+        result: dict[str, dict[str, Any]] = {}
+        for position, operator in enumerate(self.operators):
+            name = operator.name if operator.name not in result else f"{operator.name}#{position}"
+            result[name] = dict(operator.metrics())
+        return result

@@ -1,0 +1,266 @@
+"""ENRICH call adapters: turn `WITH PYTHON` / `WITH HTTP GET` into one async `row -> result`.
+
+Clients are kept per worker process and operator (an aiohttp session, a thread pool), reused by
+every task the worker runs, and closed only when an operator fails (they may be broken then) or
+the process exits. All coroutines here run on the worker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import inspect
+import json
+import os
+import re
+import threading
+import urllib.parse
+from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import aiohttp
+import yarl
+
+from . import user_code
+from .config import Enrich, HttpCall, PythonCall
+from .operator import Row
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class CallError(RuntimeError):
+    """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...)."""
+
+
+def placeholders(url: str) -> tuple[str, ...]:
+    """Column names of the `{col}` placeholders in a URL template, in order, without repeats."""
+    return tuple(dict.fromkeys(_PLACEHOLDER.findall(url)))
+
+
+def fill_url(template: str, row: Row) -> str:
+    """The URL with every placeholder replaced by its fully percent-encoded row value."""
+    def value(match: re.Match[str]) -> str:
+        column = match.group(1)
+        if column not in row:
+            raise CallError(f"placeholder column {column} is not in the row")
+        v = row[column]
+        if v is None:
+            raise CallError(f"placeholder column {column} is null")
+        return urllib.parse.quote(str(v), safe="")
+    return _PLACEHOLDER.sub(value, template)
+
+
+class EnrichCall:
+    """Common shape of a call adapter."""
+
+    timeout_handler: Any = None  # a user `timeout(row)` method, if any
+
+    def open(self) -> None:
+        """Prepare in the chain thread (user `open()`)."""
+
+    def close(self) -> None:
+        """Release in the chain thread (user `close()`)."""
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        """The key the CACHE uses for this row, or None when the row cannot be cached."""
+        raise NotImplementedError
+
+    async def __call__(self, row: Row) -> Any:
+        raise NotImplementedError
+
+    async def aclose_clients(self) -> None:
+        """Close the clients this operator created (after a failure); on the loop."""
+
+
+# --------------------------------------------------------------------------- python
+
+
+_pools: dict[tuple[int, str], ThreadPoolExecutor] = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(name: str, size: int) -> ThreadPoolExecutor:
+    key = (os.getpid(), name)
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None or pool._max_workers < size:  # noqa: SLF001 - stdlib attribute
+            pool = _pools[key] = ThreadPoolExecutor(max_workers=size, thread_name_prefix=f"dslc-enrich-{name}")
+        return pool
+
+
+def _drop_pool(name: str) -> None:
+    with _pools_lock:
+        pool = _pools.pop((os.getpid(), name), None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+class PythonEnrichCall(EnrichCall):
+    """A user function or class instance; async ones are awaited, plain ones use a thread pool."""
+
+    def __init__(self, config: Enrich) -> None:
+        assert isinstance(config.call, PythonCall)
+        self.config = config
+        self.target: Any = None
+        self._fn: Any = None
+        self._is_async = False
+        self._opened = False
+
+    def open(self) -> None:
+        self.target = user_code.resolve(self.config.call)
+        fn = self.target if inspect.isfunction(self.target) or inspect.ismethod(self.target) else None
+        if fn is None:
+            fn = getattr(self.target, "__call__", None)  # noqa: B004 - instance of a class
+            if fn is None:
+                raise user_code.UserCodeError(f"'{self.config.call.ref}' is not callable")
+            hook = getattr(self.target, "timeout", None)
+            self.timeout_handler = hook if callable(hook) else None
+        self._fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
+        user_code.lifecycle(self.target, "open")
+        self._opened = True
+
+    def close(self) -> None:
+        if self._opened:
+            self._opened = False
+            user_code.lifecycle(self.target, "close")
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        key = tuple(row.items())
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    async def __call__(self, row: Row) -> Any:
+        arg = dict(row)  # the user may mutate it; the operator keeps the original
+        if self._is_async:
+            return await self._fn(arg)
+        loop = asyncio.get_running_loop()
+        result = await loop.run_in_executor(_pool(self.config.name, self.config.capacity), self._fn, arg)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    async def aclose_clients(self) -> None:
+        _drop_pool(self.config.name)
+
+
+# --------------------------------------------------------------------------- http
+
+
+_sessions: dict[tuple[int, int, str], aiohttp.ClientSession] = {}
+
+
+def _session(name: str, limit: int) -> aiohttp.ClientSession:
+    """The worker's session for one operator on the running loop (created on first use)."""
+    loop = asyncio.get_running_loop()
+    key = (os.getpid(), id(loop), name)
+    session = _sessions.get(key)
+    if session is None or session.closed or session.connector is None or session.connector.limit < limit:
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300)
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),  # the operator's TIMEOUT bounds each element
+            auto_decompress=True,
+        )
+        _sessions[key] = session
+    return session
+
+
+async def _close_session(name: str) -> None:
+    loop = asyncio.get_running_loop()
+    session = _sessions.pop((os.getpid(), id(loop), name), None)
+    if session is not None and not session.closed:
+        await session.close()
+
+
+async def close_all_sessions() -> None:
+    """Close every session of the running loop (process exit)."""
+    loop = asyncio.get_running_loop()
+    for key in [k for k in _sessions if k[1] == id(loop)]:
+        session = _sessions.pop(key)
+        if not session.closed:
+            await session.close()
+
+
+class HttpEnrichCall(EnrichCall):
+    """HTTP GET; JSON object/array body is the result, 404 a miss, anything else an error."""
+
+    def __init__(self, config: Enrich) -> None:
+        assert isinstance(config.call, HttpCall)
+        self.config = config
+        self.url = config.call.url
+        self.columns = placeholders(self.url)
+        self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        key = tuple(row.get(c) for c in self.columns)
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    async def __call__(self, row: Row) -> Any:
+        url = fill_url(self.url, row)
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = _session(self.config.name, self.config.capacity)
+        # encoded=True: send exactly the bytes built above, no re-quoting or normalisation
+        async with session.get(yarl.URL(url, encoded=True), allow_redirects=True) as response:
+            if response.status == 404:
+                await response.release()
+                return None
+            if not 200 <= response.status < 300:
+                text = (await response.content.read(200)).decode("utf-8", "replace")
+                raise CallError(f"HTTP {response.status} from {_redact(url)}: {text}")
+            if response.content_length is not None and response.content_length > MAX_BODY_BYTES:
+                raise CallError(f"response body of {response.content_length} bytes exceeds {MAX_BODY_BYTES}")
+            body = await response.content.read(MAX_BODY_BYTES + 1)
+            while len(body) <= MAX_BODY_BYTES:
+                more = await response.content.read(MAX_BODY_BYTES + 1 - len(body))
+                if not more:
+                    break
+                body += more
+            if len(body) > MAX_BODY_BYTES:
+                raise CallError(f"response body exceeds {MAX_BODY_BYTES} bytes")
+        try:
+            value = json.loads(body)
+        except ValueError as exc:
+            raise CallError(f"response body is not JSON: {exc}") from None
+        if not isinstance(value, (dict, list)):
+            raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
+        return value
+
+    async def aclose_clients(self) -> None:
+        self._session = None
+        await _close_session(self.config.name)
+
+
+def _redact(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+def build_call(config: Enrich) -> EnrichCall:
+    """The adapter for an ENRICH's WITH clause."""
+    if isinstance(config.call, HttpCall):
+        return HttpEnrichCall(config)
+    if isinstance(config.call, PythonCall):
+        return PythonEnrichCall(config)
+    raise TypeError(f"unsupported ENRICH call {config.call!r}")
+
+
+def _close_at_exit() -> None:
+    """Close pools at process exit (sessions are closed by the worker loop's own hook)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+atexit.register(_close_at_exit)

@@ -1,0 +1,140 @@
+"""Per-operator metrics as plain JSON-able dicts, so the driver can add up many tasks.
+
+Counters add; `max_in_flight` takes the maximum; the latency histogram uses fixed logarithmic
+buckets (a factor of 2**(1/4), about 19 %, per bucket) so histograms of different tasks merge
+by adding bucket counts, and percentiles are read from the merged histogram.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+COUNTERS: tuple[str, ...] = (
+    "elements_in", "elements_out", "calls", "retries", "timeouts", "misses", "errors",
+    "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
+)
+_MAX_FIELDS: tuple[str, ...] = ("max_in_flight",)
+_FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds",)
+
+_BASE = 2 ** 0.25          # bucket width factor
+_MIN_MS = 0.01             # bucket 0 holds everything up to 10 µs
+_LAST_BUCKET = 160         # 0.01 ms * 2**40 ≈ 127 days: plenty
+
+
+def bucket_of(latency_s: float) -> int:
+    """The histogram bucket of a latency in seconds."""
+    ms = latency_s * 1000.0
+    if ms <= _MIN_MS:
+        return 0
+    return min(_LAST_BUCKET, math.ceil(math.log(ms / _MIN_MS, _BASE)))
+
+
+def bucket_upper_ms(index: int) -> float:
+    """Upper bound, in milliseconds, of histogram bucket `index`."""
+    return _MIN_MS * _BASE ** index
+
+
+class Histogram:
+    """Latency histogram over fixed log buckets."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+
+    def record(self, latency_s: float) -> None:
+        """Count one latency."""
+        b = bucket_of(latency_s)
+        self.counts[b] = self.counts.get(b, 0) + 1
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON form: bucket index (as a string key) -> count."""
+        return {str(k): v for k, v in sorted(self.counts.items())}
+
+
+def percentile_ms(histogram: dict[str, int], q: float) -> float | None:
+    """The q-quantile (0 < q <= 1) in milliseconds, as the upper bound of its bucket."""
+    total = sum(histogram.values())
+    if total == 0:
+        return None
+    rank = max(1, math.ceil(q * total))
+    seen = 0
+    for key in sorted(histogram, key=int):
+        seen += histogram[key]
+        if seen >= rank:
+            return round(bucket_upper_ms(int(key)), 3)
+    return round(bucket_upper_ms(max(int(k) for k in histogram)), 3)  # pragma: no cover
+
+
+class OperatorMetrics:
+    """Mutable metrics of one operator instance (one task)."""
+
+    def __init__(self, operator: str) -> None:
+        self.operator = operator
+        self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        self.max_in_flight = 0
+        self.blocked_seconds = 0.0
+        self.latency = Histogram()
+
+    def add(self, counter: str, n: int = 1) -> None:
+        """Increment a counter."""
+        self.counters[counter] += n
+
+    def in_flight(self, n: int) -> None:
+        """Note the current number of in-flight elements."""
+        if n > self.max_in_flight:
+            self.max_in_flight = n
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-able snapshot."""
+        return {
+            "operator": self.operator,
+            **self.counters,
+            "max_in_flight": self.max_in_flight,
+            "blocked_seconds": round(self.blocked_seconds, 6),
+            "latency_histogram": self.latency.to_dict(),
+        }
+
+
+def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Metrics of two tasks of the same operator, added up."""
+    out: dict[str, Any] = {"operator": a.get("operator") or b.get("operator")}
+    for key in COUNTERS:
+        out[key] = int(a.get(key, 0)) + int(b.get(key, 0))
+    for key in _MAX_FIELDS:
+        out[key] = max(int(a.get(key, 0)), int(b.get(key, 0)))
+    for key in _FLOAT_FIELDS:
+        out[key] = round(float(a.get(key, 0.0)) + float(b.get(key, 0.0)), 6)
+    hist: dict[str, int] = dict(a.get("latency_histogram", {}))
+    for k, v in b.get("latency_histogram", {}).items():
+        hist[k] = hist.get(k, 0) + v
+    out["latency_histogram"] = {k: hist[k] for k in sorted(hist, key=int)}
+    return out
+
+
+def merge_all(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Metrics of many tasks, merged per operator name."""
+    merged: dict[str, dict[str, Any]] = {}
+    for item in items:
+        name = item.get("operator", "?")
+        merged[name] = merge(merged[name], item) if name in merged else merge({}, item)
+    return merged
+
+
+def summary(d: dict[str, Any]) -> dict[str, Any]:
+    """Metrics without the raw histogram, with p50/p95/p99 latency in milliseconds."""
+    out = {k: v for k, v in d.items() if k != "latency_histogram"}
+    hist = d.get("latency_histogram", {})
+    for name, q in (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99)):
+        out[name] = percentile_ms(hist, q)
+    return out
+
+
+def format_summary(d: dict[str, Any]) -> str:
+    """One human-readable line per operator for logs and the CLI."""
+    s = summary(d)
+    parts = [f"{k}={s[k]}" for k in ("elements_in", "elements_out", "calls", "retries", "timeouts",
+                                     "misses", "errors", "dead_letters", "dropped", "cache_hits",
+                                     "coalesced", "max_in_flight", "blocked_seconds",
+                                     "p50_ms", "p95_ms", "p99_ms") if k in s]
+    return f"{s.get('operator', '?')}: " + " ".join(parts)

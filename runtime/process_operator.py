@@ -1,0 +1,96 @@
+"""PROCESS: a user function maps each row to zero or more RETURNS rows, reading broadcast states."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from . import user_code
+from .config import Process
+from .operator import ElementFailure, Output, Row, Watermark
+
+
+class ProcessOperator:
+    """Calls `fn(row, *states)` per row; a user exception fails the element with its key and line."""
+
+    def __init__(self, config: Process, states: Mapping[str, Mapping[Any, Any]] | None = None) -> None:
+        states = states or {}
+        missing = [name for name in config.states if name not in states]
+        if missing:
+            raise ValueError(
+                f"PROCESS {config.name} (line {config.line}) reads broadcast state "
+                f"{', '.join(repr(m) for m in missing)}, which this chain was not given"
+            )
+        self.name = config.name
+        self.config = config
+        self._state_args = tuple(states[name] for name in config.states)
+        self._columns = tuple(column.name for column in config.returns)
+        self._output: Output | None = None
+        self._target: Any = None
+        self._fn: Any = None
+        self._user_open = False
+        self.elements_in = 0
+        self.elements_out = 0
+        self.errors = 0
+
+    def open(self, output: Output) -> None:
+        self._output = output
+        target = user_code.resolve(self.config.call)
+        self._target = target
+        self._fn = target
+        if not callable(target):
+            raise user_code.UserCodeError(f"'{self.config.call.ref}' is not callable")
+        if not (inspect.isroutine(target) or isinstance(target, type)):
+            user_code.lifecycle(target, "open")
+            self._user_open = True
+
+    def process_element(self, row: Row) -> None:
+        assert self._output is not None, "process_element before open"
+        self.elements_in += 1
+        try:
+            results = self._results(self._fn(row, *self._state_args))
+        except Exception as exc:
+            self.errors += 1
+            key = {column: row.get(column) for column in self.config.key_columns}
+            raise ElementFailure(self.config.name, self.config.line, key, exc) from exc
+        for result in results:
+            self.elements_out += 1
+            self._output.emit(result)
+
+    def _results(self, value: Any) -> list[Row]:
+        """Normalise the user's answer to a list of rows with exactly the RETURNS columns."""
+        if value is None:
+            return []
+        if isinstance(value, Mapping):
+            items: Iterable[Any] = (value,)
+        elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise TypeError(f"PROCESS function must return a dict, an iterable of dicts or None, got {type(value).__name__}")
+        else:
+            items = value
+        rows = []
+        for item in items:  # iterating runs a generator's body, so its errors land here too
+            if not isinstance(item, Mapping):
+                raise TypeError(f"PROCESS function produced a {type(item).__name__}, expected a dict")
+            rows.append({column: item.get(column) for column in self._columns})
+        return rows
+
+    def process_watermark(self, watermark: Watermark) -> None:
+        assert self._output is not None, "process_watermark before open"
+        self._output.emit_watermark(watermark)
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self._close_user()
+
+    def dispose(self) -> None:
+        self._close_user()  # close() after a failure too, as the language contract says
+
+    def _close_user(self) -> None:
+        if self._user_open:
+            self._user_open = False
+            user_code.lifecycle(self._target, "close")
+
+    def metrics(self) -> dict[str, Any]:
+        return {"elements_in": self.elements_in, "elements_out": self.elements_out, "errors": self.errors}

@@ -1,0 +1,66 @@
+"""Run an operator chain over a DataFrame with mapInArrow, and split off its dead letters."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Mapping
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from dslc.runtime import config as C
+from dslc.runtime.arrow_chain import ChainFunction
+from dslc.runtime.broadcast import Snapshot
+
+from .metrics import MetricsCollector
+
+
+def _columns(schema: StructType) -> tuple[C.Column, ...]:
+    return tuple(C.Column(f.name, f.dataType.simpleString()) for f in schema.fields)
+
+
+def _output_schema(input_schema: StructType, operators: tuple[C.Enrich | C.Process, ...]) -> StructType:
+    """Input columns flow through ENRICH (RETURNS appended); PROCESS emits RETURNS only."""
+    fields = list(input_schema.fields)
+    for op in operators:
+        returned = StructType.fromDDL(", ".join(f"`{c.name}` {c.type}" for c in op.returns))
+        fields = (fields + list(returned.fields)) if isinstance(op, C.Enrich) else list(returned.fields)
+    return StructType(fields)
+
+
+def _share_rates(operators: tuple, tasks: int) -> tuple:
+    """RATE is for the whole job: each of the tasks that run at once gets its share."""
+    return tuple(dataclasses.replace(op, rate=dataclasses.replace(op.rate, share=1.0 / max(1, tasks)))
+                 if isinstance(op, C.Enrich) and op.rate else op for op in operators)
+
+
+def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
+              columns: tuple[str, ...] | None = None, watermark: C.Watermark | None = None,
+              states: Mapping[str, Snapshot] | None = None, metrics: MetricsCollector | None = None,
+              batch_size: int = 1024) -> DataFrame:
+    """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
+    if columns is not None:
+        df = df.select(*[F.col(f"`{c}`") for c in columns])
+    operators = _share_rates(operators, df.sparkSession.sparkContext.defaultParallelism)
+    out_schema = _output_schema(df.schema, operators)
+    chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),
+                    output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size)
+    function = ChainFunction(chain, states or {}, metrics.sink() if metrics else None)
+    if chain.dead_letters:
+        out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
+    return df.mapInArrow(function, out_schema)
+
+
+def split_dead_letters(df: DataFrame, paths: Mapping[str, str]) -> DataFrame:
+    """Write each operator's dead letters as JSON lines to its path; return the other rows.
+
+    The output is persisted first so the chain (and its external calls) runs once for both.
+    """
+    if C.DEAD_LETTER_COLUMN not in df.columns:
+        return df
+    df = df.persist()
+    letter = F.col(C.DEAD_LETTER_COLUMN)
+    for operator, path in sorted(paths.items()):
+        mine = df.where(letter.isNotNull() & (F.get_json_object(letter, "$.operator") == F.lit(operator)))
+        mine.select(letter.alias("value")).write.mode("append").text(path)
+    return df.where(letter.isNull()).drop(C.DEAD_LETTER_COLUMN)

@@ -1,0 +1,71 @@
+"""The SparkSession of a generated job, and shipping user modules to executors."""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+
+def flow_folder(job_file: str, relative: str) -> str:
+    """The .flow file's folder, given relative to the job file (env DSLC_FLOW_FOLDER wins)."""
+    override = os.environ.get("DSLC_FLOW_FOLDER")
+    if override:
+        return str(Path(override).resolve())
+    return str((Path(job_file).resolve().parent / relative).resolve())
+
+
+def resolve(folder: str, path: str) -> str:
+    """A path of the .flow file (relative to its folder) as Spark reads it; URLs pass as they are."""
+    if "://" in path or os.path.isabs(path):
+        return path
+    return str(Path(folder) / path)
+
+
+def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str, ...] = ()) -> SparkSession:
+    """Get or create the session; ship user modules; pin the session time zone to UTC."""
+    # Executors must run the same Python as the driver when both are on this machine.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName(app_name)
+    if not os.environ.get("SPARK_SUBMIT_OPTS") and "spark.master" not in conf and not _submitted():
+        builder = builder.master(os.environ.get("DSLC_MASTER", "local[*]"))
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    ship_modules(spark, folder, modules)
+    return spark
+
+
+def _submitted() -> bool:
+    """True when spark-submit started us (it sets the master itself)."""
+    return "pyspark-shell" in os.environ.get("PYSPARK_SUBMIT_ARGS", "") or bool(os.environ.get("SPARK_ENV_LOADED"))
+
+
+def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> None:
+    """addPyFile each user module beside the .flow file; the runtime too when executors lack it."""
+    context = spark.sparkContext
+    shipped = set(context.getConf().get("spark.dslc.shipped", "").split(","))
+    for module in modules:
+        path = Path(folder) / (module.replace(".", "/") + ".py")
+        if path.is_file() and str(path) not in shipped:
+            context.addPyFile(str(path))
+            shipped.add(str(path))
+    master = context.master
+    if not master.startswith("local") and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
+        context.addPyFile(runtime_zip())
+
+
+def runtime_zip() -> str:
+    """A zip of dslc.runtime for executors where dslc is not installed."""
+    import dslc.runtime as runtime_package
+
+    root = Path(runtime_package.__file__).resolve().parent
+    target = Path(tempfile.gettempdir()) / "dslc_runtime.zip"
+    with zipfile.ZipFile(target, "w") as archive:
+        for file in sorted(root.rglob("*.py")):
+            archive.write(file, Path("dslc") / "runtime" / file.relative_to(root))
+    return str(target)

@@ -1,0 +1,49 @@
+"""SINK statements in BATCH mode, and the PYTHON sink shared with streaming."""
+from __future__ import annotations
+
+from typing import Iterator
+
+from pyspark.sql import DataFrame
+
+from dslc.runtime import user_code
+from dslc.runtime.config import PythonCall
+
+_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
+
+
+class PythonSink:
+    """SINK ... TO PYTHON 'module:function': function(rows) once per partition, rows as dicts."""
+
+    def __init__(self, ref: str, folder: str):
+        self.call = PythonCall(ref, (folder,))
+
+    def __call__(self, rows: Iterator) -> None:
+        function = user_code.resolve(self.call)
+        function(row.asDict(recursive=True) for row in rows)
+
+
+def write_batch(df: DataFrame, *, connector: str, path: str | None, mode: str, partition_by: tuple[str, ...],
+                options: dict[str, str], folder: str) -> None:
+    """Write a DataFrame once, as the SINK statement says."""
+    if connector == "CONSOLE":
+        df.show(n=int(options.get("numRows", 20)), truncate=options.get("truncate", "false") != "false")
+        return
+    if connector == "PYTHON":
+        df.foreachPartition(PythonSink(path, folder))
+        return
+    writer = df.write.format(_FORMATS[connector]).mode(mode.lower()).options(**options)
+    if partition_by:
+        writer = writer.partitionBy(*partition_by)
+    writer.save(path) if path else writer.save()
+
+
+def write_micro_batch(df: DataFrame, batch_id: int, *, connector: str, path: str | None, mode: str,
+                      partition_by: tuple[str, ...], options: dict[str, str], folder: str) -> None:
+    """One micro-batch of a foreachBatch sink, idempotent on replay: file sinks overwrite the
+    folder `batch_id=N` of that batch, so a batch re-run after a crash replaces its own output."""
+    if connector in ("PARQUET", "JSON", "CSV") and path:
+        write_batch(df, connector=connector, path=f"{path.rstrip('/')}/batch_id={batch_id}", mode="OVERWRITE",
+                    partition_by=partition_by, options=options, folder=folder)
+        return
+    write_batch(df, connector=connector, path=path, mode="APPEND", partition_by=partition_by,
+                options=options, folder=folder)

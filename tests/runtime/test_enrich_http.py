@@ -1,0 +1,206 @@
+"""ENRICH WITH HTTP GET against a real local aiohttp server with injected faults."""
+from __future__ import annotations
+
+import time
+import urllib.parse
+from typing import Any
+
+import pytest
+
+from dslc.runtime import enrich_functions as EF
+from dslc.runtime.async_operator import EnrichOperator
+from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
+from dslc.runtime.metrics import summary
+from dslc.runtime.operator import ElementFailure
+
+from conftest import Collector, FaultServer, Reply
+
+_names = iter(range(10**9))
+
+
+def make(server: FaultServer, template: str = "/kv/{id}", **kw: Any) -> Enrich:
+    kw.setdefault("name", f"http{next(_names)}")
+    kw.setdefault("line", 12)
+    kw.setdefault("returns", (Column("key", "STRING"), Column("value", "STRING")))
+    kw.setdefault("key_columns", ("id",))
+    kw.setdefault("timeout_s", 5.0)
+    return Enrich(call=HttpCall(server.url(template)), **kw)
+
+
+def run(config: Enrich, rows: list[dict[str, Any]], out: Collector | None = None) -> tuple[EnrichOperator, Collector]:
+    out = out or Collector()
+    op = EnrichOperator(config)
+    op.open(out)
+    try:
+        for r in rows:
+            op.process_element(r)
+        op.finish()
+        op.close()
+    finally:
+        op.dispose()
+    return op, out
+
+
+def test_placeholders_helper() -> None:
+    assert EF.placeholders("http://h/{a}/x/{b}?q={a}&r={_c1}") == ("a", "b", "_c1")
+    assert EF.placeholders("http://h/plain") == ()
+
+
+def test_basic_lookup_appends_returns(fault_server: FaultServer) -> None:
+    op, out = run(make(fault_server), [{"id": "a", "n": 1}, {"id": "b", "n": 2}])
+    assert out.rows == [{"id": "a", "n": 1, "key": "a", "value": "v-a"}, {"id": "b", "n": 2, "key": "b", "value": "v-b"}]
+    assert fault_server.total == 2 and op.metrics()["calls"] == 2
+
+
+@pytest.mark.parametrize("value", ["../x?y=1#z", "/", "a b", "ünï/cødé", "@evil.example:80", "%2F", "a+b&c=d"])
+def test_hostile_placeholder_values_stay_in_their_segment(fault_server: FaultServer, value: str) -> None:
+    _, out = run(make(fault_server), [{"id": value}])
+    assert out.rows[0]["key"] == value                    # the server saw exactly this one segment
+    raw = fault_server.raw_paths[-1]
+    assert raw == "/kv/" + urllib.parse.quote(value, safe="")
+    assert "?" not in raw and "#" not in raw and raw.count("/") == 2
+
+
+def test_placeholder_in_query_cannot_add_parameters(fault_server: FaultServer) -> None:
+    _, out = run(make(fault_server, "/kv/fixed?tag={id}", returns=(Column("tag", "STRING"), Column("status", "STRING"))),
+                 [{"id": "x&status=500"}])
+    assert out.rows[0]["tag"] == "x&status=500" and out.rows[0]["status"] is None
+
+
+def test_null_placeholder_is_an_error(fault_server: FaultServer) -> None:
+    _, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": None}])
+    assert out.dead_letters[0]["error"].endswith("placeholder column id is null")
+    assert fault_server.total == 0
+    with pytest.raises(ElementFailure, match="placeholder column id is null"):
+        run(make(fault_server), [{"id": None}])
+
+
+def test_404_is_a_miss(fault_server: FaultServer) -> None:
+    fault_server.script("gone", Reply(status=404))
+    op, out = run(make(fault_server, on_miss=Outcome.DEAD_LETTER), [{"id": "gone"}, {"id": "here"}])
+    assert [d["kind"] for d in out.dead_letters] == ["miss"]
+    assert [r["id"] for r in out.rows] == ["here"]
+    assert op.metrics()["misses"] == 1
+
+
+def test_json_array_gives_rows_and_bad_bodies_are_errors(fault_server: FaultServer) -> None:
+    fault_server.script("arr", Reply(body=[{"value": "1"}, {"value": "2"}]))
+    fault_server.script("txt", Reply(body="<html>not json</html>"))
+    fault_server.script("num", Reply(body=42))
+    fault_server.script("big", Reply(body="x" * (EF.MAX_BODY_BYTES + 1)))
+    _, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER, mode=Mode.ORDERED),
+                 [{"id": k} for k in ("arr", "txt", "num", "big")])
+    assert [(r["id"], r["value"]) for r in out.rows] == [("arr", "1"), ("arr", "2")]
+    errors = {d["key"]["id"]: d["error"] for d in out.dead_letters}
+    assert "not JSON" in errors["txt"] and "expected an object or array" in errors["num"]
+    assert "exceeds" in errors["big"]
+
+
+def test_5xx_is_an_error_and_retries_are_seen_by_the_server(fault_server: FaultServer) -> None:
+    fault_server.script("flaky", Reply(status=503), Reply(status=500), Reply())
+    fault_server.script("down", *[Reply(status=502)] * 5)
+    cfg = make(fault_server, retry=Retry(2, 0.005), on_error=Outcome.DEAD_LETTER)
+    op, out = run(cfg, [{"id": "flaky"}, {"id": "down"}])
+    assert [r["id"] for r in out.rows] == ["flaky"]
+    assert out.dead_letters[0]["key"] == {"id": "down"} and "HTTP 502" in out.dead_letters[0]["error"]
+    assert out.dead_letters[0]["attempts"] == 3
+    assert fault_server.by_key["flaky"] == 3 and fault_server.by_key["down"] == 3
+    m = op.metrics()
+    assert m["retries"] == 4 and m["calls"] == 6 and m["errors"] == 1
+
+
+def test_connection_reset_is_an_error_then_retried(fault_server: FaultServer) -> None:
+    # aiohttp itself retries an idempotent GET once when a kept-alive connection drops, so
+    # the server may see one extra request per reset: script enough resets
+    fault_server.script("r1", Reply(reset=True), Reply(reset=True), Reply())
+    fault_server.script("r2", *[Reply(reset=True)] * 4)
+    op, out = run(make(fault_server, on_error=Outcome.NULL, retry=Retry(2)), [{"id": "r1"}])
+    assert out.rows[0]["value"] == "v-r1" and fault_server.by_key["r1"] == 3
+    _, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": "r2"}])
+    assert out.dead_letters[0]["kind"] == "error"
+
+
+def test_hang_longer_than_timeout(fault_server: FaultServer) -> None:
+    fault_server.script("stuck", Reply(hang=True), Reply(hang=True))
+    cfg = make(fault_server, timeout_s=0.2, retry=Retry(3, 0.0), on_timeout=Outcome.DEAD_LETTER)
+    started = time.perf_counter()
+    op, out = run(cfg, [{"id": "stuck"}, {"id": "fine"}])
+    assert time.perf_counter() - started < 0.6
+    assert out.dead_letters[0]["kind"] == "timeout" and out.dead_letters[0]["attempts"] == 1
+    assert [r["id"] for r in out.rows] == ["fine"]
+    assert op.metrics()["timeouts"] == 1
+    deadline = time.monotonic() + 2
+    while fault_server.in_flight and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fault_server.in_flight == 0  # the client really went away
+
+
+def test_latency_and_concurrency_never_above_capacity(fault_server: FaultServer) -> None:
+    fault_server.default = Reply(delay_ms=20)
+    rows = [{"id": str(i)} for i in range(60)]
+    started = time.perf_counter()
+    op, out = run(make(fault_server, capacity=6, mode=Mode.UNORDERED), rows)
+    elapsed = time.perf_counter() - started
+    assert sorted(r["id"] for r in out.rows) == sorted(r["id"] for r in rows)
+    assert fault_server.max_in_flight <= 6 and fault_server.max_in_flight >= 4
+    assert elapsed >= 60 / 6 * 0.02 * 0.9      # bounded by CAPACITY / latency
+    assert elapsed < 60 * 0.02 / 2             # ...and far better than sequential
+    m = op.metrics()
+    assert m["max_in_flight"] <= 6 and m["blocked_seconds"] > 0
+    assert 15 <= summary(m)["p50_ms"] <= 100
+
+
+def test_slow_element_does_not_stall_the_next_batch(fault_server: FaultServer) -> None:
+    """UNORDERED: batch 2's requests start while batch 1's slow element is still in flight."""
+    fault_server.script("slow", Reply(delay_ms=400))
+    op = EnrichOperator(make(fault_server, capacity=10, mode=Mode.UNORDERED))
+    out = Collector()
+    op.open(out)
+    t0 = time.monotonic()
+    for r in [{"id": "slow"}] + [{"id": f"b1-{i}"} for i in range(9)]:    # "batch 1"
+        op.process_element(r)
+    for r in [{"id": f"b2-{i}"} for i in range(9)]:                        # "batch 2"
+        op.process_element(r)
+    wanted = {f"b2-{i}" for i in range(9)}
+    while not wanted <= set(fault_server.started) and time.monotonic() - t0 < 0.3:
+        time.sleep(0.002)
+    assert wanted <= set(fault_server.started)              # all started well before "slow" ends
+    assert max(fault_server.started[k] for k in wanted) - t0 < 0.3
+    assert not any(r["id"] == "slow" for r in out.rows)
+    op.finish()
+    op.close()
+    op.dispose()
+    assert out.rows[-1]["id"] == "slow" and len(out.rows) == 19
+
+
+def test_session_is_reused_across_tasks_and_closed_after_failure(fault_server: FaultServer) -> None:
+    cfg = make(fault_server, name="shared_http")
+    run(cfg, [{"id": "1"}])
+    sessions = [s for k, s in EF._sessions.items() if k[2] == "shared_http"]  # noqa: SLF001
+    assert len(sessions) == 1
+    run(cfg, [{"id": "2"}])
+    again = [s for k, s in EF._sessions.items() if k[2] == "shared_http"]  # noqa: SLF001
+    assert again == sessions and not sessions[0].closed
+    fault_server.script("boom", Reply(status=500))
+    with pytest.raises(ElementFailure, match="HTTP 500"):
+        run(cfg, [{"id": "boom"}])
+    assert sessions[0].closed
+    assert not [k for k in EF._sessions if k[2] == "shared_http"]  # noqa: SLF001
+    _, out = run(cfg, [{"id": "3"}])                                # a new session next time
+    assert out.rows[0]["value"] == "v-3"
+
+
+def test_dispose_mid_flight_cancels_requests(fault_server: FaultServer) -> None:
+    fault_server.default = Reply(hang=True)
+    op = EnrichOperator(make(fault_server, capacity=4))
+    op.open(Collector())
+    for i in range(4):
+        op.process_element({"id": str(i)})
+    deadline = time.monotonic() + 2
+    while fault_server.in_flight < 4 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert fault_server.in_flight == 4
+    op.dispose()
+    while fault_server.in_flight and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert fault_server.in_flight == 0

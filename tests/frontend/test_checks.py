@@ -1,0 +1,380 @@
+"""Each semantic check of the planner: the code, line and column it reports, and the schemas it
+propagates when the program is right."""
+from __future__ import annotations
+
+import pytest
+
+from dslc.compiler.pipeline import check_text
+
+from frontend_support import ORDERS, PROGRAMS, diagnostics_of, errors_of, marked
+
+FOLDER = PROGRAMS / "fraud"          # fraud_rules.py lives there
+RULES = ("SOURCE rule_updates FROM CSV 'data/rules/'\n"
+         "  SCHEMA (rule_id STRING, op STRING, country STRING, max_amount DOUBLE);\n"
+         "BROADCAST rules FROM rule_updates KEY rule_id OP op;\n")
+
+
+def plan_of(text: str):
+    return check_text(text, str(FOLDER / "test.flow"))
+
+
+def schema(text: str, name: str) -> list[tuple[str, str]]:
+    return [(f.name, f.type) for f in plan_of(text).node(name).schema]
+
+
+def expect(text: str, *marks: tuple[str, str] | tuple[str, str, int]) -> None:
+    """The diagnostics of `text` are exactly these (code, marked text[, nth occurrence])."""
+    wanted = [(code, *marked(text, mark, *nth)) for code, mark, *nth in marks]
+    assert errors_of(text, FOLDER) == sorted(wanted, key=lambda e: (e[1], e[2], e[0]))
+
+
+# ---- names and structure -------------------------------------------------------------------
+
+def test_unknown_relation_in_sql():
+    text = ORDERS + "STREAM big = SELECT amount FROM ordrs;\nSINK big TO CONSOLE;"
+    expect(text, ("E0201", "ordrs"))
+    _, [diag] = diagnostics_of(text, FOLDER)
+    assert diag.hint == "did you mean 'orders'?"
+
+
+def test_unknown_input_of_enrich_match_process():
+    text = (ORDERS + RULES
+            + "STREAM e = ENRICH ordrs WITH PYTHON 'fraud_rules:score' RETURNS (x INT);\n"
+            + "STREAM m = MATCH orders AGAINST rulez WHERE orders.country = rulez.country;\n"
+            + "STREAM p = PROCESS orders WITH BROADCAST rulse USING PYTHON 'fraud_rules:score' RETURNS (x INT);\n"
+            + "SINK orders TO CONSOLE;")
+    expect(text, ("E0201", "ordrs"), ("E0201", "rulez"), ("E0201", "rulse"))
+
+
+def test_duplicate_names_point_at_the_second():
+    text = ORDERS + "STREAM Orders = SELECT amount FROM orders;\nSINK orders TO CONSOLE;"
+    expect(text, ("E0202", "Orders"))
+    _, [diag] = diagnostics_of(text, FOLDER)
+    assert diag.hint == "first defined on line 1; pick another name"
+
+
+def test_cycle_is_reported_once_with_its_path():
+    text = (ORDERS + "STREAM a = SELECT amount FROM b;\nSTREAM b = SELECT amount FROM a;\n"
+            + "SINK b TO CONSOLE;")
+    expect(text, ("E0203", "a ="))
+    _, [diag] = diagnostics_of(text, FOLDER)
+    assert diag.message == "'a' depends on itself: a -> b -> a"
+
+
+def test_self_reference_is_a_cycle():
+    text = ORDERS + "STREAM a = SELECT * FROM a;\nSINK a TO CONSOLE;"
+    expect(text, ("E0203", "a ="))
+
+
+def test_sink_of_nothing():
+    text = ORDERS + "SINK ordres TO CONSOLE;"
+    expect(text, ("E0207", "ordres"))
+
+
+def test_sink_of_a_broadcast_state():
+    text = ORDERS + RULES + "SINK rules TO CONSOLE;"
+    expect(text, ("E0209", "rules", 3))
+
+
+def test_no_sink_at_all():
+    expect(ORDERS, ("E0208", "SOURCE"))
+
+
+def test_broadcast_state_read_by_a_query():
+    text = ORDERS + RULES + "STREAM s = SELECT * FROM rules;\nSINK s TO CONSOLE;"
+    expect(text, ("E0209", "SELECT * FROM rules"))
+
+
+def test_match_against_a_stream_is_a_kind_error():
+    text = ORDERS + "STREAM m = MATCH orders AGAINST orders WHERE orders.amount > 0;\nSINK m TO CONSOLE;"
+    expect(text, ("E0209", "orders WHERE"))
+
+
+def test_second_pipeline_statement():
+    text = "PIPELINE a;\nPIPELINE b;\n" + ORDERS + "SINK orders TO CONSOLE;"
+    expect(text, ("E0210", "PIPELINE b"))
+
+
+# ---- schema propagation --------------------------------------------------------------------
+
+def test_source_schema_is_canonical():
+    text = ("SOURCE s FROM JSON 'p' SCHEMA (a string, b decimal(10,2), c array<int>, d long, "
+            "e struct<x: int>);\nSINK s TO CONSOLE;")
+    assert schema(text, "s") == [("a", "STRING"), ("b", "DECIMAL(10, 2)"), ("c", "ARRAY<INT>"),
+                                 ("d", "BIGINT"), ("e", "STRUCT<x: INT>")]
+
+
+def test_fixed_schema_sources():
+    text = "SOURCE r FROM RATE;\nSOURCE t FROM TEXT 'p';\nSINK r TO CONSOLE;\nSINK t TO CONSOLE;"
+    assert schema(text, "r") == [("timestamp", "TIMESTAMP"), ("value", "BIGINT")]
+    assert schema(text, "t") == [("value", "STRING")]
+
+
+def test_select_types_come_from_sqlglot():
+    text = (ORDERS + "STREAM s = SELECT order_id, amount * 2 AS twice, upper(country) AS c,\n"
+            "  CAST(amount AS INT) AS whole, amount > 10 AS big, count(*) AS n,\n"
+            "  window(ts, '1 minute') AS w\n"
+            "  FROM orders GROUP BY order_id, amount, country, window(ts, '1 minute');\n"
+            "SINK s TO CONSOLE;")
+    assert schema(text, "s") == [("order_id", "STRING"), ("twice", "DOUBLE"), ("c", "STRING"),
+                                 ("whole", "INT"), ("big", "BOOLEAN"), ("n", "BIGINT"),
+                                 ("w", "STRUCT<start: TIMESTAMP, end: TIMESTAMP>")]
+
+
+def test_select_star_and_ctes():
+    text = (ORDERS + "STREAM s = WITH t AS (SELECT order_id, amount FROM orders) SELECT * FROM t;\n"
+            "SINK s TO CONSOLE;")
+    assert schema(text, "s") == [("order_id", "STRING"), ("amount", "DOUBLE")]
+
+
+def test_enrich_appends_returns():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP GET 'http://h/{customer_id}' "
+            "RETURNS (tier STRING, risk DOUBLE);\nSINK e TO CONSOLE;")
+    assert [n for n, _ in schema(text, "e")] == ["order_id", "customer_id", "amount", "country", "ts",
+                                                 "tier", "risk"]
+    assert plan_of(text).node("e").key_columns == ("customer_id",)
+
+
+def test_match_appends_state_columns_renaming_clashes_and_dropping_op():
+    text = (ORDERS + RULES + "STREAM m = MATCH orders AGAINST rules AS r\n"
+            "  WHERE orders.country = r.country AND orders.amount > r.max_amount;\nSINK m TO CONSOLE;")
+    assert [n for n, _ in schema(text, "m")] == ["order_id", "customer_id", "amount", "country", "ts",
+                                                 "rule_id", "r_country", "max_amount"]
+    assert plan_of(text).node("rules").schema[0].name == "rule_id"
+
+
+def test_match_without_alias_renames_with_the_state_name():
+    text = (ORDERS + RULES + "STREAM m = MATCH orders AGAINST rules WHERE orders.country = rules.country;\n"
+            "SINK m TO CONSOLE;")
+    assert "rules_country" in [n for n, _ in schema(text, "m")]
+
+
+def test_process_gives_its_returns():
+    text = (ORDERS + RULES + "STREAM p = PROCESS orders WITH BROADCAST rules USING PYTHON 'fraud_rules:score'\n"
+            "  RETURNS (order_id STRING, score DOUBLE);\nSINK p TO CONSOLE;")
+    assert schema(text, "p") == [("order_id", "STRING"), ("score", "DOUBLE")]
+
+
+def test_schemas_flow_through_a_chain():
+    text = (ORDERS + "STREAM a = SELECT order_id, amount FROM orders;\n"
+            "STREAM b = ENRICH a WITH PYTHON 'fraud_rules:score' RETURNS (risk DOUBLE);\n"
+            "STREAM c = SELECT order_id, risk * amount AS exposure FROM b;\nSINK c TO CONSOLE;")
+    assert schema(text, "c") == [("order_id", "STRING"), ("exposure", "DOUBLE")]
+
+
+# ---- columns --------------------------------------------------------------------------------
+
+def test_unknown_column_in_select():
+    text = ORDERS + "STREAM big = SELECT amout FROM orders;\nSINK big TO CONSOLE;"
+    expect(text, ("E0204", "amout"))
+    _, [diag] = diagnostics_of(text, FOLDER)
+    assert diag.message == "unknown column 'amout' in 'orders'" and diag.hint == "did you mean 'amount'?"
+
+
+def test_unknown_columns_in_where_group_by_and_qualified():
+    text = (ORDERS + "STREAM s = SELECT o.order_id, count(*) AS n FROM orders o\n"
+            "  WHERE o.amont > 0 GROUP BY o.order_id, contry;\nSINK s TO CONSOLE;")
+    expect(text, ("E0204", "amont"), ("E0204", "contry"))
+
+
+def test_unknown_qualifier():
+    text = ORDERS + "STREAM s = SELECT x.amount FROM orders o;\nSINK s TO CONSOLE;"
+    expect(text, ("E0201", "x."))
+
+
+def test_select_aliases_may_be_used_in_group_and_order_by():
+    text = ORDERS + "STREAM s = SELECT country AS c, count(*) AS n FROM orders GROUP BY c ORDER BY n;\nSINK s TO CONSOLE;"
+    assert schema(text, "s") == [("c", "STRING"), ("n", "BIGINT")]
+
+
+def test_unknown_column_in_match_predicate():
+    text = (ORDERS + RULES + "STREAM m = MATCH orders AGAINST rules AS r\n"
+            "  WHERE orders.country = r.contry;\nSINK m TO CONSOLE;")
+    expect(text, ("E0204", "contry"))
+
+
+def test_unknown_column_in_url_placeholder():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP GET 'http://h/c/{customer}?o={order_id}'\n"
+            "  RETURNS (tier STRING);\nSINK e TO CONSOLE;")
+    expect(text, ("E0205", "customer}"))
+    _, [diag] = diagnostics_of(text, FOLDER)
+    assert diag.hint == "did you mean 'customer_id'?"
+
+
+def test_unknown_key_and_op_columns_of_broadcast():
+    text = (ORDERS + "BROADCAST st FROM orders KEY order KEY_TYPO;\nSINK orders TO CONSOLE;")
+    assert errors_of(text, FOLDER)[0][0] == "E0101"      # two KEYs is a syntax error
+    text = ORDERS + "BROADCAST st FROM orders KEY ordr_id OP opp;\nSINK orders TO CONSOLE;"
+    expect(text, ("E0204", "ordr_id"), ("E0204", "opp"))
+
+
+def test_unknown_partition_column():
+    text = ORDERS + "SINK orders TO PARQUET 'out' PARTITION BY (countri);"
+    expect(text, ("E0204", "countri"))
+
+
+def test_duplicate_columns():
+    text = "SOURCE s FROM JSON 'p' SCHEMA (a STRING, A INT);\nSINK s TO CONSOLE;"
+    expect(text, ("E0211", "A INT"))
+    text = ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (amount DOUBLE);\nSINK e TO CONSOLE;"
+    expect(text, ("E0211", "amount DOUBLE", 2))
+    text = ORDERS + "STREAM s = SELECT amount, amount FROM orders;\nSINK s TO CONSOLE;"
+    expect(text, ("E0211", "amount FROM"))      # the second mention
+
+
+def test_unknown_type():
+    text = "SOURCE s FROM JSON 'p' SCHEMA (a STRNG, b DOUBLE);\nSINK s TO CONSOLE;"
+    expect(text, ("E0306", "STRNG"))
+
+
+# ---- values and options ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("bad", ["10", "10sec", "1.5s", "5d", "0.5m"])
+def test_bad_durations(bad):
+    text = (ORDERS + f"STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT) TIMEOUT {bad};\n"
+            "SINK e TO CONSOLE;")
+    expect(text, ("E0301", f"TIMEOUT {bad}"[8:]))
+
+
+@pytest.mark.parametrize("good, seconds", [("250ms", 0.25), ("3s", 3.0), ("2m", 120.0), ("1h", 3600.0), ("5S", 5.0)])
+def test_good_durations(good, seconds):
+    text = (ORDERS + f"STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT) TIMEOUT {good};\n"
+            "SINK e TO CONSOLE;")
+    assert plan_of(text).node("e").timeout_s == seconds
+
+
+def test_bad_durations_in_watermark_trigger_backoff_and_ttl():
+    text = ("PIPELINE p MODE STREAMING CHECKPOINT 'c' TRIGGER EVERY 10;\n"
+            "SOURCE s FROM JSON 'p' SCHEMA (ts TIMESTAMP) WATERMARK ts DELAY 30;\nSINK s TO CONSOLE;")
+    expect(text, ("E0301", "10;"), ("E0301", "30;"))
+    text = ("SOURCE s FROM JSON 'p' SCHEMA (ts TIMESTAMP) WATERMARK ts DELAY 30x;\n"
+            "STREAM e = ENRICH s WITH PYTHON 'fraud_rules:score' RETURNS (x INT) RETRY 2 BACKOFF 5 CACHE 10 TTL 1y;\n"
+            "SINK e TO CONSOLE;")
+    expect(text, ("E0301", "30x"), ("E0301", "5 CACHE"), ("E0301", "1y"))
+
+
+@pytest.mark.parametrize("clause, mark", [("CAPACITY 0", "0;"), ("CAPACITY 1.5", "1.5"),
+                                          ("CACHE 0 TTL 1m", "0 TTL"), ("RATE 0 PER SECOND", "0 PER"),
+                                          ("RETRY 1.5", "1.5")])
+def test_counts_must_be_whole_and_positive(clause, mark):
+    text = (ORDERS + f"STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT) {clause};\n"
+            "SINK e TO CONSOLE;")
+    expect(text, ("E0302", mark))
+
+
+def test_repeated_options():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT)\n"
+            "  TIMEOUT 1s CAPACITY 5 TIMEOUT 2s;\n"
+            "SINK e TO PARQUET 'o' MODE APPEND MODE APPEND OPTIONS (a = 1, a = 2);")
+    expect(text, ("E0303", "TIMEOUT 2s"), ("E0303", "MODE APPEND", 2), ("E0303", "a = 2"))
+
+
+def test_on_miss_retry_without_retry_contradicts():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT) ON MISS RETRY;\n"
+            "SINK e TO CONSOLE;")
+    expect(text, ("E0304", "ON MISS RETRY"))
+
+
+def test_backoff_longer_than_timeout_contradicts():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT)\n"
+            "  TIMEOUT 1s RETRY 3 BACKOFF 2s;\nSINK e TO CONSOLE;")
+    expect(text, ("E0304", "RETRY 3"))
+
+
+def test_two_dead_letter_paths_contradict():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT)\n"
+            "  ON TIMEOUT DEAD LETTER 'a' ON ERROR DEAD LETTER 'b';\nSINK e TO CONSOLE;")
+    expect(text, ("E0304", "'b'"))
+
+
+def test_retry_is_no_timeout_outcome():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT) ON ERROR RETRY;\n"
+            "SINK e TO CONSOLE;")
+    expect(text, ("E0309", "RETRY;"))
+
+
+def test_trigger_contradicts_batch_mode():
+    text = "PIPELINE p TRIGGER AVAILABLE NOW;\n" + ORDERS + "SINK orders TO CONSOLE;"
+    expect(text, ("E0304", "TRIGGER"))
+
+
+def test_sink_modes_contradict_pipeline_mode():
+    text = ORDERS + "SINK orders TO CONSOLE MODE COMPLETE;"
+    expect(text, ("E0304", "MODE COMPLETE"))
+    text = "PIPELINE p MODE STREAMING CHECKPOINT 'c';\n" + ORDERS + "SINK orders TO PARQUET 'o' MODE OVERWRITE;"
+    expect(text, ("E0304", "MODE OVERWRITE"))
+
+
+def test_schema_on_a_fixed_schema_source_and_path_on_console():
+    text = "SOURCE r FROM RATE SCHEMA (a INT);\nSINK r TO CONSOLE 'out';"
+    expect(text, ("E0304", "SCHEMA"), ("E0304", "'out'"))
+
+
+def test_partition_by_on_a_sink_that_cannot():
+    text = ORDERS + "SINK orders TO CONSOLE PARTITION BY (country);"
+    expect(text, ("E0304", "PARTITION"))
+
+
+def test_unknown_connectors_and_words():
+    text = ("PIPELINE p MODE STREEMING;\nSOURCE s FROM JSN 'p' SCHEMA (a INT);\n" + ORDERS
+            + "SINK orders TO PARQET 'o' MODE APPND;")
+    expect(text, ("E0309", "STREEMING"), ("E0305", "JSN"), ("E0305", "PARQET"))
+
+
+def test_connectors_needing_a_schema_path_or_options():
+    text = ("SOURCE a FROM JSON 'p';\nSOURCE b FROM CSV SCHEMA (x INT);\nSOURCE k FROM KAFKA;\n"
+            "SINK a TO KAFKA OPTIONS (topic = 't');")
+    expect(text, ("E0310", "JSON"), ("E0310", "CSV"), ("E0310", "KAFKA"), ("E0310", "KAFKA", 2))
+
+
+def test_bad_python_references():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules.score' RETURNS (x INT);\n"
+            "STREAM f = ENRICH orders WITH PYTHON 'no_such_module:f' RETURNS (x INT);\n"
+            "SINK e TO CONSOLE;\nSINK f TO CONSOLE;")
+    expect(text, ("E0309", "'fraud_rules.score'"), ("E0201", "'no_such_module:f'"))
+
+
+def test_http_method_and_url():
+    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP POST 'ftp://h/{order_id}' RETURNS (x INT);\n"
+            "SINK e TO CONSOLE;")
+    expect(text, ("E0309", "POST"), ("E0309", "'ftp"))
+
+
+def test_watermark_on_non_timestamp_column():
+    text = ("SOURCE s FROM JSON 'p' SCHEMA (id STRING, ts STRING) WATERMARK ts DELAY 10s;\n"
+            "SINK s TO CONSOLE;")
+    expect(text, ("E0307", "ts DELAY"))
+    _, [diag] = diagnostics_of(text)
+    assert diag.message == "WATERMARK column 'ts' has type STRING, not TIMESTAMP"
+
+
+def test_watermark_on_unknown_column():
+    text = "SOURCE s FROM JSON 'p' SCHEMA (id STRING, ts TIMESTAMP) WATERMARK tss DELAY 10s;\nSINK s TO CONSOLE;"
+    expect(text, ("E0204", "tss"))
+
+
+def test_streaming_without_checkpoint_where_a_sink_needs_one():
+    text = "PIPELINE p MODE STREAMING;\n" + ORDERS + "SINK orders TO CONSOLE;\nSINK orders TO PARQUET 'o';"
+    expect(text, ("E0308", "SINK orders TO PARQUET"))
+    ok = "PIPELINE p MODE STREAMING;\n" + ORDERS + "SINK orders TO CONSOLE;"
+    assert errors_of(ok) == []
+
+
+def test_aggregation_after_a_per_batch_operator_in_streaming():
+    text = ("PIPELINE p MODE STREAMING CHECKPOINT 'c';\n" + ORDERS + RULES
+            + "STREAM m = MATCH orders AGAINST rules AS r WHERE orders.country = r.country;\n"
+            + "STREAM n = SELECT country, count(*) AS k FROM m GROUP BY country;\nSINK n TO CONSOLE MODE COMPLETE;")
+    expect(text, ("E0311", "STREAM n"))
+
+
+def test_one_mistake_is_reported_once_not_at_every_consumer():
+    text = (ORDERS + "STREAM a = SELECT amout FROM orders;\nSTREAM b = SELECT * FROM a;\n"
+            "STREAM c = ENRICH b WITH HTTP GET 'http://h/{x}' RETURNS (y INT);\nSINK c TO CONSOLE;")
+    expect(text, ("E0204", "amout"))
+
+
+def test_valid_examples_check_clean():
+    from frontend_support import VALID_PROGRAMS
+    from dslc.compiler.pipeline import check_file
+    for path in VALID_PROGRAMS:
+        assert check_file(path).sinks

@@ -1,0 +1,90 @@
+"""The `dslc check` and `dslc explain` commands, run in-process."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dslc.compiler.cli import main
+
+from frontend_support import PROGRAMS, VALID_PROGRAMS
+
+FRAUD = PROGRAMS / "fraud" / "pipeline.flow"
+
+
+@pytest.mark.parametrize("path", VALID_PROGRAMS, ids=lambda p: p.parent.name)
+def test_check_valid_file_prints_ok(path, capsys):
+    assert main(["check", str(path)]) == 0
+    out = capsys.readouterr()
+    assert out.out == f"{path}: ok\n" and out.err == ""
+
+
+def test_check_missing_file(tmp_path, capsys):
+    missing = tmp_path / "nope.flow"
+    assert main(["check", str(missing)]) == 1
+    out = capsys.readouterr()
+    assert out.err == f"{missing}: error: cannot read file\n"
+    assert "Traceback" not in out.err
+
+
+def test_check_reports_every_error_on_stderr(tmp_path, capsys):
+    bad = tmp_path / "bad.flow"
+    bad.write_text("SOURCE s FROM JSON 'p' SCHEMA (a STRNG);\nSINK t TO CONSOLE;\n")
+    assert main(["check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:1:34: error[E0306]" in err and f"{bad}:2:6: error[E0207]" in err
+    assert err.endswith("2 errors found\n")
+
+
+def test_check_module_beside_the_flow_file(tmp_path, capsys):
+    (tmp_path / "lookup.py").write_text("def f(row):\n    return None\n")
+    flow = tmp_path / "p.flow"
+    flow.write_text("SOURCE s FROM RATE;\nSTREAM e = ENRICH s WITH PYTHON 'lookup:f' RETURNS (x INT);\n"
+                    "SINK e TO CONSOLE;\n")
+    assert main(["check", str(flow)]) == 0
+    (tmp_path / "lookup.py").unlink()
+    assert main(["check", str(flow)]) == 1
+    assert "error[E0201]: unknown Python module 'lookup'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("path", VALID_PROGRAMS, ids=lambda p: p.parent.name)
+def test_explain_json_is_valid(path, capsys):
+    assert main(["explain", str(path), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"settings", "nodes", "sinks"}
+    assert data["nodes"] and data["sinks"]
+    assert all("kind" in node and "schema" in node for node in data["nodes"])
+
+
+def test_explain_json_describes_the_plan(capsys):
+    main(["explain", str(FRAUD), "--format", "json"])
+    data = json.loads(capsys.readouterr().out)
+    kinds = {n["name"]: n["kind"] for n in data["nodes"]}
+    assert kinds == {"orders": "Source", "rule_updates": "Source", "rules": "BroadcastState",
+                     "paid": "Query", "enriched": "Enrich", "flagged": "Match", "scored": "Process",
+                     "per_customer": "Query"}
+    assert data["settings"]["mode"] == "BATCH"
+
+
+@pytest.mark.parametrize("path", VALID_PROGRAMS, ids=lambda p: p.parent.name)
+def test_explain_text_is_deterministic(path, capsys):
+    outputs = []
+    for _ in range(2):
+        assert main(["explain", str(path)]) == 0
+        outputs.append(capsys.readouterr().out)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].startswith("pipeline ")
+
+
+def test_explain_text_lists_nodes_and_sinks(capsys):
+    main(["explain", str(FRAUD)])
+    out = capsys.readouterr().out
+    assert "flagged := Match[enriched x rules AS r]" in out
+    assert "sink flagged -> PARQUET 'target/out/flagged' mode=APPEND" in out
+
+
+def test_explain_of_a_bad_file_reports_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.flow"
+    bad.write_text("SINK nothing TO CONSOLE;\n")
+    assert main(["explain", str(bad)]) == 1
+    assert "error[E0207]" in capsys.readouterr().err

@@ -246,7 +246,8 @@ class _Lowering:
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         o = self.out
-        returns = "(" + " ".join(f"C.Column({lit(f.name)}, {lit(f.type)})," for f in op.returns) + ")"
+        produced = op.returns if isinstance(op, plan.Enrich) else op.schema   # PROCESS emits RETURNS only
+        returns = "(" + " ".join(f"C.Column({lit(f.name)}, {lit(f.type)})," for f in produced) + ")"
         if isinstance(op, plan.Process):
             upstream = self.plan.node(op.input)
             key = (upstream.schema[0].name,) if upstream.schema else ()

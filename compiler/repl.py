@@ -1,0 +1,328 @@
+"""`dslc repl [FILE]`: build a pipeline one statement at a time, with completion, history,
+errors shown inline, and `:show` to run the pipeline so far on real data.
+
+A statement may span several lines: input continues until a top-level ';'. A statement is
+accepted only when the whole program still checks (without requiring a SINK). When stdin is
+not a terminal, statements and commands are read line by line from stdin, without prompts."""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+import traceback
+from pathlib import Path
+from typing import Callable, Iterable, TextIO
+
+from prompt_toolkit.completion import Completer, Completion
+from prompt_toolkit.document import Document
+
+from .diagnostics import CompileError
+from .repl_session import Session, statement_kind
+
+PROMPT = "flow> "
+CONTINUATION = "  ... "
+
+KEYWORDS = (
+    "PIPELINE", "SET", "SOURCE", "FROM", "OPTIONS", "SCHEMA", "WATERMARK", "DELAY", "BROADCAST", "KEY", "OP",
+    "USING", "PYTHON", "STREAM", "SELECT", "ENRICH", "WITH", "HTTP", "GET", "RETURNS", "ASYNC", "ORDERED",
+    "UNORDERED", "CAPACITY", "TIMEOUT", "RETRY", "BACKOFF", "EXPONENTIAL", "FIXED", "CACHE", "TTL", "RATE", "PER",
+    "SECOND", "ON", "MISS", "ERROR", "FAIL", "NULL", "DROP", "DEAD", "LETTER", "MATCH", "AGAINST", "AS", "WHERE",
+    "PROCESS", "SINK", "TO", "MODE", "PARTITION", "BY", "BATCH", "STREAMING", "CHECKPOINT", "TRIGGER", "EVERY",
+    "AVAILABLE", "NOW", "JSON", "CSV", "PARQUET", "TEXT", "CONSOLE", "KAFKA", "APPEND", "OVERWRITE", "COMPLETE",
+    # Spark SQL words used in STREAM ... = SELECT
+    "GROUP", "ORDER", "JOIN", "LEFT", "INNER", "AND", "OR", "NOT", "DISTINCT", "HAVING", "LIMIT", "UNION", "CASE",
+    "WHEN", "THEN", "ELSE", "END", "CAST", "STRING", "INT", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP", "DATE",
+)
+
+COMMANDS = {
+    ":plan": "show the logical plan",
+    ":physical": "show the physical plan (chains)",
+    ":code": "show the generated PySpark job",
+    ":schema": ":schema NAME   columns of a stream or source",
+    ":show": ":show NAME [n]  run the pipeline up to NAME (BATCH) and print n rows (default 10)",
+    ":load": ":load FILE      add the statements of a .flow file",
+    ":reset": "forget every statement",
+    ":help": "this help",
+    ":quit": "leave (Ctrl-D too)",
+}
+
+HELP = """\
+Type .flow statements; a statement may span several lines and ends with ';'.
+A statement is kept only when the whole pipeline still checks. Commands:
+""" + "\n".join(f"  {name:<10} {text}" for name, text in COMMANDS.items())
+
+_IDENT_TAIL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+_QUALIFIED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)?$")
+_NAME_COMMAND = re.compile(r"^\s*:(schema|show)\s+([A-Za-z0-9_]*)$", re.I)
+_COMMAND_WORD = re.compile(r"^\s*(:[a-z]*)$", re.I)
+
+
+class FlowCompleter(Completer):
+    """Keywords, stream/source names and column names of the session; command names after ':';
+    after `NAME.` only NAME's columns; after `:schema`/`:show` only stream and source names."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def get_completions(self, document: Document, complete_event) -> Iterable[Completion]:
+        text = document.text_before_cursor
+        command = _COMMAND_WORD.match(text)
+        if command:
+            word = command.group(1)
+            for name in COMMANDS:
+                if name.startswith(word.lower()):
+                    yield Completion(name, -len(word), display_meta=COMMANDS[name].split("  ")[-1].strip())
+            return
+        named = _NAME_COMMAND.match(text)
+        if named:
+            yield from self._names(named.group(2))
+            return
+        qualified = _QUALIFIED.search(text)
+        if qualified and self.session.find_node(qualified.group(1)) is not None:
+            word = qualified.group(2) or ""
+            for column in self.session.columns(qualified.group(1)):
+                if column.lower().startswith(word.lower()):
+                    yield Completion(column, -len(word), display_meta="column")
+            return
+        tail = _IDENT_TAIL.search(text)
+        if not tail:
+            return
+        word = tail.group(0)
+        seen: set[str] = set()
+        for completion in (*self._names(word), *self._columns(word), *self._keywords(word)):
+            if completion.text not in seen:
+                seen.add(completion.text)
+                yield completion
+
+    def _names(self, word: str) -> Iterable[Completion]:
+        for name in self.session.node_names():
+            if name.lower().startswith(word.lower()):
+                yield Completion(name, -len(word), display_meta="stream")
+
+    def _columns(self, word: str) -> Iterable[Completion]:
+        for column in self.session.columns():
+            if column.lower().startswith(word.lower()):
+                yield Completion(column, -len(word), display_meta="column")
+
+    def _keywords(self, word: str) -> Iterable[Completion]:
+        lower = word.islower()
+        for keyword in KEYWORDS:
+            if keyword.lower().startswith(word.lower()):
+                yield Completion(keyword.lower() if lower else keyword, -len(word), display_meta="keyword")
+
+
+def is_complete(text: str) -> bool:
+    """True when Enter should submit the text: empty, a ':' command, or every statement ended."""
+    if not text.strip() or text.lstrip().startswith(":"):
+        return True
+    done, rest = Session().add_text(text)
+    return not rest.strip() or not re.sub(r"--[^\n]*", "", rest).strip()
+
+
+class Repl:
+    """Statements and commands in, text out; the same for a terminal and for a pipe."""
+
+    def __init__(self, session: Session | None = None, out: TextIO | None = None, err: TextIO | None = None):
+        self.session = session or Session()
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.pending = ""
+        self.errors = 0
+        self.done = False
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def complain(self, text: str) -> None:
+        self.errors += 1
+        print(text, file=self.err, flush=True)
+
+    # ---- input
+    def feed(self, text: str) -> None:
+        """One line (or several) of input: a command when nothing is pending, else statement text."""
+        if not self.pending.strip() and text.lstrip().startswith(":"):
+            self.pending = ""
+            self.command(text.strip())
+            return
+        done, self.pending = self.session.add_text(self.pending + text + "\n")
+        for statement in done:
+            self.statement(statement)
+
+    def statement(self, text: str) -> None:
+        try:
+            plan = self.session.add(text)
+        except CompileError as exc:
+            self.complain(exc.render())
+            return
+        self.say(self._accepted(text, plan))
+
+    def _accepted(self, text: str, plan) -> str:
+        kind = statement_kind(text)
+        match = re.search(r"^\s*(?:--[^\n]*\n\s*)*[A-Za-z]+\s+(`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)", text)
+        name = match.group(1).strip("`") if match else ""
+        node = self.session.find_node(name) if kind in ("SOURCE", "STREAM", "BROADCAST") else None
+        if node is not None:
+            columns = ", ".join(f"{f.name} {f.type}" for f in node.schema)
+            return f"ok: {kind.lower()} {node.name} ({columns})"
+        return f"ok: {kind.lower()} {name}".rstrip()
+
+    def command(self, line: str) -> None:
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            words = line.split()
+        name, args = words[0].lower(), words[1:]
+        handler: Callable[[list[str]], None] | None = getattr(self, "cmd_" + name[1:], None)
+        if handler is None:
+            self.complain(f"unknown command {words[0]}; :help lists the commands")
+            return
+        try:
+            handler(args)
+        except CompileError as exc:
+            self.complain(exc.render())
+        except (LookupError, ValueError, OSError) as exc:
+            self.complain(f"error: {exc}")
+
+    # ---- commands
+    def cmd_help(self, args: list[str]) -> None:
+        self.say(HELP)
+
+    def cmd_quit(self, args: list[str]) -> None:
+        self.done = True
+
+    cmd_exit = cmd_q = cmd_quit
+
+    def cmd_reset(self, args: list[str]) -> None:
+        self.session.reset()
+        self.pending = ""
+        self.say("ok: session cleared")
+
+    def _plan(self):
+        return self.session.plan or self.session.check([])
+
+    def cmd_plan(self, args: list[str]) -> None:
+        from .explain import render_text
+        self.say(render_text(self._plan()).rstrip("\n"))
+
+    def cmd_physical(self, args: list[str]) -> None:
+        from .physical_explain import render_physical
+        self.say(render_physical(self._plan(), "text").rstrip("\n"))
+
+    def cmd_code(self, args: list[str]) -> None:
+        self.say(self.session.render_code().rstrip("\n"))
+
+    def cmd_schema(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ValueError("usage: :schema NAME")
+        self.say(self.session.render_schema(args[0]))
+
+    def cmd_load(self, args: list[str]) -> None:
+        if len(args) != 1:
+            raise ValueError("usage: :load FILE")
+        path = Path(args[0]).expanduser()
+        if not path.is_absolute() and self.session.statements:
+            path = path if path.is_file() else self.session.folder / path
+        count = self.session.load(path)
+        self.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {args[0]}")
+
+    def cmd_show(self, args: list[str]) -> None:
+        if not 1 <= len(args) <= 2:
+            raise ValueError("usage: :show NAME [n]")
+        rows = int(args[1]) if len(args) == 2 else 10
+        if rows < 1:
+            raise ValueError("n must be at least 1")
+        if self.session.find_node(args[0]) is None:
+            raise LookupError(self.session._unknown(args[0]))
+        try:
+            self.session.show(args[0], rows)
+        except CompileError:
+            raise
+        except KeyboardInterrupt:
+            self.complain("interrupted")
+        except SystemExit as exc:
+            if exc.code not in (None, 0):
+                self.complain(f"error: the job exited with {exc.code}")
+        except Exception as exc:  # Spark's errors (AnalysisException, Py4J...) end the job, not the REPL
+            detail = str(exc).strip().splitlines()
+            self.complain(f"error: {type(exc).__name__}: {detail[0] if detail else ''}")
+            if os.environ.get("DSLC_DEBUG"):
+                traceback.print_exc()
+
+
+def _history_file() -> str:
+    return os.environ.get("DSLC_HISTORY") or str(Path.home() / ".dslc_history")
+
+
+def _interactive(repl: Repl) -> int:
+    from prompt_toolkit import PromptSession
+    from prompt_toolkit.history import FileHistory
+    from prompt_toolkit.key_binding import KeyBindings
+
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    def _enter(event) -> None:
+        buffer = event.current_buffer
+        if buffer.complete_state and buffer.complete_state.current_completion:
+            buffer.apply_completion(buffer.complete_state.current_completion)
+            return
+        if repl.pending.strip() or is_complete(buffer.text):
+            buffer.validate_and_handle()
+        else:
+            buffer.insert_text("\n")
+
+    @bindings.add("escape", "enter")
+    def _submit(event) -> None:
+        event.current_buffer.validate_and_handle()
+
+    history = _history_file()
+    try:
+        Path(history).parent.mkdir(parents=True, exist_ok=True)
+        store = FileHistory(history)
+    except OSError:
+        from prompt_toolkit.history import InMemoryHistory
+        store = InMemoryHistory()
+    prompt = PromptSession(history=store, completer=FlowCompleter(repl.session), key_bindings=bindings,
+                           multiline=True, prompt_continuation=lambda width, line, wrap: CONTINUATION,
+                           complete_while_typing=False, enable_history_search=False)
+    repl.say("dslc repl: statements end with ';', :help for commands, Ctrl-D to leave")
+    while not repl.done:
+        try:
+            text = prompt.prompt(CONTINUATION if repl.pending.strip() else PROMPT)
+        except KeyboardInterrupt:
+            repl.pending = ""
+            continue
+        except EOFError:
+            break
+        repl.feed(text)
+    return 0
+
+
+def _batch(repl: Repl, lines: Iterable[str]) -> int:
+    for line in lines:
+        repl.feed(line.rstrip("\n"))
+        if repl.done:
+            break
+    if repl.pending.strip() and re.sub(r"--[^\n]*", "", repl.pending).strip():
+        repl.complain("error: input ended inside a statement (missing ';')")
+    return 1 if repl.errors else 0
+
+
+def run_repl(file: str | None) -> int:
+    """`dslc repl [FILE]`: 0 on a normal exit; piped input gives 1 when anything was rejected."""
+    session = Session(folder=Path(file).resolve().parent if file else Path.cwd())
+    repl = Repl(session)
+    if file:
+        try:
+            count = session.load(file)
+        except CompileError as exc:
+            repl.complain(exc.render())
+            repl.say(f"{file}: not loaded; starting with an empty session")
+        except OSError as exc:
+            repl.complain(f"{file}: error: cannot read file ({exc.strerror})")
+        else:
+            repl.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {file}")
+    if not sys.stdin.isatty():
+        return _batch(repl, sys.stdin)
+    return _interactive(repl)

@@ -1,0 +1,202 @@
+"""dslc repl: the session logic and completer directly, and the real REPL through a pseudo-terminal."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from prompt_toolkit.document import Document
+
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.repl import FlowCompleter, Repl, is_complete
+from dslc.compiler.repl_session import Session, statement_kind
+
+pexpect = pytest.importorskip("pexpect")
+
+ORDERS = "SOURCE orders FROM JSON 'data/'\n  SCHEMA (order_id STRING, amount DOUBLE, country STRING)"
+PAID = "STREAM paid = SELECT order_id, amount FROM orders WHERE amount > 0"
+PROMPT = "flow> "
+
+
+# ---- session and completer, no terminal ------------------------------------------------------
+
+def test_statements_accumulate_and_bad_ones_are_rejected():
+    session = Session()
+    session.add(ORDERS)
+    session.add(PAID)
+    assert [n.name for n in session.plan.nodes] == ["orders", "paid"]
+    with pytest.raises(CompileError) as failure:
+        session.add("STREAM bad = SELECT amout FROM orders")
+    rendered = failure.value.render()
+    assert "unknown column 'amout'" in rendered and "^^^^^" in rendered and "did you mean 'amount'" in rendered
+    assert len(session.statements) == 2 and session.find_node("bad") is None
+    assert "amount  DOUBLE" in session.render_schema("paid")
+
+
+def test_add_text_splits_at_top_level_semicolons_only():
+    done, rest = Session().add_text("SOURCE a FROM TEXT 'x;y'; STREAM b = SELECT ';' AS s FROM a;\nSTREAM c =")
+    assert [statement_kind(d) for d in done] == ["SOURCE", "STREAM"]
+    assert rest.strip() == "STREAM c ="
+    assert is_complete("SOURCE a FROM TEXT 'x';") and not is_complete("SOURCE a\n FROM TEXT 'x'")
+    assert is_complete(":plan") and is_complete("")
+
+
+def test_statement_ending_in_a_comment_still_terminates():
+    session = Session()
+    session.add(ORDERS + " -- the orders\n")
+    session.add(PAID)
+    assert session.node_names() == ["orders", "paid"]
+
+
+def test_load_is_all_or_nothing(tmp_path: Path):
+    good = tmp_path / "good.flow"
+    good.write_text(ORDERS + ";\n" + PAID + ";\nSINK paid TO CONSOLE;\n")
+    bad = tmp_path / "bad.flow"
+    bad.write_text("STREAM x = SELECT nope FROM paid;\nSTREAM y = SELECT 1 AS one;\n")
+    session = Session()
+    assert session.load(good) == 3
+    assert session.folder == tmp_path.resolve()
+    with pytest.raises(CompileError):
+        session.load(bad)
+    assert len(session.statements) == 3
+    # :show leaves the session's own sinks out and adds a console sink of the node
+    job = session.show_job("paid", 3, str(tmp_path))
+    assert "numRows': '3'" in job and "CONSOLE" in job and job.count("write_batch") == 1
+
+
+def _completions(session: Session, text: str) -> list[str]:
+    return [c.text for c in FlowCompleter(session).get_completions(Document(text), None)]
+
+
+def test_completer_offers_keywords_names_columns_and_commands():
+    session = Session()
+    session.add(ORDERS)
+    session.add(PAID)
+    assert "SOURCE" in _completions(session, "SOU")
+    assert "source" in _completions(session, "sou")
+    assert _completions(session, "STREAM x = SELECT * FROM pa") == ["paid"]
+    assert "order_id" in _completions(session, "SELECT ord")
+    assert _completions(session, "SELECT paid.am") == ["amount"]
+    assert _completions(session, ":sch") == [":schema"]
+    assert set(_completions(session, ":show ")) == {"orders", "paid"}
+    assert _completions(session, "") == []
+
+
+def test_piped_input_runs_without_a_terminal(tmp_path: Path):
+    script = f"{ORDERS};\n:schema orders\nSTREAM bad = SELECT nope FROM orders;\n:quit\n"
+    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "repl"], input=script, text=True,
+                          capture_output=True, cwd=tmp_path, timeout=60,
+                          env={**os.environ, "DSLC_HISTORY": str(tmp_path / "hist")})
+    assert done.returncode == 1  # something was rejected
+    assert "ok: source orders" in done.stdout and "country  STRING" in done.stdout
+    assert "unknown column 'nope'" in done.stderr
+
+
+# ---- the real REPL in a pseudo-terminal ------------------------------------------------------
+
+def spawn(tmp_path: Path, *args: str, timeout: int = 30):
+    env = {**os.environ, "DSLC_HISTORY": str(tmp_path / "history"), "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
+    child = pexpect.spawn(sys.executable, ["-m", "dslc.compiler.cli", "repl", *args], env=env, cwd=str(tmp_path),
+                          timeout=timeout, encoding="utf-8", dimensions=(40, 200))
+    child.expect_exact(PROMPT)
+    return child
+
+
+def send_lines(child, *lines: str) -> None:
+    for line in lines:
+        child.send(line + "\r")
+
+
+def quit_(child) -> None:
+    child.sendcontrol("d")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+
+def test_terminal_session(tmp_path: Path):
+    child = spawn(tmp_path)
+    # a statement over two lines is accepted once its ';' arrives
+    send_lines(child, "SOURCE orders FROM JSON 'data/'", "  SCHEMA (order_id STRING, amount DOUBLE);")
+    child.expect_exact("ok: source orders (order_id STRING, amount DOUBLE)")
+    child.expect_exact(PROMPT)
+    send_lines(child, ":schema orders")
+    child.expect(r"order_id\s+STRING")
+    child.expect(r"amount\s+DOUBLE")
+    child.expect_exact(PROMPT)
+    # an unknown column: the error with caret and hint, and the REPL goes on
+    send_lines(child, "STREAM bad = SELECT amout FROM orders;")
+    child.expect_exact("error[E0204]: unknown column 'amout'")
+    child.expect_exact("^^^^^")
+    child.expect_exact("hint: did you mean 'amount'?")
+    child.expect_exact(PROMPT)
+    send_lines(child, PAID + ";")
+    child.expect_exact("ok: stream paid")
+    child.expect_exact(PROMPT)
+    send_lines(child, ":plan")
+    child.expect_exact("paid := Query[orders]")
+    child.expect_exact(PROMPT)
+    send_lines(child, ":schema bad")
+    child.expect_exact("unknown stream or source 'bad'")
+    child.expect_exact(PROMPT)
+    # completion: a keyword, then a stream name after :schema
+    child.send("STREAM big = SEL\t order_id FROM pai\t;\r")
+    child.expect_exact("ok: stream big (order_id STRING)")
+    child.expect_exact(PROMPT)
+    child.send(":schema bi\t\r")
+    child.expect_exact("big:")
+    child.expect(r"order_id\s+STRING")
+    child.expect_exact(PROMPT)
+    quit_(child)
+
+    # history persists into the next session
+    history = (tmp_path / "history").read_text()
+    assert "SCHEMA (order_id STRING, amount DOUBLE);" in history
+    assert ":schema orders" in history
+    child = spawn(tmp_path)
+    send_lines(child, ":reset")
+    child.expect_exact("ok: session cleared")
+    child.expect_exact(PROMPT)
+    quit_(child)
+
+
+def test_terminal_load(tmp_path: Path):
+    (tmp_path / "small.flow").write_text(f"{ORDERS};\n{PAID};\n")
+    child = spawn(tmp_path)
+    send_lines(child, ":load small.flow")
+    child.expect_exact("ok: loaded 2 statements from small.flow")
+    child.expect_exact(PROMPT)
+    send_lines(child, ":schema paid")
+    child.expect(r"amount\s+DOUBLE")
+    child.expect_exact(PROMPT)
+    send_lines(child, ":quit")
+    child.expect(pexpect.EOF)
+
+
+def test_file_argument_is_loaded(tmp_path: Path):
+    (tmp_path / "small.flow").write_text(f"{ORDERS};\n")
+    child = spawn(tmp_path, "small.flow")
+    send_lines(child, ":schema orders")
+    child.expect(r"country\s+STRING")
+    child.expect_exact(PROMPT)
+    quit_(child)
+
+
+@pytest.mark.spark
+def test_show_runs_the_pipeline_on_the_data(tmp_path: Path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "orders.json").write_text(
+        '{"order_id": "o-17", "amount": 12.5, "country": "FR"}\n'
+        '{"order_id": "o-18", "amount": -1.0, "country": "DE"}\n')
+    child = spawn(tmp_path, timeout=120)
+    send_lines(child, ORDERS + ";", PAID + ";")
+    child.expect_exact("ok: stream paid")
+    child.expect_exact(PROMPT)
+    send_lines(child, ":show paid 3")
+    child.expect(r"\|\s*order_id\s*\|\s*amount\s*\|")
+    child.expect(r"\|\s*o-17\s*\|\s*12\.5\s*\|")
+    child.expect_exact(PROMPT)
+    assert "o-18" not in child.before
+    quit_(child)

@@ -5,7 +5,8 @@ mistake is reported once, not again at every statement downstream.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib.machinery
+import sys
 import re
 from pathlib import Path
 
@@ -545,7 +546,10 @@ def _column_hint(column: str, columns: list[str], owner: str) -> str:
 
 
 def _importable(module: str) -> bool:
+    """True when `module` can be imported from sys.path (sys.modules is not consulted: a module
+    loaded earlier from another .flow file's folder must not make this one look valid)."""
+    top = module.split(".")[0]
     try:
-        return importlib.util.find_spec(module) is not None
+        return importlib.machinery.PathFinder.find_spec(top) is not None or top in sys.builtin_module_names
     except (ImportError, ValueError):
         return False

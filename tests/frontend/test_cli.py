@@ -37,14 +37,14 @@ def test_check_reports_every_error_on_stderr(tmp_path, capsys):
 
 
 def test_check_module_beside_the_flow_file(tmp_path, capsys):
-    (tmp_path / "lookup.py").write_text("def f(row):\n    return None\n")
+    (tmp_path / "beside_only_lookup.py").write_text("def f(row):\n    return None\n")
     flow = tmp_path / "p.flow"
-    flow.write_text("SOURCE s FROM RATE;\nSTREAM e = ENRICH s WITH PYTHON 'lookup:f' RETURNS (x INT);\n"
+    flow.write_text("SOURCE s FROM RATE;\nSTREAM e = ENRICH s WITH PYTHON 'beside_only_lookup:f' RETURNS (x INT);\n"
                     "SINK e TO CONSOLE;\n")
     assert main(["check", str(flow)]) == 0
-    (tmp_path / "lookup.py").unlink()
+    (tmp_path / "beside_only_lookup.py").unlink()
     assert main(["check", str(flow)]) == 1
-    assert "error[E0201]: unknown Python module 'lookup'" in capsys.readouterr().err
+    assert "error[E0201]: unknown Python module 'beside_only_lookup'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("path", VALID_PROGRAMS, ids=lambda p: p.parent.name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_statements_accumulate_and_bad_ones_are_rejected():
     rendered = failure.value.render()
     assert "unknown column 'amout'" in rendered and "^^^^^" in rendered and "did you mean 'amount'" in rendered
     assert len(session.statements) == 2 and session.find_node("bad") is None
-    assert "amount  DOUBLE" in session.render_schema("paid")
+    assert session.render_schema("paid").split() == ["paid:", "order_id", "STRING", "amount", "DOUBLE"]
 
 
 def test_add_text_splits_at_top_level_semicolons_only():
@@ -76,7 +77,8 @@ def test_completer_offers_keywords_names_columns_and_commands():
     session.add(PAID)
     assert "SOURCE" in _completions(session, "SOU")
     assert "source" in _completions(session, "sou")
-    assert _completions(session, "STREAM x = SELECT * FROM pa") == ["paid"]
+    assert _completions(session, "STREAM x = SELECT * FROM pa")[0] == "paid"
+    assert _completions(session, "FROM pai") == ["paid"]
     assert "order_id" in _completions(session, "SELECT ord")
     assert _completions(session, "SELECT paid.am") == ["amount"]
     assert _completions(session, ":sch") == [":schema"]
@@ -90,7 +92,7 @@ def test_piped_input_runs_without_a_terminal(tmp_path: Path):
                           capture_output=True, cwd=tmp_path, timeout=60,
                           env={**os.environ, "DSLC_HISTORY": str(tmp_path / "hist")})
     assert done.returncode == 1  # something was rejected
-    assert "ok: source orders" in done.stdout and "country  STRING" in done.stdout
+    assert "ok: source orders" in done.stdout and "country   STRING" in done.stdout
     assert "unknown column 'nope'" in done.stderr
 
 
@@ -107,6 +109,17 @@ def spawn(tmp_path: Path, *args: str, timeout: int = 30):
 def send_lines(child, *lines: str) -> None:
     for line in lines:
         child.send(line + "\r")
+
+
+def type_with_tab(child, *parts: str) -> None:
+    """Send the parts with a Tab between them, waiting for each completion to be applied
+    (completions are computed asynchronously, so keys typed too fast would overtake them)."""
+    for index, part in enumerate(parts):
+        child.send(part)
+        if index < len(parts) - 1:
+            time.sleep(0.3)
+            child.send("\t")
+            time.sleep(0.5)
 
 
 def quit_(child) -> None:
@@ -142,10 +155,10 @@ def test_terminal_session(tmp_path: Path):
     child.expect_exact("unknown stream or source 'bad'")
     child.expect_exact(PROMPT)
     # completion: a keyword, then a stream name after :schema
-    child.send("STREAM big = SEL\t order_id FROM pai\t;\r")
+    type_with_tab(child, "STREAM big = SEL", " order_id FROM pai", ";\r")
     child.expect_exact("ok: stream big (order_id STRING)")
     child.expect_exact(PROMPT)
-    child.send(":schema bi\t\r")
+    type_with_tab(child, ":schema bi", "\r")
     child.expect_exact("big:")
     child.expect(r"order_id\s+STRING")
     child.expect_exact(PROMPT)

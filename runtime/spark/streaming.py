@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Callable
@@ -24,8 +25,10 @@ def trigger_args(trigger: str | None) -> dict:
         return {}
     if trigger == "available-now":
         return {"availableNow": True}
-    if trigger.startswith("every="):
-        return {"processingTime": trigger.split("=", 1)[1].replace("s", " seconds")}
+    match = re.fullmatch(r"every=(\d+(?:\.\d+)?)(ms|s|m|h)", trigger)
+    if match:
+        seconds = float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+        return {"processingTime": f"{seconds:g} seconds"}
     raise ValueError(f"unknown trigger {trigger!r}: use available-now or every=10s")
 
 

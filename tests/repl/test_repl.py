@@ -123,6 +123,9 @@ def type_with_tab(child, *parts: str) -> None:
 
 
 def quit_(child) -> None:
+    # dumb terminals get the prompt before raw mode is on; a ^D sent earlier would be eaten
+    # by the line discipline as end-of-file, so give prompt_toolkit a moment first
+    time.sleep(0.5)
     child.sendcontrol("d")
     child.expect(pexpect.EOF)
     child.close()

@@ -37,13 +37,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
-    commands: dict[str, Callable[[argparse.Namespace], int]] = {"check": cmd_check, "explain": cmd_explain}
-    try:
-        from .commands import EXTRA_COMMANDS
-    except ImportError:
-        return commands
-    commands.update(EXTRA_COMMANDS)
-    return commands
+    from .commands import EXTRA_COMMANDS   # compile/run/repl: loaded only when a command runs
+    return {"check": cmd_check, "explain": cmd_explain, **EXTRA_COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,10 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `dslc` script."""
     args = build_parser().parse_args(argv)
-    command = _commands().get(args.command)
-    if command is None:
-        print(f"dslc: '{args.command}' is not available in this build", file=sys.stderr)
-        return 2
+    command = _commands()[args.command]
     file = getattr(args, "file", None)
     if file is not None and not Path(file).is_file():
         return _read_error(file)

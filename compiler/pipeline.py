@@ -1,4 +1,4 @@
-"""The compiler's stages as one pure function each: read → parse → plan (→ optimise → lower)."""
+"""The compiler's stages as one pure function each: read → parse → plan → optimise → lower."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,28 +10,37 @@ from .planner import to_plan
 from .source import SourceFile
 
 
+def check_source(source: SourceFile, *, require_sink: bool = True, mode: str | None = None) -> Plan:
+    """Parse and check source text; raise CompileError listing every problem.
+    `mode` ('batch'/'streaming', any case) overrides the PIPELINE's MODE."""
+    return to_plan(parse(source), source, require_sink=require_sink, mode=mode.upper() if mode else None)
+
+
 def check_file(path: str | Path) -> Plan:
-    """Parse and check a .flow file; raise CompileError listing every problem."""
-    source = SourceFile.read(path)
-    return to_plan(parse(source), source)
+    """Parse and check a .flow file."""
+    return check_source(SourceFile.read(path))
 
 
 def check_text(text: str, path: str = "<input>", *, require_sink: bool = True) -> Plan:
     """Parse and check program text (the REPL, tests)."""
-    source = SourceFile(path, text)
-    return to_plan(parse(source), source, require_sink=require_sink)
+    return check_source(SourceFile(path, text), require_sink=require_sink)
 
 
-__all__ = ["check_file", "check_text", "CompileError"]
+def lower_plan(plan: Plan, *, job_folder: str, trigger: str | None = None,
+               chaining: bool = True, pushdown: bool = True) -> str:
+    """Optimise a checked plan and generate its PySpark job."""
+    from .codegen import Target, lower
+    from .optimizer import Options, optimize
+
+    physical = optimize(plan, Options(chaining=chaining, pushdown=pushdown))
+    return lower(physical, Target(job_folder=job_folder, trigger=trigger))
 
 
 def compile_file(path: str | Path, *, job_folder: str, mode: str | None = None, trigger: str | None = None,
                  chaining: bool = True, pushdown: bool = True) -> str:
     """The PySpark job for a .flow file: check, optimise, lower."""
-    from .codegen import Target, lower
-    from .optimizer import Options, optimize
+    plan = check_source(SourceFile.read(path), mode=mode)
+    return lower_plan(plan, job_folder=job_folder, trigger=trigger, chaining=chaining, pushdown=pushdown)
 
-    source = SourceFile.read(path)
-    plan = to_plan(parse(source), source, mode=mode.upper() if mode else None)
-    physical = optimize(plan, Options(chaining=chaining, pushdown=pushdown))
-    return lower(physical, Target(job_folder=job_folder, trigger=trigger))
+
+__all__ = ["check_file", "check_source", "check_text", "compile_file", "lower_plan", "CompileError"]

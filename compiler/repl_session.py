@@ -11,9 +11,8 @@ from pathlib import Path
 
 from .diagnostics import CompileError
 from .lexical import split_statements
-from .parser import parse
+from .pipeline import check_source, lower_plan
 from .plan import Plan
-from .planner import to_plan
 from .source import SourceFile
 
 REPL_PATH = "<repl>"
@@ -73,7 +72,7 @@ class Session:
     def check(self, statements: list[str], *, require_sink: bool = False, mode: str | None = None) -> Plan:
         """Plan of a list of statements; raises CompileError."""
         source = ReplSource(REPL_PATH, self.program(statements), base=str(self.folder))
-        return to_plan(parse(source), source, require_sink=require_sink, mode=mode)
+        return check_source(source, require_sink=require_sink, mode=mode)
 
     def add(self, statement: str) -> Plan:
         """Accept one statement if the whole program still checks; otherwise raise CompileError
@@ -153,26 +152,20 @@ class Session:
         return f"unknown stream or source '{name}' (known: {known})"
 
     def render_code(self, job_folder: str | None = None) -> str:
-        from .codegen import Target, lower
-        from .optimizer import optimize
-
         plan = self.plan or self.check([])
-        return lower(optimize(plan), Target(job_folder=job_folder or str(self.folder)))
+        return lower_plan(plan, job_folder=job_folder or str(self.folder))
 
     # ---- :show
     def show_job(self, name: str, rows: int, job_folder: str) -> str:
         """The BATCH job that prints `rows` rows of `name` on the console (the session's own
         SINK statements are left out, so :show never writes anything)."""
-        from .codegen import Target, lower
-        from .optimizer import optimize
-
         node = self.find_node(name)
         if node is None:
             raise LookupError(self._unknown(name))
         kept = [s for s in self.statements if statement_kind(s) != "SINK"]
         kept.append(f"SINK {quote_name(node.name)} TO CONSOLE OPTIONS (numRows = '{int(rows)}', truncate = 'false')")
         plan = self.check(kept, require_sink=True, mode="BATCH")
-        return lower(optimize(plan), Target(job_folder=job_folder))
+        return lower_plan(plan, job_folder=job_folder)
 
     def show(self, name: str, rows: int = 10) -> None:
         """Run the pipeline up to `name` in this process and print `rows` rows; the Spark session

@@ -6,9 +6,11 @@ mistake is reported once, not again at every statement downstream.
 from __future__ import annotations
 
 import importlib.machinery
-import sys
 import re
+import sys
 from pathlib import Path
+
+from dslc.runtime.url_template import placeholders
 
 from . import ast, plan, values
 from .connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
@@ -18,7 +20,6 @@ from .source import SourceFile, Span
 from .sql import analyze_condition, analyze_query, parse_sql
 from .sqltypes import canonical, is_timestamp
 
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 _COMMON_TYPES = ("STRING", "INT", "BIGINT", "DOUBLE", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE",
                  "DECIMAL", "BINARY", "SMALLINT", "TINYINT", "ARRAY", "MAP", "STRUCT")
@@ -39,11 +40,6 @@ def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = Tr
     if planner.problems:
         raise CompileError(source, planner.problems)
     return result
-
-
-def placeholders(url: str) -> tuple[str, ...]:
-    """Column names of the `{col}` placeholders of a URL template, in order, without repeats."""
-    return tuple(dict.fromkeys(m.strip() for m in _PLACEHOLDER.findall(url)))
 
 
 class _Planner:

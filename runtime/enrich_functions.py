@@ -24,18 +24,13 @@ import yarl
 from . import user_code
 from .config import Enrich, HttpCall, PythonCall
 from .operator import Row
+from .url_template import PLACEHOLDER, placeholders  # noqa: F401  (placeholders re-exported)
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class CallError(RuntimeError):
     """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...)."""
-
-
-def placeholders(url: str) -> tuple[str, ...]:
-    """Column names of the `{col}` placeholders in a URL template, in order, without repeats."""
-    return tuple(dict.fromkeys(_PLACEHOLDER.findall(url)))
 
 
 def fill_url(template: str, row: Row) -> str:
@@ -48,7 +43,16 @@ def fill_url(template: str, row: Row) -> str:
         if v is None:
             raise CallError(f"placeholder column {column} is null")
         return urllib.parse.quote(str(v), safe="")
-    return _PLACEHOLDER.sub(value, template)
+    return PLACEHOLDER.sub(value, template)
+
+
+def _hashable(key: tuple) -> Hashable | None:
+    """The key itself when it can key the cache; None (not cached) for unhashable values."""
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 class EnrichCall:
@@ -127,12 +131,7 @@ class PythonEnrichCall(EnrichCall):
             user_code.lifecycle(self.target, "close")
 
     def cache_key(self, row: Row) -> Hashable | None:
-        key = tuple(row.items())
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key
+        return _hashable(tuple(row.items()))
 
     async def __call__(self, row: Row) -> Any:
         arg = dict(row)  # the user may mutate it; the operator keeps the original
@@ -197,12 +196,7 @@ class HttpEnrichCall(EnrichCall):
         self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
 
     def cache_key(self, row: Row) -> Hashable | None:
-        key = tuple(row.get(c) for c in self.columns)
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key
+        return _hashable(tuple(row.get(c) for c in self.columns))
 
     async def __call__(self, row: Row) -> Any:
         url = fill_url(self.url, row)

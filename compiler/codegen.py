@@ -46,17 +46,6 @@ def _user_modules(p: plan.Plan) -> tuple[str, ...]:
     return tuple(sorted({r.split(":")[0] for r in refs}))
 
 
-def _per_batch(p: plan.Plan) -> set[str]:
-    """Relations computed once per micro-batch in STREAMING mode (and everything downstream)."""
-    names: set[str] = set()
-    for node in p.nodes:
-        needs = isinstance(node, plan.Match) or (isinstance(node, plan.Process) and node.states) \
-            or (isinstance(node, plan.Enrich) and node.dead_letter)
-        if needs or any(i.lower() in names for i in node.inputs if not _is_state(p, i)):
-            names.add(node.name.lower())
-    return names
-
-
 def _is_state(p: plan.Plan, name: str) -> bool:
     return isinstance(p.node(name), plan.BroadcastState)
 
@@ -70,7 +59,7 @@ class _Lowering:
         self.target = target
         self.out = Emitter()
         self.streaming = self.plan.settings.mode == "STREAMING"
-        self.per_batch = _per_batch(self.plan) if self.streaming else set()
+        self.per_batch = self.plan.per_micro_batch() if self.streaming else frozenset()
         self.var: dict[str, str] = {}
 
     def v(self, name: str) -> str:
@@ -318,6 +307,8 @@ class _Lowering:
         needed = self._needed_per_batch(sink.input)
         frontier = sorted({i for step in needed for i in self._step_inputs(step)
                            if i.lower() not in self.per_batch and not _is_state(self.plan, i)})
+        if len(frontier) != 1:    # the planner rejects this (E0311); never lower it silently
+            raise ValueError(f"SINK {sink.input}: a micro-batch section must read one stream, not {frontier}")
         fn = f"micro_batch_{index}"
         o.line(f"def {fn}(batch, batch_id):")
         with o.indent():

@@ -523,17 +523,25 @@ class _Planner:
                     self.add(error("E0308", stmt.span.sub(0, 4),
                                    why=f"SINK {sink.input} TO {sink.connector} keeps its progress in it",
                                    hint=f"add CHECKPOINT 'target/chk/{result.settings.name}' to PIPELINE"))
-        per_batch: set[str] = set()
+        per_batch = result.per_micro_batch()
         for node in result.nodes:
-            reads_state = isinstance(node, plan.Match) or (isinstance(node, plan.Process) and node.states) \
-                or (isinstance(node, plan.Enrich) and node.dead_letter)
-            if reads_state or any(i.lower() in per_batch for i in node.inputs):
-                per_batch.add(node.name.lower())
-                if isinstance(node, plan.Query) and node.aggregates and not reads_state:
-                    self.add(error("E0311", node.span.sub(0, 6), feature="an aggregation after MATCH, "
-                                   "PROCESS WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
-                                   why="those run once per micro-batch (foreachBatch), so state cannot span batches",
-                                   hint="aggregate before that operator, or use MODE BATCH"))
+            if isinstance(node, plan.Query) and node.aggregates and node.name.lower() in per_batch:
+                self.add(error("E0311", node.span.sub(0, 6), feature="an aggregation after MATCH, "
+                               "PROCESS WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
+                               why="those run once per micro-batch (foreachBatch), so state cannot span batches",
+                               hint="aggregate before that operator, or use MODE BATCH"))
+            if isinstance(node, plan.BroadcastState) and node.source.lower() in per_batch:
+                self.add(error("E0311", node.span.sub(0, 9), feature="a BROADCAST fed by MATCH, PROCESS "
+                               "WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
+                               why="its source only exists inside each micro-batch",
+                               hint="broadcast a source or a stream computed before that operator"))
+        for sink, stmt in zip(result.sinks, sinks_ast):
+            inputs = result.micro_batch_inputs(sink.input) if sink.input.lower() in per_batch else ()
+            if len(inputs) > 1:
+                self.add(error("E0311", stmt.span.sub(0, 4), feature=f"a micro-batch section that reads "
+                               f"{len(inputs)} streams ({', '.join(inputs)})", mode="STREAMING",
+                               why="foreachBatch hands over the micro-batch of one stream",
+                               hint="join the streams in a SELECT before MATCH/PROCESS, or use MODE BATCH"))
 
 
 def _column_hint(column: str, columns: list[str], owner: str) -> str:

@@ -37,8 +37,6 @@ class Emitter:
 
 def lit(value: object) -> str:
     """A Python literal for a value from the DSL: repr() cannot be broken out of."""
-    if isinstance(value, float) and value.is_integer():
-        return repr(value)
     return repr(value)
 
 

@@ -8,7 +8,8 @@ from pyspark.sql import DataFrame
 from dslc.runtime import user_code
 from dslc.runtime.config import PythonCall
 
-_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
+#: SINK connector → Spark data source format (batch and streaming writers).
+FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
 
 
 class PythonSink:
@@ -31,7 +32,7 @@ def write_batch(df: DataFrame, *, connector: str, path: str | None, mode: str, p
     if connector == "PYTHON":
         df.foreachPartition(PythonSink(path, folder))
         return
-    writer = df.write.format(_FORMATS[connector]).mode(mode.lower()).options(**options)
+    writer = df.write.format(FORMATS[connector]).mode(mode.lower()).options(**options)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path) if path else writer.save()

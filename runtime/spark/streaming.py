@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from dslc.runtime import user_code
 from dslc.runtime.broadcast import BroadcastState, Snapshot, SnapshotStore
 from dslc.runtime.config import PythonCall
 
-from .sinks import write_micro_batch  # noqa: F401  (re-exported for generated jobs)
+from .sinks import FORMATS, PythonSink
 
 
 def trigger_args(trigger: str | None) -> dict:
@@ -30,6 +30,15 @@ def trigger_args(trigger: str | None) -> dict:
         seconds = float(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
         return {"processingTime": f"{seconds:g} seconds"}
     raise ValueError(f"unknown trigger {trigger!r}: use available-now or every=10s")
+
+
+def _start(writer: DataStreamWriter, checkpoint: Path, trigger: str | None, path: str | None = None) -> StreamingQuery:
+    """Every query of a job: its own checkpoint folder, the job's trigger, then start."""
+    writer = writer.option("checkpointLocation", str(checkpoint))
+    args = trigger_args(trigger)
+    if args:
+        writer = writer.trigger(**args)
+    return writer.start(path) if path else writer.start()
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -57,6 +66,8 @@ class StreamingState:
         self.lock = threading.Lock()
         self.query: StreamingQuery | None = None
         self.state, self.applied_batch = self._restore()
+        if not self.store.versions():
+            self.store.write(self.state.snapshot())   # the empty state, for batches before any rules
 
     def _restore(self) -> tuple[BroadcastState, int]:
         marker = self.root / "applied.json"
@@ -82,13 +93,8 @@ class StreamingState:
 
     def start(self, source: DataFrame, trigger: str | None) -> StreamingQuery:
         """Start the state's own query; with AVAILABLE NOW, finish it before any data batch."""
-        writer = (source.writeStream.foreachBatch(self.apply_batch)
-                  .option("checkpointLocation", str(self.root / "query"))
-                  .queryName(f"dslc_state_{self.name}"))
-        args = trigger_args(trigger)
-        if args:
-            writer = writer.trigger(**args)
-        self.query = writer.start()
+        writer = source.writeStream.foreachBatch(self.apply_batch).queryName(f"dslc_state_{self.name}")
+        self.query = _start(writer, self.root / "query", trigger)
         if trigger == "available-now":
             self.query.awaitTermination()
         return self.query
@@ -105,9 +111,7 @@ class StreamingState:
             return self.store.read(json.loads(record.read_text())["version"])
         self._catch_up()
         with self.lock:
-            snapshot = self.state.snapshot()
-            if snapshot.version not in self.store.versions():
-                self.store.write(snapshot)
+            snapshot = self.state.snapshot()    # apply_batch stored this version already
             _atomic_write(record, json.dumps({"version": snapshot.version}))
         return snapshot
 
@@ -116,29 +120,20 @@ def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None,
                  path: str | None, mode: str, partition_by: tuple[str, ...], options: dict[str, str],
                  folder: str) -> StreamingQuery:
     """A plain streaming sink (no per-batch operators upstream)."""
-    fmt = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "CONSOLE": "console", "KAFKA": "kafka"}
     if connector == "PYTHON":
-        from .sinks import PythonSink
         sink = PythonSink(path, folder)
         return for_each_batch(df, lambda batch, _id: batch.foreachPartition(sink), name, checkpoint, trigger)
-    writer = (df.writeStream.format(fmt[connector]).outputMode(mode.lower()).options(**options)
-              .option("checkpointLocation", str(Path(checkpoint) / name)))
+    fmt = "console" if connector == "CONSOLE" else FORMATS[connector]
+    writer = df.writeStream.format(fmt).outputMode(mode.lower()).options(**options)
     if partition_by:
         writer = writer.partitionBy(*partition_by)
-    args = trigger_args(trigger)
-    if args:
-        writer = writer.trigger(**args)
-    return writer.start(path) if path else writer.start()
+    return _start(writer, Path(checkpoint) / name, trigger, path)
 
 
 def for_each_batch(df: DataFrame, function: Callable[[DataFrame, int], None], name: str, checkpoint: str,
                    trigger: str | None) -> StreamingQuery:
     """A sink query whose micro-batches run `function(batch, batch_id)` on the driver."""
-    writer = df.writeStream.foreachBatch(function).option("checkpointLocation", str(Path(checkpoint) / name))
-    args = trigger_args(trigger)
-    if args:
-        writer = writer.trigger(**args)
-    return writer.start()
+    return _start(df.writeStream.foreachBatch(function), Path(checkpoint) / name, trigger)
 
 
 def await_queries(spark: SparkSession, queries: list[StreamingQuery], trigger: str | None) -> None:

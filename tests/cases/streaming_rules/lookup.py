@@ -1,0 +1,2 @@
+async def score(row):
+    return {"score": row["amount"] / 10}

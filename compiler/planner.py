@@ -17,7 +17,7 @@ from .connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from .diagnostics import CompileError, Diagnostic, did_you_mean, error
 from .enrich_options import read_options
 from .source import SourceFile, Span
-from .sql import analyze_condition, analyze_query, parse_sql
+from .sql import analyze_condition, analyze_query, parse_sql, relations
 from .sqltypes import canonical, is_timestamp
 
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -46,6 +46,7 @@ class _Planner:
     def __init__(self, source: SourceFile, mode: str | None = None):
         self.source = source
         self.mode_override = mode
+        self._trees: dict[int, tuple[object | None, list[Diagnostic]]] = {}
         self.problems: list[Diagnostic] = []
         self.defs: dict[str, Definition] = {}
         self.nodes: dict[str, plan.PlanNode | None] = {}
@@ -111,18 +112,18 @@ class _Planner:
             return [stmt.input, *stmt.states]
         return [stmt.input]
 
+    def _parsed(self, sql: ast.Sql) -> tuple[object | None, list[Diagnostic]]:
+        """The sqlglot tree of a query and its syntax errors, parsed once per statement."""
+        if sql.span.start not in self._trees:
+            problems: list[Diagnostic] = []
+            self._trees[sql.span.start] = (parse_sql(sql, problems), problems)
+        return self._trees[sql.span.start]
+
     def _sql_tables(self, sql: ast.Sql) -> list[ast.Name]:
-        from sqlglot import exp  # local: only this helper needs the expression classes
-        scratch: list[Diagnostic] = []
-        tree = parse_sql(sql, scratch)
+        tree, _ = self._parsed(sql)
         if tree is None:
             return []
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
-        names = []
-        for table in tree.find_all(exp.Table):
-            if table.name and table.name.lower() not in ctes and table.name.lower() in self.defs:
-                names.append(ast.Name(table.name, sql.span))
-        return names
+        return [ast.Name(t.name, sql.span) for t in relations(tree) if t.name.lower() in self.defs]
 
     def _order(self) -> list[str]:
         """Definitions in dependency order (file order where free); cycles reported."""
@@ -344,7 +345,11 @@ class _Planner:
                                statement="a query", expected="source or stream",
                                hint=f"use MATCH ... AGAINST {ref.value} to read a broadcast state"))
                 return None
-        info = analyze_query(stmt.sql, schemas, self.problems)
+        tree, syntax_errors = self._parsed(stmt.sql)
+        if tree is None:
+            self.problems.extend(syntax_errors)
+            return None
+        info = analyze_query(stmt.sql, tree, schemas, self.problems)
         if info is None or info.schema is None:
             return None
         names = [f.name.lower() for f in info.schema]

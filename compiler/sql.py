@@ -90,18 +90,19 @@ def _offset(text: str, line: int, col: int) -> int:
     return sum(len(l) + 1 for l in lines[: line - 1]) + col
 
 
-def analyze_query(sql: ast.Sql, schemas: Schemas, problems: list[Diagnostic]) -> QueryInfo | None:
-    """Check a SELECT against the known relations; infer its output schema."""
-    tree = parse_sql(sql, problems)
-    if tree is None:
-        return None
+def relations(tree: exp.Expression) -> list[exp.Table]:
+    """The tables a query reads by name (its own CTEs are not relations of the pipeline)."""
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    return [t for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes]
+
+
+def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
+                  problems: list[Diagnostic]) -> QueryInfo | None:
+    """Check a parsed SELECT against the known relations; infer its output schema."""
     reads: list[str] = []
     failed = False
-    for table in tree.find_all(exp.Table):
+    for table in relations(tree):
         name = table.name.lower()
-        if not name or name in ctes:
-            continue
         if name not in schemas:
             problems.append(error("E0201", _span_of(table.this, sql), hint=did_you_mean(table.name, schemas),
                                   kind="source or stream", name=table.name))

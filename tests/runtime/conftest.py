@@ -202,3 +202,25 @@ class Collector:
 def collector() -> Collector:
     """A fresh recording Output."""
     return Collector()
+
+
+def run_operator(config: Any, items: list[Any], out: Collector | None = None) -> tuple[Any, Collector]:
+    """Drive one EnrichOperator through its whole lifecycle: open, feed rows (dicts) and
+    watermarks (floats), finish, close, and dispose always."""
+    from dslc.runtime.async_operator import EnrichOperator
+    from dslc.runtime.operator import Watermark
+
+    out = out or Collector()
+    op = EnrichOperator(config)
+    op.open(out)
+    try:
+        for item in items:
+            if isinstance(item, dict):
+                op.process_element(item)
+            else:
+                op.process_watermark(Watermark(item))
+        op.finish()
+        op.close()
+    finally:
+        op.dispose()
+    return op, out

@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 from dslc.runtime import metrics as M
 from dslc.runtime.async_operator import EnrichOperator, worker_loop
 from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall, Retry
-from dslc.runtime.operator import ElementFailure, Watermark
+from dslc.runtime.operator import ElementFailure
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 udfs = importlib.import_module("async_udfs")
 
-from conftest import Collector  # noqa: E402
+from conftest import Collector, run_operator as run  # noqa: E402
 
 _names = iter(range(10**9))
 
@@ -37,22 +37,6 @@ def make(ref: str = "async_udfs:scripted", **kw: Any) -> Enrich:
     return Enrich(call=PythonCall(ref, (str(HERE),)), **kw)
 
 
-def run(config: Enrich, items: list[Any], out: Collector | None = None) -> tuple[EnrichOperator, Collector]:
-    """Open, feed rows (dicts) and watermarks (floats), finish, close, dispose."""
-    out = out or Collector()
-    op = EnrichOperator(config)
-    op.open(out)
-    try:
-        for item in items:
-            if isinstance(item, dict):
-                op.process_element(item)
-            else:
-                op.process_watermark(Watermark(item))
-        op.finish()
-        op.close()
-    finally:
-        op.dispose()
-    return op, out
 
 
 @pytest.fixture(autouse=True)

@@ -7,12 +7,11 @@ from typing import Any
 
 import pytest
 
-from dslc.runtime.async_operator import EnrichOperator
 from dslc.runtime.cache import CacheStats, TtlLruCache, cache_for, drop_cache
 from dslc.runtime.config import Cache, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry
 from dslc.runtime.rate import TokenBucket, bucket_for
 
-from conftest import Collector, FaultServer, Reply
+from conftest import Collector, FaultServer, Reply, run_operator as run
 
 _names = iter(range(10**9))
 
@@ -158,18 +157,6 @@ def make(server: FaultServer, **kw: Any) -> Enrich:
                   key_columns=("id",), **kw)
 
 
-def run(config: Enrich, rows: list[dict[str, Any]]) -> tuple[EnrichOperator, Collector]:
-    out = Collector()
-    op = EnrichOperator(config)
-    op.open(out)
-    try:
-        for r in rows:
-            op.process_element(r)
-        op.finish()
-        op.close()
-    finally:
-        op.dispose()
-    return op, out
 
 
 def test_operator_cache_coalesces_and_survives_tasks(fault_server: FaultServer) -> None:

@@ -13,7 +13,7 @@ from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
 from dslc.runtime.metrics import summary
 from dslc.runtime.operator import ElementFailure
 
-from conftest import Collector, FaultServer, Reply
+from conftest import Collector, FaultServer, Reply, run_operator as run
 
 _names = iter(range(10**9))
 
@@ -27,18 +27,6 @@ def make(server: FaultServer, template: str = "/kv/{id}", **kw: Any) -> Enrich:
     return Enrich(call=HttpCall(server.url(template)), **kw)
 
 
-def run(config: Enrich, rows: list[dict[str, Any]], out: Collector | None = None) -> tuple[EnrichOperator, Collector]:
-    out = out or Collector()
-    op = EnrichOperator(config)
-    op.open(out)
-    try:
-        for r in rows:
-            op.process_element(r)
-        op.finish()
-        op.close()
-    finally:
-        op.dispose()
-    return op, out
 
 
 def test_placeholders_helper() -> None:

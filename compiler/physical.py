@@ -13,36 +13,35 @@ from . import plan
 
 
 @dataclass(frozen=True, slots=True)
-class Read:
+class _NodeStep:
+    """A step that runs one logical node and produces the relation of the same name."""
+
+    node: plan.PlanNode
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True, slots=True)
+class Read(_NodeStep):
     """Read a SOURCE."""
 
     node: plan.Source
 
-    @property
-    def name(self) -> str:
-        return self.node.name
-
 
 @dataclass(frozen=True, slots=True)
-class State:
+class State(_NodeStep):
     """Build a broadcast state from its source's rows."""
 
     node: plan.BroadcastState
 
-    @property
-    def name(self) -> str:
-        return self.node.name
-
 
 @dataclass(frozen=True, slots=True)
-class Sql:
+class Sql(_NodeStep):
     """Run a Spark SQL query."""
 
     node: plan.Query
-
-    @property
-    def name(self) -> str:
-        return self.node.name
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,14 +66,10 @@ class Chain:
 
 
 @dataclass(frozen=True, slots=True)
-class MatchJoin:
+class MatchJoin(_NodeStep):
     """MATCH as a broadcast join of a stream with a state's snapshot."""
 
     node: plan.Match
-
-    @property
-    def name(self) -> str:
-        return self.node.name
 
 
 Step = Union[Read, State, Sql, Chain, MatchJoin]

@@ -42,6 +42,8 @@ class MetricsCollector:
     def report(self, stream=None) -> None:
         """Human lines on stderr; JSON to $DSLC_METRICS_FILE when set (`dslc run` reads it)."""
         merged = self.value()
+        if not merged:
+            return   # a job without Python operators has nothing to report
         stream = stream or sys.stderr
         print("dslc: operator metrics", file=stream)
         for name in sorted(merged):

@@ -30,7 +30,7 @@ def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str
     # Executors must run the same Python as the driver when both are on this machine.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if not os.environ.get("SPARK_SUBMIT_OPTS") and "spark.master" not in conf and not _submitted():
+    if "spark.master" not in conf and not _submitted():
         builder = builder.master(os.environ.get("DSLC_MASTER", "local[*]"))
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     for key, value in conf.items():

@@ -132,6 +132,8 @@ class _Lowering:
             used.add("state")
         if self.streaming:
             used.add("streaming")
+        if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
+            used.add("python_source")
         return sorted(used)
 
     def comment(self, lines: list[int], what: str) -> None:
@@ -147,6 +149,8 @@ class _Lowering:
         o = self.out
         self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
         reader = "readStream" if self.streaming else "read"
+        if node.connector == "PYTHON":
+            o.line("python_source.register(spark)")
         o.line(f"{self.v(node.name)} = (")
         with o.indent():
             o.line(f"spark.{reader}.format({lit(_READ_FORMATS[node.connector])})")
@@ -154,7 +158,8 @@ class _Lowering:
                 o.line(f".schema({lit(_ddl(node.schema))})")
             options = dict(node.options)
             if node.connector == "PYTHON":
-                options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema)}
+                options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema),
+                           "dslc.name": node.name, "dslc.line": str(node.line)}
             if options:
                 o.line(".options(**{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in options.items()) + "})")
             if node.connector == "PYTHON":
@@ -231,6 +236,8 @@ class _Lowering:
         if dead:
             paths = "{" + ", ".join(f"{lit(k)}: resolve(FOLDER, {lit(v)})" for k, v in sorted(dead.items())) + "}"
             o.line(f"{out_var} = chains.split_dead_letters({out_var}, {paths})")
+        elif not self.streaming and len(self.plan.consumers(step.name)) > 1:
+            o.line(f"{out_var} = {out_var}.persist()  # read more than once: run the chain and its calls once")
         o.line(f"{out_var}.createOrReplaceTempView({lit(step.name)})")
 
     def _watermark_of(self, name: str) -> plan.Watermark | None:

@@ -40,15 +40,16 @@ class MetricsCollector:
         return dict(self._acc.value)
 
     def report(self, stream=None) -> None:
-        """Human lines on stderr; JSON to $DSLC_METRICS_FILE when set (`dslc run` reads it)."""
+        """JSON to $DSLC_METRICS_FILE when set (`dslc run` reads it and prints a table), else human lines on stderr."""
         merged = self.value()
         if not merged:
             return   # a job without Python operators has nothing to report
-        stream = stream or sys.stderr
-        print("dslc: operator metrics", file=stream)
-        for name in sorted(merged):
-            print("  " + format_summary(merged[name]), file=stream)
         target = os.environ.get("DSLC_METRICS_FILE")
         if target:
             with open(target, "w", encoding="utf-8") as handle:
                 json.dump({n: summary(m) for n, m in merged.items()}, handle, sort_keys=True)
+            return
+        stream = stream or sys.stderr
+        print("dslc: operator metrics", file=stream)
+        for name in sorted(merged):
+            print("  " + format_summary({**merged[name], "operator": name}), file=stream)

@@ -8,11 +8,13 @@ from typing import Mapping
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
+from sqlglot.tokens import Token, TokenType
 
 from . import ast
 from .diagnostics import Diagnostic, did_you_mean, error
@@ -22,6 +24,7 @@ from .sqltypes import UNKNOWN
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
+_SPARK = Dialect.get_or_raise("spark")
 _WINDOW_TYPE = "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"
 
 # sqlglot reports a half-written expression by its class name; say it in SQL words instead.
@@ -56,7 +59,7 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
     try:
         if condition:
             return sqlglot.parse_one(sql.text, dialect="spark", into=exp.Condition)
-        statements = sqlglot.parse(sql.text, dialect="spark")
+        statements = _SPARK.parser().parse(_window_calls_as_names(_SPARK.tokenize(sql.text)), sql.text)
     except ParseError as exc:
         for item in exc.errors[:3]:
             offset = _offset(sql.text, item.get("line") or 1, item.get("col") or 1)
@@ -72,6 +75,18 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
         problems.append(error("E0206", sql.span.sub(0, 1), detail="expected exactly one query"))
         return None
     return statements[0]
+
+
+def _window_calls_as_names(tokens: list[Token]) -> list[Token]:
+    """`window(` is Spark's time-window function, never the WINDOW clause (`WINDOW w AS (...)`).
+
+    sqlglot reads WINDOW as the clause keyword and fails on `GROUP BY window(ts, '1 minute')`;
+    retyping the token keeps every position, so error carets stay right.
+    """
+    for token, following in zip(tokens, tokens[1:]):
+        if token.token_type == TokenType.WINDOW and following.token_type == TokenType.L_PAREN:
+            token.token_type = TokenType.VAR
+    return tokens
 
 
 def _readable(detail: str) -> str:

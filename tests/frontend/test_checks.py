@@ -121,6 +121,16 @@ def test_select_types_come_from_sqlglot():
                                  ("w", "STRUCT<start: TIMESTAMP, end: TIMESTAMP>")]
 
 
+def test_group_by_starting_with_a_time_window():
+    """sqlglot alone reads `GROUP BY window(` as the WINDOW clause; Spark reads a function call."""
+    text = (ORDERS + "STREAM s = SELECT window(ts, '1 minute') AS w, count(*) AS n\n"
+            "  FROM orders GROUP BY window(ts, '1 minute'), country;\n"
+            "SINK s TO CONSOLE;")
+    assert schema(text, "s") == [("w", "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"), ("n", "BIGINT")]
+    broken = text.replace("count(*) AS n", "count(* AS n")
+    assert [code for code, *_ in errors_of(broken)] == ["E0206"]
+
+
 def test_select_star_and_ctes():
     text = (ORDERS + "STREAM s = WITH t AS (SELECT order_id, amount FROM orders) SELECT * FROM t;\n"
             "SINK s TO CONSOLE;")

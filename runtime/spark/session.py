@@ -54,9 +54,13 @@ def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> 
         if path.is_file() and str(path) not in shipped:
             context.addPyFile(str(path))
             shipped.add(str(path))
-    master = context.master
-    if not master.startswith("local") and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
+    if not _in_process(context.master) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
         context.addPyFile(runtime_zip())
+
+
+def _in_process(master: str) -> bool:
+    """`local` and `local[...]` run executors in this JVM; `local-cluster[...]` starts real ones."""
+    return master == "local" or master.startswith("local[")
 
 
 def runtime_zip() -> str:
@@ -65,7 +69,10 @@ def runtime_zip() -> str:
 
     root = Path(runtime_package.__file__).resolve().parent
     target = Path(tempfile.gettempdir()) / "dslc_runtime.zip"
-    with zipfile.ZipFile(target, "w") as archive:
+    handle, partial = tempfile.mkstemp(suffix=".zip", dir=target.parent)
+    os.close(handle)
+    with zipfile.ZipFile(partial, "w") as archive:
         for file in sorted(root.rglob("*.py")):
             archive.write(file, Path("dslc") / "runtime" / file.relative_to(root))
+    os.replace(partial, target)   # atomic: a job starting at the same time never ships half a zip
     return str(target)

@@ -85,7 +85,8 @@ class _Lowering:
             o.line("from dslc.runtime import config as C")
         o.line(f"from dslc.runtime.spark import {', '.join(self._runtime_modules())}")
         o.line("from dslc.runtime.spark.metrics import MetricsCollector")
-        o.line("from dslc.runtime.spark.session import flow_folder, resolve, session")
+        kafka = self._kafka_uses()
+        o.line(f"from dslc.runtime.spark.session import flow_folder, {'require_kafka, ' if kafka else ''}resolve, session")
         o.line()
         relative = os.path.relpath(self.plan.folder, self.target.job_folder) if self.plan.folder else "."
         o.line(f"FOLDER = flow_folder(__file__, {lit(Path(relative).as_posix())})")
@@ -98,6 +99,8 @@ class _Lowering:
         with o.indent():
             conf = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in s.conf) + "}"
             o.line(f"spark = session({lit(s.name)}, {conf}, FOLDER, modules={lit(_user_modules(self.plan))})")
+            if kafka:
+                o.line(f"require_kafka(spark, {lit(kafka)})")
             o.line("metrics = MetricsCollector(spark)")
             if self.streaming:
                 o.line("queries = []")
@@ -119,6 +122,13 @@ class _Lowering:
         with o.indent():
             o.line("main()")
         return o.text()
+
+    def _kafka_uses(self) -> tuple[str, ...]:
+        """The statements that need Spark's Kafka package, as error messages name them."""
+        uses = [f"SOURCE {n.name} (line {n.line})" for n in self.plan.nodes
+                if isinstance(n, plan.Source) and n.connector == "KAFKA"]
+        uses += [f"SINK {k.input} (line {k.line})" for k in self.plan.sinks if k.connector == "KAFKA"]
+        return tuple(uses)
 
     def _runtime_modules(self) -> list[str]:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""

@@ -76,3 +76,30 @@ def runtime_zip() -> str:
             archive.write(file, Path("dslc") / "runtime" / file.relative_to(root))
     os.replace(partial, target)   # atomic: a job starting at the same time never ships half a zip
     return str(target)
+
+
+def require_kafka(spark: SparkSession, uses: tuple[str, ...]) -> None:
+    """Stop with a clear message, before any work, when Spark's Kafka connector is not on the classpath.
+
+    Spark's own error ("Failed to find data source: kafka") comes late and names neither the
+    statement nor the package to add.
+    """
+    if has_format(spark, "kafka"):
+        return
+    jvm = spark.sparkContext._jvm
+    scala = jvm.scala.util.Properties.versionNumberString().rsplit(".", 1)[0]
+    package = f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark.version}"
+    raise SystemExit(
+        f"dslc: error: {', '.join(uses)} needs Spark's Kafka connector, which is not on the classpath.\n"
+        f"  hint: dslc run FILE -- --packages {package}\n"
+        f"        (or spark-submit --packages {package} job.py)")
+
+
+def has_format(spark: SparkSession, name: str) -> bool:
+    """True when Spark can load data source `name` (built in, or from a package on the classpath)."""
+    try:
+        spark.sparkContext._jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+            name, spark._jsparkSession.sessionState().conf())
+        return True
+    except Exception:  # py4j wraps the JVM's ClassNotFound-style failure
+        return False

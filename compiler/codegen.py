@@ -144,6 +144,8 @@ class _Lowering:
             used.add("streaming")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
+        if not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE" for s in steps):
+            used.add("sources")
         return sorted(used)
 
     def comment(self, lines: list[int], what: str) -> None:
@@ -158,6 +160,11 @@ class _Lowering:
         node = step.node
         o = self.out
         self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
+        if node.connector == "RATE" and not self.streaming:
+            options = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in node.options) + "}"
+            o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {options})  # Spark's rate source is streaming-only")
+            o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(node.name)})")
+            return
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
             o.line("python_source.register(spark)")

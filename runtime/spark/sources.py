@@ -1,0 +1,27 @@
+"""Sources Spark has no batch reader for.
+
+Spark's `rate` source is streaming-only. In BATCH, RATE yields a fixed run of `numRows` rows
+(default: ten seconds' worth, `rowsPerSecond` × 10) with the same columns and spacing as the
+streaming source: `value` counts from 0 and `timestamp` advances by 1/rowsPerSecond seconds
+from the job's start.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+
+def rate_batch(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
+    """The batch counterpart of `spark.readStream.format('rate')`."""
+    options = {key.lower(): value for key, value in options.items()}   # as case-insensitive as Spark's
+    per_second = int(options.get("rowspersecond", "1"))
+    if per_second <= 0:
+        raise ValueError(f"RATE rowsPerSecond must be positive, got {per_second}")
+    rows = int(options.get("numrows", str(per_second * 10)))
+    partitions = int(options.get("numpartitions", str(spark.sparkContext.defaultParallelism)))
+    start = F.date_trunc("second", F.current_timestamp())
+    return (spark.range(0, rows, 1, max(1, partitions))
+            .select((start + F.make_dt_interval(secs=F.col("id") / F.lit(per_second))).alias("timestamp"),
+                    F.col("id").alias("value")))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .diagnostics import CompileError
+from .diagnostics import CompileError, ToolError
 
 
 def _read_error(path: str) -> int:
@@ -79,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except CompileError as exc:
         print(exc.render(), file=sys.stderr)
+        return 1
+    except ToolError as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

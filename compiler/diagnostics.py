@@ -99,3 +99,7 @@ class CompileError(Exception):
         count = len(self.diagnostics)
         parts.append(f"{count} error{'s' if count != 1 else ''} found")
         return "\n".join(parts)
+
+
+class ToolError(Exception):
+    """A problem outside the .flow file that the user can fix, e.g. a program that is not installed."""

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 from . import physical, plan
+from .diagnostics import ToolError
 from .explain import _describe
 from .optimizer import Options, optimize
 
@@ -60,7 +61,8 @@ def render_json(phys: physical.Physical) -> str:
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+    """A DOT string; a newline becomes DOT's line break."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def render_dot(phys: physical.Physical) -> str:
@@ -87,7 +89,14 @@ def render_dot(phys: physical.Physical) -> str:
         shuffle = isinstance(step, physical.Sql) and step.node.aggregates
         for name in inputs:
             style = ' [style=dashed, label="shuffle"]' if shuffle else ""
+            if isinstance(phys.plan.node(name), plan.BroadcastState):
+                style = ' [style=dotted, label="broadcast"]'    # state reaches every task, no shuffle
             out.append(f"  {_quote(producer.get(name.lower(), name))} -> {_quote(target)}{style};")
+        if isinstance(step, physical.Chain):
+            for op in step.operators:
+                for state in getattr(op, "states", ()):    # PROCESS ... WITH BROADCAST
+                    out.append(f"  {_quote(producer.get(state.lower(), state))} -> {_quote(op.name)} "
+                               '[style=dotted, label="broadcast"];')
     for i, sink in enumerate(phys.plan.sinks):
         out.append(f"  sink{i} [shape=note, label={_quote(sink.connector + ' ' + (sink.path or ''))}];")
         out.append(f"  {_quote(producer.get(sink.input.lower(), sink.input))} -> sink{i};")
@@ -99,8 +108,11 @@ def render_svg(phys: physical.Physical) -> str:
     """The DOT picture rendered by Graphviz's `dot` program."""
     dot = shutil.which("dot")
     if dot is None:
-        raise RuntimeError("Graphviz is not installed: install it (apt-get install graphviz) for --format svg")
-    done = subprocess.run([dot, "-Tsvg"], input=render_dot(phys), capture_output=True, text=True, check=True)
+        raise ToolError("--format svg needs Graphviz's `dot` program: install Graphviz "
+                        "(apt-get install graphviz), or use --format dot")
+    done = subprocess.run([dot, "-Tsvg"], input=render_dot(phys), capture_output=True, text=True)
+    if done.returncode != 0:
+        raise ToolError(f"Graphviz's dot failed: {done.stderr.strip()}")
     return done.stdout
 
 

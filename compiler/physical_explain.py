@@ -16,7 +16,8 @@ def _step_line(step: physical.Step) -> str:
     if isinstance(step, physical.Chain):
         ops = " -> ".join(op.name for op in step.operators)
         lines = ", ".join(str(op.line) for op in step.operators)
-        return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- lines {lines}"
+        where = "line" if len(step.operators) == 1 else "lines"
+        return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- {where} {lines}"
     node = step.node
     kind = {physical.Read: "read", physical.State: "state", physical.Sql: "sql",
             physical.MatchJoin: "broadcast join"}[type(step)]

@@ -70,7 +70,8 @@ def render_metrics(metrics: dict[str, dict]) -> str:
     lines = ["dslc: per-operator metrics", head]
     for name in sorted(metrics):
         m = metrics[name]
-        lines.append(name.ljust(width) + "  " + "  ".join(str(m.get(c, "-")).rjust(len(c)) for c in columns))
+        cells = ("-" if m.get(c) is None else str(m[c]) for c in columns)   # no calls: no latency
+        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, columns)))
     return "\n".join(lines)
 
 

@@ -88,3 +88,16 @@ def test_explain_of_a_bad_file_reports_errors(tmp_path, capsys):
     bad.write_text("SINK nothing TO CONSOLE;\n")
     assert main(["explain", str(bad)]) == 1
     assert "error[E0207]" in capsys.readouterr().err
+
+
+def test_run_summary_table_aligns_and_shows_missing_latency_as_dash():
+    from dslc.compiler.commands import render_metrics
+    table = render_metrics({"checked": {"elements_in": 144, "elements_out": 96, "p50_ms": None, "p99_ms": None},
+                            "located": {"elements_in": 5, "calls": 3, "p50_ms": 20.5, "p99_ms": 41.0}}).splitlines()
+    assert table[0] == "dslc: per-operator metrics"
+    assert table[1].split() == ["operator", "elements_in", "elements_out", "calls", "retries", "timeouts", "misses",
+                                "errors", "dead_letters", "cache_hits", "max_in_flight", "blocked_seconds",
+                                "p50_ms", "p99_ms"]
+    assert table[2].split()[:3] == ["checked", "144", "96"] and table[2].split()[-2:] == ["-", "-"]
+    assert table[3].split()[-2:] == ["20.5", "41.0"]
+    assert len({len(line) for line in table[1:]}) == 1, "columns are aligned"

@@ -101,7 +101,7 @@ class EnrichOperator:
         self._tasks: set[asyncio.Task[None]] = set()   # loop thread only
         self._metrics = OperatorMetrics(config.name)
         self._cache_stats = CacheStats()
-        self._cache: TtlLruCache | None = cache_for(config.name, config.cache) if config.cache else None
+        self._cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
         self._bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
         self._returns = tuple(c.name for c in config.returns)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -181,7 +181,7 @@ class EnrichOperator:
             except Exception:  # noqa: BLE001
                 pass
             if self._failed and self.config.cache is not None:
-                drop_cache(self.name)
+                drop_cache(self.name, self.config.call)
 
     def metrics(self) -> dict[str, Any]:
         """This task's metrics as a plain dict."""

@@ -116,9 +116,13 @@ _caches: dict[tuple[int, str], TtlLruCache] = {}
 _caches_lock = threading.Lock()
 
 
-def cache_for(operator: str, config: Cache) -> TtlLruCache:
-    """The worker's cache of one operator; re-created if the CACHE clause changed."""
-    key = (os.getpid(), operator)
+def cache_for(operator: str, config: Cache, call: Hashable = None) -> TtlLruCache:
+    """The worker's cache of one operator calling `call`; re-created if the CACHE clause changed.
+
+    The call (URL template or Python reference) is part of the key: two pipelines run in one
+    session (tests, the REPL, notebooks) may have operators of the same name calling different things.
+    """
+    key = (os.getpid(), operator, call)
     with _caches_lock:
         cache = _caches.get(key)
         if cache is None or cache.size != config.size or cache.ttl_s != config.ttl_s:
@@ -126,7 +130,7 @@ def cache_for(operator: str, config: Cache) -> TtlLruCache:
         return cache
 
 
-def drop_cache(operator: str) -> None:
+def drop_cache(operator: str, call: Hashable = None) -> None:
     """Forget the worker's cache of one operator (after a failure)."""
     with _caches_lock:
-        _caches.pop((os.getpid(), operator), None)
+        _caches.pop((os.getpid(), operator, call), None)

@@ -202,3 +202,13 @@ def test_waiting_for_rate_is_not_part_of_the_timeout(fault_server: FaultServer) 
     cfg = make(fault_server, capacity=10, rate=Rate(20), timeout_s=0.1)
     op, out = run(cfg, [{"id": str(i)} for i in range(5)])           # the last waits ~200 ms for quota
     assert op.metrics()["timeouts"] == 0 and len(out.rows) == 5
+
+
+def test_caches_of_same_named_operators_calling_different_things_are_separate():
+    from dslc.runtime.cache import cache_for
+    from dslc.runtime.config import Cache, HttpCall
+    clause = Cache(size=10, ttl_s=60.0)
+    old = cache_for("located", clause, HttpCall("http://127.0.0.1:1/v1/{ip}"))
+    new = cache_for("located", clause, HttpCall("http://127.0.0.1:1/v2/{ip}"))
+    assert old is not new
+    assert cache_for("located", clause, HttpCall("http://127.0.0.1:1/v1/{ip}")) is old

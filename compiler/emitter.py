@@ -21,6 +21,15 @@ class Emitter:
         for text in texts:
             self.line(text)
 
+    def comment(self, text: str) -> None:
+        """`# text`, with line breaks and other unprintable characters escaped so it stays one comment."""
+        self.line("# " + printable(text))
+
+    def docstring(self, text: str) -> None:
+        """A docstring: triple-quoted when that is safe, else repr() (DSL names may hold quotes)."""
+        safe = printable(text) == text and '"' not in text and "\\" not in text
+        self.line(f'"""{text}"""' if safe else lit(text))
+
     @contextmanager
     def indent(self) -> Iterator[None]:
         """Nest the lines emitted inside the block one level deeper."""
@@ -38,6 +47,11 @@ class Emitter:
 def lit(value: object) -> str:
     """A Python literal for a value from the DSL: repr() cannot be broken out of."""
     return repr(value)
+
+
+def printable(text: str) -> str:
+    """`text` with each unprintable character (newline, carriage return, ...) as its escape."""
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def multiline(text: str) -> list[str]:

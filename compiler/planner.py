@@ -80,9 +80,9 @@ class _Planner:
         for name in self._order():
             self.nodes[name] = self._node(self.defs[name])
         sinks = tuple(s for s in (self._sink(s) for s in sinks_ast) if s is not None)
-        if require_sink and not sinks_ast and self.defs:
-            last = program.statements[-1]
-            self.add(error("E0208", last.span.sub(0, 1), hint="add e.g. SINK <stream> TO CONSOLE;"))
+        if require_sink and not sinks_ast:
+            where = program.statements[-1].span.sub(0, 1) if program.statements else Span(0, 0)
+            self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
         ordered = tuple(n for n in self.nodes.values() if n is not None)
         result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
         if not self.problems:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import functools
 import inspect
 import json
 import os
@@ -15,6 +16,7 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Hashable
+from decimal import Decimal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -22,7 +24,7 @@ import aiohttp
 import yarl
 
 from . import user_code
-from .config import Enrich, HttpCall, PythonCall
+from .config import Column, Enrich, HttpCall, PythonCall
 from .operator import Row
 from .url_template import PLACEHOLDER, placeholders  # noqa: F401  (placeholders re-exported)
 
@@ -34,7 +36,13 @@ class CallError(RuntimeError):
 
 
 def fill_url(template: str, row: Row) -> str:
-    """The URL with every placeholder replaced by its fully percent-encoded row value."""
+    """The URL with every placeholder replaced by its fully percent-encoded row value.
+
+    Encoding keeps a value inside its piece of the URL ('/', '?', '#', '@', ':' are escaped), but
+    a whole path segment of '.' or '..' needs no escape and would move the request elsewhere once
+    a server or proxy normalises the path ('/users/../admin' is '/admin'); an empty segment is
+    merged away by many. Such a value is an error of the element (ON ERROR decides), never a call.
+    """
     def value(match: re.Match[str]) -> str:
         column = match.group(1)
         if column not in row:
@@ -43,7 +51,92 @@ def fill_url(template: str, row: Row) -> str:
         if v is None:
             raise CallError(f"placeholder column {column} is null")
         return urllib.parse.quote(str(v), safe="")
-    return PLACEHOLDER.sub(value, template)
+    url = PLACEHOLDER.sub(value, template)
+    if url != template:
+        _check_path_segments(template, url)
+    return url
+
+
+def _path_segments(url: str) -> list[str]:
+    rest = url.split("://", 1)[-1]
+    rest = re.split(r"[?#]", rest, maxsplit=1)[0]
+    return rest.split("/")[1:]          # [0] is the authority
+
+
+def _check_path_segments(template: str, url: str) -> None:
+    """Values cannot contain '/', '?' or '#' once encoded, so the template's segments and the
+    URL's correspond one to one; refuse a segment that a placeholder turned into '.', '..' or ''."""
+    for before, after in zip(_path_segments(template), _path_segments(url)):
+        if before == after or not PLACEHOLDER.search(before):
+            continue
+        if after in (".", ".."):
+            raise CallError(f"placeholder value makes the path segment {after!r}, a dot segment "
+                            f"that would change the path")
+        if after == "":
+            raise CallError("placeholder value makes an empty path segment")
+
+
+_INTEGER_BITS = {"INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64, "SMALLINT": 16, "SHORT": 16,
+                 "TINYINT": 8, "BYTE": 8}
+_FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL"}
+_BOOLEAN_TYPES = {"BOOLEAN", "BOOL"}
+
+
+@functools.lru_cache(maxsize=256)
+def _kind(spark_type: str) -> tuple[str, int]:
+    """('int', bits) | ('number', 0) | ('bool', 0) | ('any', 0) for a RETURNS type."""
+    base = spark_type.strip().upper()
+    if base in _INTEGER_BITS:
+        return "int", _INTEGER_BITS[base]
+    if base in _FLOAT_TYPES or base.startswith(("DECIMAL", "DEC(", "NUMERIC")) or base == "DEC":
+        return "number", 0
+    if base in _BOOLEAN_TYPES:
+        return "bool", 0
+    return "any", 0
+
+
+def _fits(value: Any, spark_type: str) -> bool:
+    """Can the chain store `value` in a column of this scalar type? Other types are not checked."""
+    if value is None:
+        return True
+    kind, bits = _kind(spark_type)
+    if kind == "any":
+        return True
+    if kind == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return isinstance(value, int) and -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    if isinstance(value, (int, float, Decimal)):
+        return True
+    if isinstance(value, str):
+        try:
+            Decimal(value.strip())
+        except ArithmeticError:
+            return False
+        return True
+    return False
+
+
+def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
+    """Raise CallError when an answer field does not fit its RETURNS type (a JSON string for a
+    DOUBLE, an object for an INT...), so the element's ON ERROR policy decides instead of the
+    whole task failing when the chain builds its Arrow batch. Returns `result` unchanged."""
+    items = result if isinstance(result, list) else (result,)
+    for item in items:
+        if not isinstance(item, dict):
+            continue                      # the operator reports shapes it cannot use
+        for column in returns:
+            value = item.get(column.name)
+            if not _fits(value, column.type):
+                shown = repr(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                raise CallError(f"answer field '{column.name}' is declared {column.type} "
+                                f"but got {type(value).__name__} {shown}")
+    return result
 
 
 def _hashable(key: tuple) -> Hashable | None:
@@ -136,12 +229,12 @@ class PythonEnrichCall(EnrichCall):
     async def __call__(self, row: Row) -> Any:
         arg = dict(row)  # the user may mutate it; the operator keeps the original
         if self._is_async:
-            return await self._fn(arg)
+            return check_result_types(await self._fn(arg), self.config.returns)
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(_pool(self.config.name, self.config.capacity), self._fn, arg)
         if inspect.isawaitable(result):
             result = await result
-        return result
+        return check_result_types(result, self.config.returns)
 
     async def aclose_clients(self) -> None:
         _drop_pool(self.config.name)
@@ -227,7 +320,7 @@ class HttpEnrichCall(EnrichCall):
             raise CallError(f"response body is not JSON: {exc}") from None
         if not isinstance(value, (dict, list)):
             raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
-        return value
+        return check_result_types(value, self.config.returns)
 
     async def aclose_clients(self) -> None:
         self._session = None

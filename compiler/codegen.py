@@ -50,6 +50,20 @@ def _is_state(p: plan.Plan, name: str) -> bool:
     return isinstance(p.node(name), plan.BroadcastState)
 
 
+def _watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
+    """Each relation's source WATERMARK, as long as its column is still there; one pass in
+    dependency order (no recursion, so a lineage of any length works)."""
+    found: dict[str, plan.Watermark | None] = {}
+    for node in p.nodes:
+        if isinstance(node, plan.Source):
+            found[node.name.lower()] = node.watermark
+            continue
+        columns = {f.name.lower() for f in node.schema}
+        parents = (found.get(i.lower()) for i in node.inputs if not _is_state(p, i))
+        found[node.name.lower()] = next((w for w in parents if w and w.column.lower() in columns), None)
+    return found
+
+
 class _Lowering:
     """Visits the physical steps in order and writes the job."""
 
@@ -61,6 +75,7 @@ class _Lowering:
         self.streaming = self.plan.settings.mode == "STREAMING"
         self.per_batch = self.plan.per_micro_batch() if self.streaming else frozenset()
         self.var: dict[str, str] = {}
+        self._watermarks: dict[str, plan.Watermark | None] | None = None
 
     def v(self, name: str) -> str:
         """The Python variable holding relation `name`."""
@@ -259,16 +274,9 @@ class _Lowering:
 
     def _watermark_of(self, name: str) -> plan.Watermark | None:
         """The WATERMARK of the source a relation descends from (for UNORDERED queues)."""
-        node = self.plan.node(name)
-        if isinstance(node, plan.Source):
-            return node.watermark
-        columns = {f.name.lower() for f in node.schema}
-        for parent in node.inputs:
-            if not _is_state(self.plan, parent):
-                found = self._watermark_of(parent)
-                if found and found.column.lower() in columns:
-                    return found
-        return None
+        if self._watermarks is None:
+            self._watermarks = _watermarks(self.plan)
+        return self._watermarks.get(name.lower())
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         o = self.out

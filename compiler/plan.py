@@ -231,13 +231,25 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     sinks: tuple[Sink, ...]
     folder: str = field(default="", compare=False)
+    # indexes built once, so that lookups do not make compile time quadratic
+    _by_name: dict = field(init=False, repr=False, compare=False, hash=False)
+    _readers: dict = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        by_name = {n.name.lower(): n for n in reversed(self.nodes)}    # the first of a name wins
+        readers: dict[str, list] = {}
+        for reader in (*self.nodes, *self.sinks):
+            for name in dict.fromkeys(i.lower() for i in reader.inputs):
+                readers.setdefault(name, []).append(reader)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_readers", readers)
 
     def node(self, name: str) -> PlanNode:
         """The node called `name` (case-insensitive, as in Spark SQL)."""
-        for node in self.nodes:
-            if node.name.lower() == name.lower():
-                return node
-        raise KeyError(name)
+        try:
+            return self._by_name[name.lower()]
+        except KeyError:
+            raise KeyError(name) from None
 
     def per_micro_batch(self) -> frozenset[str]:
         """Relations (lower case) computed once per micro-batch in STREAMING mode: the operators
@@ -272,5 +284,4 @@ class Plan:
 
     def consumers(self, name: str) -> list[PlanNode | Sink]:
         """Nodes and sinks that read `name`."""
-        low = name.lower()
-        return [n for n in (*self.nodes, *self.sinks) if low in (i.lower() for i in n.inputs)]
+        return list(self._readers.get(name.lower(), ()))

@@ -98,7 +98,10 @@ class EnrichOperator:
         # so a burst of elements costs one cross-thread wake-up, not one each
         self._inbox: collections.deque[ElementEntry] = collections.deque()
         self._drain_scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()   # loop thread only
+        self._notify_scheduled = False   # loop thread only, see _complete
+        # running calls by entry (loop thread only); `_run` removes its own entry, so a finished
+        # call costs no done-callback round through the loop
+        self._tasks: dict[ElementEntry, asyncio.Task[None]] = {}
         self._metrics = OperatorMetrics(config.name)
         self._cache_stats = CacheStats()
         self._cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
@@ -123,16 +126,23 @@ class EnrichOperator:
     def process_element(self, row: Row) -> None:
         """Enqueue one row, start its call, and emit whatever may leave (blocking while full)."""
         self._metrics.add("elements_in")
-        self._wait_for_capacity()
-        with self._cond:
-            entry = self._queue.put_element(row)
+        queue = self._queue
+        with self._cond:   # fast path: one lock round for put and pop while there is room
+            entry = queue.put_element(row) if queue.has_capacity() else None
+            ready = queue.pop_ready() if entry is not None and queue.has_ready() else None
+        if entry is None:
+            self._wait_for_capacity()
+            with self._cond:
+                entry = queue.put_element(row)
+                ready = queue.pop_ready() if queue.has_ready() else None
         loop = self._loop
         assert loop is not None, "process_element before open"
         self._inbox.append(entry)
         if not self._drain_scheduled:   # see _drain_inbox: append first, then test the flag
             self._drain_scheduled = True
             loop.call_soon_threadsafe(self._drain_inbox)
-        self._emit_ready()
+        if ready:
+            self._emit(ready)
 
     def process_watermark(self, watermark: Watermark) -> None:
         """Queue a watermark; it is forwarded once every element before it has left."""
@@ -221,8 +231,11 @@ class EnrichOperator:
     def _emit_ready(self) -> None:
         with self._cond:
             ready = self._queue.pop_ready()
-        if not ready:
-            return
+        if ready:
+            self._emit(ready)
+
+    def _emit(self, ready: list) -> None:
+        """Hand entries that left the queue downstream, in order (chain thread, no lock held)."""
         output = self._output
         assert output is not None
         m = self._metrics
@@ -253,24 +266,35 @@ class EnrichOperator:
         self._drain_scheduled = False   # cleared before draining: a later append reschedules
         loop = self._loop
         assert loop is not None
-        inbox = self._inbox
+        inbox, tasks, run = self._inbox, self._tasks, self._run
         while inbox:
-            task = loop.create_task(self._run(inbox.popleft()))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            entry = inbox.popleft()
+            tasks[entry] = loop.create_task(run(entry))
 
     async def _cancel_all(self) -> None:
         """Cancel every call of this operator and wait until they have stopped."""
         self._inbox.clear()
-        tasks = list(self._tasks)
+        tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=2)
+        self._tasks.clear()   # a task cancelled before its first step never ran its `finally`
 
     def _complete(self, entry: ElementEntry, resolution: Resolution) -> None:
         with self._cond:
             self._queue.complete(entry, resolution)
+        # Wake the chain thread once per loop iteration, not once per completion: calls answered
+        # together (one burst of responses) then leave, and are replaced, in one round.
+        if not self._notify_scheduled:
+            self._notify_scheduled = True
+            loop = self._loop
+            assert loop is not None
+            loop.call_soon(self._notify)
+
+    def _notify(self) -> None:
+        self._notify_scheduled = False
+        with self._cond:
             if self._queue.has_ready():   # wake the chain thread only when something may leave
                 self._cond.notify()
 
@@ -288,6 +312,7 @@ class EnrichOperator:
         finally:
             self._running -= 1
             self._metrics.latency.record(time.perf_counter() - started)
+            self._tasks.pop(entry, None)
         self._complete(entry, resolution)
 
     async def _resolve(self, row: Row) -> Resolution:

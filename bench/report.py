@@ -1,0 +1,108 @@
+"""Benchmark results as data, and the RESULTS.md they are written to."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Table:
+    """A markdown table."""
+
+    headers: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+
+    def add(self, *cells: object) -> None:
+        """Append a row; cells are formatted with str()."""
+        if len(cells) != len(self.headers):
+            raise ValueError(f"row of {len(cells)} cells for {len(self.headers)} columns")
+        self.rows.append([str(c) for c in cells])
+
+    def markdown(self) -> str:
+        """The table as GitHub markdown."""
+        lines = ["| " + " | ".join(self.headers) + " |", "|" + "---|" * len(self.headers)]
+        lines += ["| " + " | ".join(row) + " |" for row in self.rows]
+        return "\n".join(lines)
+
+
+@dataclass
+class Target:
+    """A target of the issue, the figure measured for it, and whether it was met."""
+
+    text: str
+    measured: str
+    met: bool
+
+
+@dataclass
+class Section:
+    """The results of one benchmark."""
+
+    title: str
+    setup: str
+    tables: list[Table] = field(default_factory=list)
+    targets: list[Target] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def markdown(self) -> str:
+        """The section, with its setup, tables, targets and notes."""
+        parts = [f"## {self.title}", "", self.setup.strip(), ""]
+        for table in self.tables:
+            parts += [table.markdown(), ""]
+        if self.targets:
+            parts += ["| target | measured | met |", "|---|---|---|"]
+            parts += [f"| {t.text} | {t.measured} | {'yes' if t.met else '**no**'} |" for t in self.targets]
+            parts.append("")
+        parts += [f"- {note}" for note in self.notes]
+        if self.notes:
+            parts.append("")
+        parts.append(f"_Section ran in {self.seconds:.0f} s._")
+        return "\n".join(parts)
+
+
+def ratio(a: float, b: float, digits: int = 2) -> str:
+    """a / b as '1.23x' ('n/a' when b is 0)."""
+    return f"{a / b:.{digits}f}x" if b else "n/a"
+
+
+def percent(a: float, b: float) -> str:
+    """a / b as '85%' ('n/a' when b is 0)."""
+    return f"{a / b:.0%}" if b else "n/a"
+
+
+def render(sections: list[Section], *, mode: str, command: str, seconds: float,
+           versions: dict[str, str] | None = None, today: dt.date | None = None) -> str:
+    """The whole RESULTS.md."""
+    today = today or dt.date.today()
+    versions = versions or {}
+    targets = [t for s in sections for t in s.targets]
+    met = sum(t.met for t in targets)
+    head = [
+        "# Benchmark results",
+        "",
+        f"Written by `{command}` ({mode} run); do not edit by hand, run it again.",
+        "Every figure is a ratio of two measurements taken in this one run on this one machine.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| date | {today.isoformat()} |",
+        f"| cores | {os.cpu_count()} |",
+        f"| machine | {platform.machine()}, {platform.system()} {platform.release()} |",
+        f"| python | {platform.python_version()} |",
+        *[f"| {name} | {version} |" for name, version in versions.items()],
+        f"| run time | {seconds:.0f} s |",
+        f"| targets met | {met} of {len(targets)} |",
+        "",
+    ]
+    return "\n".join(head + [s.markdown() + "\n" for s in sections]).rstrip() + "\n"
+
+
+def write(path: Path, sections: list[Section], **kwargs: object) -> str:
+    """Render and (re)write the results file; return its text."""
+    text = render(sections, **kwargs)  # type: ignore[arg-type]
+    path.write_text(text, encoding="utf-8")
+    return text

@@ -135,10 +135,10 @@ def rows_to_batch(rows: list[Row], schema: pa.Schema, chain_name: str = "") -> p
         pass
     arrays = []
     for field in schema:
-        values = [_coerce(row.get(field.name), field.type) for row in rows]
+        values = [row.get(field.name) for row in rows]
         try:
-            arrays.append(pa.array(values, type=field.type))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+            arrays.append(pa.array([_coerce(v, field.type) for v in values], type=field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError, ArithmeticError) as exc:
             bad = next((v for v in values if v is not None), None)
             raise ValueError(
                 f"chain '{chain_name}': column '{field.name}' is declared {field.type} "

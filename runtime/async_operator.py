@@ -28,7 +28,7 @@ from typing import Any
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
 from .cache import CacheStats, TtlLruCache, cache_for, drop_cache
 from .config import Enrich, Mode, Outcome
-from .enrich_functions import EnrichCall, build_call
+from .enrich_functions import EnrichCall, UnsendableRequest, build_call
 from .metrics import OperatorMetrics
 from .operator import ElementFailure, Output, Row, Watermark
 from .rate import TokenBucket, bucket_for
@@ -348,7 +348,7 @@ class EnrichOperator:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
-                if attempts[0] <= retries:
+                if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
                     continue
                 self._metrics.add("errors")
                 return self._policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)

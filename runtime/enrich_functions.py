@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import functools
 import inspect
 import json
 import os
@@ -16,14 +15,13 @@ import re
 import threading
 import urllib.parse
 from collections.abc import Hashable
-from decimal import Decimal
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import aiohttp
 import yarl
 
-from . import user_code
+from . import result_types, user_code
 from .config import Column, Enrich, HttpCall, PythonCall
 from .operator import Row
 from .url_template import PLACEHOLDER, placeholders  # noqa: F401  (placeholders re-exported)
@@ -33,6 +31,10 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 
 class CallError(RuntimeError):
     """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...)."""
+
+
+class UnsendableRequest(CallError):
+    """The element itself cannot make a request (a null placeholder, a dot segment): retrying cannot help."""
 
 
 def fill_url(template: str, row: Row) -> str:
@@ -46,10 +48,10 @@ def fill_url(template: str, row: Row) -> str:
     def value(match: re.Match[str]) -> str:
         column = match.group(1)
         if column not in row:
-            raise CallError(f"placeholder column {column} is not in the row")
+            raise UnsendableRequest(f"placeholder column {column} is not in the row")
         v = row[column]
         if v is None:
-            raise CallError(f"placeholder column {column} is null")
+            raise UnsendableRequest(f"placeholder column {column} is null")
         return urllib.parse.quote(str(v), safe="")
     url = PLACEHOLDER.sub(value, template)
     if url != template:
@@ -70,55 +72,10 @@ def _check_path_segments(template: str, url: str) -> None:
         if before == after or not PLACEHOLDER.search(before):
             continue
         if after in (".", ".."):
-            raise CallError(f"placeholder value makes the path segment {after!r}, a dot segment "
+            raise UnsendableRequest(f"placeholder value makes the path segment {after!r}, a dot segment "
                             f"that would change the path")
         if after == "":
-            raise CallError("placeholder value makes an empty path segment")
-
-
-_INTEGER_BITS = {"INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64, "SMALLINT": 16, "SHORT": 16,
-                 "TINYINT": 8, "BYTE": 8}
-_FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL"}
-_BOOLEAN_TYPES = {"BOOLEAN", "BOOL"}
-
-
-@functools.lru_cache(maxsize=256)
-def _kind(spark_type: str) -> tuple[str, int]:
-    """('int', bits) | ('number', 0) | ('bool', 0) | ('any', 0) for a RETURNS type."""
-    base = spark_type.strip().upper()
-    if base in _INTEGER_BITS:
-        return "int", _INTEGER_BITS[base]
-    if base in _FLOAT_TYPES or base.startswith(("DECIMAL", "DEC(", "NUMERIC")) or base == "DEC":
-        return "number", 0
-    if base in _BOOLEAN_TYPES:
-        return "bool", 0
-    return "any", 0
-
-
-def _fits(value: Any, spark_type: str) -> bool:
-    """Can the chain store `value` in a column of this scalar type? Other types are not checked."""
-    if value is None:
-        return True
-    kind, bits = _kind(spark_type)
-    if kind == "any":
-        return True
-    if kind == "bool":
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    if kind == "int":
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        return isinstance(value, int) and -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
-    if isinstance(value, (int, float, Decimal)):
-        return True
-    if isinstance(value, str):
-        try:
-            Decimal(value.strip())
-        except ArithmeticError:
-            return False
-        return True
-    return False
+            raise UnsendableRequest("placeholder value makes an empty path segment")
 
 
 def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
@@ -127,15 +84,10 @@ def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
     whole task failing when the chain builds its Arrow batch. Returns `result` unchanged."""
     items = result if isinstance(result, list) else (result,)
     for item in items:
-        if not isinstance(item, dict):
-            continue                      # the operator reports shapes it cannot use
-        for column in returns:
-            value = item.get(column.name)
-            if not _fits(value, column.type):
-                shown = repr(value)
-                shown = shown if len(shown) <= 60 else shown[:57] + "..."
-                raise CallError(f"answer field '{column.name}' is declared {column.type} "
-                                f"but got {type(value).__name__} {shown}")
+        if isinstance(item, dict):        # the operator reports shapes it cannot use
+            problem = result_types.mismatch(item, returns)
+            if problem:
+                raise CallError(f"answer {problem}")
     return result
 
 

@@ -5,7 +5,7 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import user_code
+from . import result_types, user_code
 from .config import Process
 from .operator import ElementFailure, Output, Row, Watermark
 
@@ -71,7 +71,11 @@ class ProcessOperator:
         for item in items:  # iterating runs a generator's body, so its errors land here too
             if not isinstance(item, Mapping):
                 raise TypeError(f"PROCESS function produced a {type(item).__name__}, expected a dict")
-            rows.append({column: item.get(column) for column in self._columns})
+            row = {column: item.get(column) for column in self._columns}
+            problem = result_types.mismatch(row, self.config.returns)
+            if problem:
+                raise TypeError(f"PROCESS result {problem}")
+            rows.append(row)
         return rows
 
     def process_watermark(self, watermark: Watermark) -> None:

@@ -23,7 +23,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 udfs = importlib.import_module("async_udfs")
 
-from conftest import Collector, run_operator as run  # noqa: E402
+from runtime_support import Collector, run_operator as run  # noqa: E402
 
 _names = iter(range(10**9))
 

@@ -11,7 +11,7 @@ from dslc.runtime.cache import CacheStats, TtlLruCache, cache_for, drop_cache
 from dslc.runtime.config import Cache, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry
 from dslc.runtime.rate import TokenBucket, bucket_for
 
-from conftest import Collector, FaultServer, Reply, run_operator as run
+from runtime_support import Collector, FaultServer, Reply, run_operator as run
 
 _names = iter(range(10**9))
 

@@ -13,7 +13,7 @@ from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
 from dslc.runtime.metrics import summary
 from dslc.runtime.operator import ElementFailure
 
-from conftest import Collector, FaultServer, Reply, run_operator as run
+from runtime_support import Collector, FaultServer, Reply, run_operator as run
 
 _names = iter(range(10**9))
 
@@ -61,6 +61,13 @@ def test_null_placeholder_is_an_error(fault_server: FaultServer) -> None:
     assert fault_server.total == 0
     with pytest.raises(ElementFailure, match="placeholder column id is null"):
         run(make(fault_server), [{"id": None}])
+
+
+def test_an_unsendable_request_is_not_retried(fault_server: FaultServer) -> None:
+    op, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER, retry=Retry(3, 0.001)),
+                  [{"id": None}, {"id": ".."}])
+    assert [letter["attempts"] for letter in out.dead_letters] == [1, 1]
+    assert op.metrics()["retries"] == 0 and fault_server.total == 0
 
 
 def test_404_is_a_miss(fault_server: FaultServer) -> None:

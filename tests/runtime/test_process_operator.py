@@ -26,6 +26,9 @@ def one(row):
 def nothing(row):
     return None
 
+def wrong_score(row):
+    return {"order_id": row["order_id"], "score": "high"}
+
 def boom(row):
     raise ValueError("bad row")
 
@@ -142,3 +145,12 @@ def test_watermarks_pass_through(module) -> None:
     chain = OperatorChain([ProcessOperator(process(module, "one"))])
     chain.run_all([Watermark(3.0), {"order_id": "o1"}])
     assert chain.collector.watermark == Watermark(3.0)
+
+
+
+def test_a_result_value_of_the_wrong_type_fails_its_element_naming_the_column(module) -> None:
+    with pytest.raises(ElementFailure) as info:
+        OperatorChain([ProcessOperator(process(module, "wrong_score"))]).run_all([{"order_id": "o7"}])
+    message = str(info.value)
+    assert "order_id='o7'" in message and "line 7" in message
+    assert "field 'score' is declared DOUBLE but got str 'high'" in message

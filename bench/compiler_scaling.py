@@ -101,7 +101,7 @@ def run(ctx: Context, sizes: tuple[int, ...] = SIZES) -> Section:
     compile_seconds(folder, sizes[0], BRANCH_DEPTH, 1)   # imports, grammar
     results: dict[str, dict[int, float | str]] = {}
     for shape, depth in SHAPES.items():
-        results[shape] = {n: compile_seconds(folder, n, depth, 5 if ctx.full or n <= 100 else 1) for n in sizes}
+        results[shape] = {n: compile_seconds(folder, n, depth, 5 if ctx.full or n <= 100 else 3) for n in sizes}
     table = Table(["statements"] + [f"{shape}: {what}" for shape in SHAPES for what in ("ms", "growth")])
     for index, n in enumerate(sizes):
         cells: list[str] = [f"{n:,}"]
@@ -117,7 +117,7 @@ def run(ctx: Context, sizes: tuple[int, ...] = SIZES) -> Section:
 previous one, with a SINK closing each branch. Two shapes: branches of at most 9 operators read from
 the SOURCE (a wide pipeline), and one lineage of n - 2 operators (a deep one). Compiled in-process
 with `dslc.compiler.pipeline.compile_file` (parse, check, plan, optimise, generate); best of 5
-(above 100 statements, one run in a quick run).""",
+(above 100 statements, best of 3 in a quick run).""",
         tables=[table],
     )
     if len(sizes) > 1:

@@ -75,6 +75,7 @@ class _Lowering:
         self.streaming = self.plan.settings.mode == "STREAMING"
         self.per_batch = self.plan.per_micro_batch() if self.streaming else frozenset()
         self.var: dict[str, str] = {}
+        self._taken: set[str] = set()
         self._watermarks: dict[str, plan.Watermark | None] | None = None
 
     def v(self, name: str) -> str:
@@ -82,11 +83,11 @@ class _Lowering:
         key = name.lower()
         if key not in self.var:
             base = ident(name)
-            taken = set(self.var.values())
             candidate, n = base, 2
-            while candidate in taken:
+            while candidate in self._taken:
                 candidate, n = f"{base}_{n}", n + 1
             self.var[key] = candidate
+            self._taken.add(candidate)
         return self.var[key]
 
     # ---- file layout

@@ -5,6 +5,7 @@ mistake is reported once, not again at every statement downstream.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 import importlib.machinery
 import re
 import sys
@@ -324,20 +325,13 @@ class _Planner:
                                    using=stmt.using.value if stmt.using else None, schema=schema,
                                    line=self.line(stmt.span), span=stmt.span)
 
-    def _schemas(self) -> dict[str, plan.Schema | None]:
-        out: dict[str, plan.Schema | None] = {}
-        for key, stmt in self.defs.items():
-            if isinstance(stmt, ast.Broadcast):
-                continue
-            node = self.nodes.get(key)
-            out[key] = node.schema if node is not None else None
-        return out
+    def _schemas(self) -> Mapping[str, plan.Schema | None]:
+        """Schemas of the relations a query may read, looked up on demand (None: not built yet,
+        only possible inside a cycle); a view, so each SELECT costs the same in a long pipeline."""
+        return _SchemaView(self.defs, self.nodes)
 
     def _select(self, stmt: ast.Select) -> plan.Query | None:
         schemas = self._schemas()
-        for name in list(schemas):
-            if name not in self.nodes:  # not built yet: only possible inside a cycle
-                schemas[name] = None
         for ref in self._sql_tables(stmt.sql):
             key = ref.value.lower()
             if isinstance(self.defs.get(key), ast.Broadcast):
@@ -562,3 +556,23 @@ def _importable(module: str) -> bool:
         return importlib.machinery.PathFinder.find_spec(top) is not None or top in sys.builtin_module_names
     except (ImportError, ValueError):
         return False
+
+
+class _SchemaView(Mapping):
+    """relation name (lower case) → schema of every SOURCE and STREAM defined so far (no states)."""
+
+    def __init__(self, defs: Mapping[str, ast.Statement], nodes: Mapping[str, plan.PlanNode | None]):
+        self._defs = defs
+        self._nodes = nodes
+
+    def __getitem__(self, key: str) -> plan.Schema | None:
+        if key not in self._defs or isinstance(self._defs[key], ast.Broadcast):
+            raise KeyError(key)
+        node = self._nodes.get(key)
+        return node.schema if node is not None else None
+
+    def __iter__(self):
+        return (key for key, stmt in self._defs.items() if not isinstance(stmt, ast.Broadcast))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

@@ -214,7 +214,7 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
                    problems: list[Diagnostic]) -> Schema | None:
     read = {table.name.lower() for table in relations(tree)}     # not every relation: compile time stays linear
     mapping = {name: {f.name: (f.type if f.type != UNKNOWN else "STRING") for f in schema}
-               for name, schema in schemas.items() if schema is not None and name.lower() in read}
+               for name in sorted(read) if (schema := schemas.get(name)) is not None}
     try:
         schema = MappingSchema(mapping, dialect="spark")
         typed = annotate_types(qualify(tree.copy(), schema=schema, dialect="spark",

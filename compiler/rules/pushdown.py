@@ -46,14 +46,15 @@ def pushdown_filters(p: plan.Plan) -> tuple[plan.Plan, list[str]]:
     """Apply the rewrite everywhere it is safe; return the plan and a note per rewrite."""
     notes: list[str] = []
     nodes = list(p.nodes)
+    by_name = {n.name.lower(): n for n in reversed(nodes)}
     for index, node in enumerate(list(nodes)):
         if not isinstance(node, plan.Query):
             continue
-        target = next((n for n in nodes if n.name.lower() == node.reads[0].lower()), None)
+        target = by_name.get(node.reads[0].lower())
         if not isinstance(target, plan.Enrich) or isinstance(target, BLOCKERS):
             continue
-        if len(plan.Plan(p.source_path, p.settings, tuple(nodes), p.sinks).consumers(target.name)) != 1:
-            continue    # another reader needs the unfiltered rows
+        if len(p.consumers(target.name)) != 1:
+            continue    # another reader needs the unfiltered rows (a rewrite never adds readers of it)
         found = _single_table_filter(node)
         if found is None:
             continue
@@ -72,7 +73,7 @@ def pushdown_filters(p: plan.Plan) -> tuple[plan.Plan, list[str]]:
             continue
         filter_name = f"{target.name}__filter"
         moved_sql = " AND ".join(_unqualified(c).sql(dialect="spark") for c in movable)
-        upstream = next(n for n in nodes if n.name.lower() == target.input.lower())
+        upstream = by_name[target.input.lower()]
         pushed = plan.Query(name=filter_name, schema=upstream.schema, line=node.line, span=node.span,
                             sql=f"SELECT * FROM {target.input} WHERE {moved_sql}", reads=(target.input,),
                             aggregates=False)
@@ -87,6 +88,7 @@ def pushdown_filters(p: plan.Plan) -> tuple[plan.Plan, list[str]]:
         nodes[target_index] = new_enrich
         nodes.insert(target_index, pushed)
         nodes[nodes.index(node)] = new_query
+        by_name.update({filter_name.lower(): pushed, target.name.lower(): new_enrich, node.name.lower(): new_query})
         notes.append(f"{moved_sql} moved from '{node.name}' (line {node.line}) before ENRICH "
                      f"'{target.name}' (line {target.line})")
     return dataclasses.replace(p, nodes=tuple(nodes)), notes

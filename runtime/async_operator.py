@@ -85,6 +85,18 @@ def _normalize(result: Any) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- operator
 
 
+class _Deadline:
+    """When one element's TIMEOUT runs out, and whether its call is over (loop thread only)."""
+
+    __slots__ = ("at", "entry", "done", "expired")
+
+    def __init__(self, at: float, entry: ElementEntry) -> None:
+        self.at = at
+        self.entry = entry
+        self.done = False
+        self.expired = False
+
+
 class EnrichOperator:
     """Async I/O operator of one ENRICH statement (one instance per task)."""
 
@@ -110,6 +122,11 @@ class EnrichOperator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
         self._running = 0          # calls in flight (loop thread only)
+        # TIMEOUTs (loop thread only): every element has the same TIMEOUT, so deadlines appended
+        # when each one starts are already in order, and one timer for the earliest serves all;
+        # this costs far less per element than an asyncio.timeout() each
+        self._deadlines: collections.deque[_Deadline] = collections.deque()
+        self._reaper: asyncio.TimerHandle | None = None
         self._finished = False
         self._failed = False
         self._closed = False
@@ -280,6 +297,10 @@ class EnrichOperator:
         if tasks:
             await asyncio.wait(tasks, timeout=2)
         self._tasks.clear()   # a task cancelled before its first step never ran its `finally`
+        self._deadlines.clear()
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
 
     def _complete(self, entry: ElementEntry, resolution: Resolution) -> None:
         with self._cond:
@@ -304,7 +325,7 @@ class EnrichOperator:
         self._running += 1
         self._metrics.in_flight(self._running)
         try:
-            resolution = await self._resolve(entry.payload)
+            resolution = await self._resolve(entry)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
@@ -315,20 +336,56 @@ class EnrichOperator:
             self._tasks.pop(entry, None)
         self._complete(entry, resolution)
 
-    async def _resolve(self, row: Row) -> Resolution:
+    async def _resolve(self, entry: ElementEntry) -> Resolution:
         cfg = self.config
+        row = entry.payload
         attempts = [0]
         if self._bucket is not None:
             await self._bucket.acquire()  # first token outside TIMEOUT: waiting for quota is not the call
+        deadline = self._arm_deadline(entry)
         try:
-            async with asyncio.timeout(cfg.timeout_s):
+            try:
                 return await self._attempts(row, attempts)
-        except TimeoutError:
+            finally:
+                deadline.done = True
+        except asyncio.CancelledError:
+            if not deadline.expired:
+                raise                      # cancelled by dispose, not by the TIMEOUT
+            task = asyncio.current_task()
+            assert task is not None
+            task.uncancel()
             self._metrics.add("timeouts")
             handler = self._call.timeout_handler
             if handler is not None:
                 return await self._answer_timeout(handler, row, attempts[0])
             return self._policy(cfg.on_timeout, "timeout", f"timed out after {cfg.timeout_s}s", row, attempts[0])
+
+    def _arm_deadline(self, entry: ElementEntry) -> _Deadline:
+        """Start the TIMEOUT of the element whose call runs in `self._tasks[entry]`."""
+        loop = self._loop
+        assert loop is not None
+        deadline = _Deadline(loop.time() + self.config.timeout_s, entry)
+        pending = self._deadlines
+        while pending and pending[0].done:   # keep the queue as short as the calls in flight
+            pending.popleft()
+        pending.append(deadline)
+        if self._reaper is None:
+            self._reaper = loop.call_at(deadline.at, self._reap)
+        return deadline
+
+    def _reap(self) -> None:
+        """Cancel every call whose TIMEOUT ran out; wake up again at the next deadline."""
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        pending = self._deadlines
+        while pending and (pending[0].done or pending[0].at <= now):
+            deadline = pending.popleft()
+            task = self._tasks.get(deadline.entry)
+            if not deadline.done and task is not None:
+                deadline.expired = True
+                task.cancel()
+        self._reaper = loop.call_at(pending[0].at, self._reap) if pending else None
 
     async def _attempts(self, row: Row, attempts: list[int]) -> Resolution:
         cfg = self.config

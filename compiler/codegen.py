@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import physical, plan
 from .connectors import SINKS
-from .emitter import Emitter, ident, lit, multiline
+from .emitter import Emitter, ident, lit, lit_dict, multiline
 
 _READ_FORMATS = {"JSON": "json", "CSV": "csv", "PARQUET": "parquet", "TEXT": "text", "RATE": "rate",
                  "KAFKA": "kafka", "PYTHON": "dslc_python"}
@@ -76,7 +76,7 @@ class _Lowering:
         self.per_batch = self.plan.per_micro_batch() if self.streaming else frozenset()
         self.var: dict[str, str] = {}
         self._taken: set[str] = set()
-        self._watermarks: dict[str, plan.Watermark | None] | None = None
+        self.watermarks = _watermarks(self.plan)   # relation (lower case) -> its source's WATERMARK
 
     def v(self, name: str) -> str:
         """The Python variable holding relation `name`."""
@@ -113,7 +113,7 @@ class _Lowering:
         o.line()
         o.line("def main() -> None:")
         with o.indent():
-            conf = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in s.conf) + "}"
+            conf = lit_dict(s.conf)
             o.line(f"spark = session({lit(s.name)}, {conf}, FOLDER, modules={lit(_user_modules(self.plan))})")
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
@@ -177,8 +177,7 @@ class _Lowering:
         o = self.out
         self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
         if node.connector == "RATE" and not self.streaming:
-            options = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in node.options) + "}"
-            o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {options})  # Spark's rate source is streaming-only")
+            o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
             o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(node.name)})")
             return
         reader = "readStream" if self.streaming else "read"
@@ -194,7 +193,7 @@ class _Lowering:
                 options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema),
                            "dslc.name": node.name, "dslc.line": str(node.line)}
             if options:
-                o.line(".options(**{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in options.items()) + "})")
+                o.line(f".options(**{lit_dict(options.items())})")
             if node.connector == "PYTHON":
                 o.line(".option('dslc.folder', FOLDER)")
             if node.path and node.connector not in ("PYTHON",):
@@ -257,7 +256,7 @@ class _Lowering:
             o.line("),")
             if step.input_columns is not None:
                 o.line(f"columns={lit(step.input_columns)},")
-            watermark = self._watermark_of(step.input)
+            watermark = self.watermarks.get(step.input.lower())
             if watermark is not None:
                 o.line(f"watermark=C.Watermark({lit(watermark.column)}, {lit(watermark.delay_s)}),")
             states = sorted({s for op in step.operators if isinstance(op, plan.Process) for s in op.states})
@@ -272,12 +271,6 @@ class _Lowering:
         elif not self.streaming and len(self.plan.consumers(step.name)) > 1:
             o.line(f"{out_var} = {out_var}.persist()  # read more than once: run the chain and its calls once")
         o.line(f"{out_var}.createOrReplaceTempView({lit(step.name)})")
-
-    def _watermark_of(self, name: str) -> plan.Watermark | None:
-        """The WATERMARK of the source a relation descends from (for UNORDERED queues)."""
-        if self._watermarks is None:
-            self._watermarks = _watermarks(self.plan)
-        return self._watermarks.get(name.lower())
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         o = self.out
@@ -331,7 +324,7 @@ class _Lowering:
     # ---- sinks
     def _sink_args(self, sink: plan.Sink) -> str:
         path = f"resolve(FOLDER, {lit(sink.path)})" if sink.path and sink.connector != "PYTHON" else lit(sink.path)
-        options = "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in sink.options) + "}"
+        options = lit_dict(sink.options)
         return (f"connector={lit(sink.connector)}, path={path}, mode={lit(sink.mode)}, "
                 f"partition_by={lit(sink.partition_by)}, options={options}, folder=FOLDER")
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterable, Iterator
 
 
 class Emitter:
@@ -47,6 +47,11 @@ class Emitter:
 def lit(value: object) -> str:
     """A Python literal for a value from the DSL: repr() cannot be broken out of."""
     return repr(value)
+
+
+def lit_dict(pairs: Iterable[tuple[object, object]]) -> str:
+    """A dict literal of DSL key/value pairs, each through lit()."""
+    return "{" + ", ".join(f"{lit(k)}: {lit(v)}" for k, v in pairs) + "}"
 
 
 def printable(text: str) -> str:

@@ -5,10 +5,10 @@ mistake is reported once, not again at every statement downstream.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 import importlib.machinery
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from dslc.runtime.url_template import placeholders

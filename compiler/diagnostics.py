@@ -9,7 +9,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Iterable
 
-from .source import SourceFile, Span
+from dslc.compiler.source import SourceFile, Span
 
 MESSAGES: dict[str, str] = {
     # syntax

@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .diagnostics import CompileError
-from .parser import parse
-from .plan import Plan
-from .planner import to_plan
-from .source import SourceFile
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.frontend.parser import parse
+from dslc.compiler.plan.logical import Plan
+from dslc.compiler.plan.planner import to_plan
+from dslc.compiler.source import SourceFile
 
 
 def check_source(source: SourceFile, *, require_sink: bool = True, mode: str | None = None) -> Plan:
@@ -32,8 +32,8 @@ def check_text(text: str, path: str = "<input>", *, require_sink: bool = True) -
 def lower_plan(plan: Plan, *, job_folder: str, trigger: str | None = None,
                chaining: bool = True, pushdown: bool = True) -> str:
     """Optimise a checked plan and generate its PySpark job."""
-    from .codegen import Target, lower
-    from .optimizer import Options, optimize
+    from dslc.compiler.codegen.lower import Target, lower
+    from dslc.compiler.optimizer.optimize import Options, optimize
 
     physical = optimize(plan, Options(chaining=chaining, pushdown=pushdown))
     return lower(physical, Target(job_folder=job_folder, trigger=trigger))

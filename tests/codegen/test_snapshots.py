@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dslc.compiler import explain, physical_explain
+from dslc.compiler.plan import explain
+from dslc.compiler.optimizer import explain as physical_explain
 from dslc.compiler.pipeline import check_file, compile_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from dslc.compiler.cli import main
+from dslc.compiler.cli.main import main
 
 from frontend_support import PROGRAMS, VALID_PROGRAMS
 
@@ -91,7 +91,7 @@ def test_explain_of_a_bad_file_reports_errors(tmp_path, capsys):
 
 
 def test_run_summary_table_aligns_and_shows_missing_latency_as_dash():
-    from dslc.compiler.commands import render_metrics
+    from dslc.compiler.cli.commands import render_metrics
     table = render_metrics({"checked": {"elements_in": 144, "elements_out": 96, "p50_ms": None, "p99_ms": None},
                             "located": {"elements_in": 5, "calls": 3, "p50_ms": 20.5, "p99_ms": 41.0}}).splitlines()
     assert table[0] == "dslc: per-operator metrics"

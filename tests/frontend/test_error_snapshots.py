@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dslc.compiler.cli import main
+from dslc.compiler.cli.main import main
 
 ERRORS = Path(__file__).parent.parent / "errors"
 CASES = sorted(ERRORS.glob("*.flow"))

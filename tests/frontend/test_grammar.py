@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from dslc.compiler import ast
+from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import CompileError
-from dslc.compiler.lexical import split_statements, unescape_string
-from dslc.compiler.parser import parse
+from dslc.compiler.frontend.lexical import split_statements, unescape_string
+from dslc.compiler.frontend.parser import parse
 from dslc.compiler.source import SourceFile
 
 from frontend_support import VALID_PROGRAMS
@@ -58,7 +58,7 @@ def test_pipeline_trigger_available_now_and_bare_pipeline():
     ("SET a.b = -1;", "-1"),
 ])
 def test_set(text, value):
-    from dslc.compiler.values import literal_text
+    from dslc.compiler.plan.values import literal_text
     src, stmt = parse_one(text)
     assert isinstance(stmt, ast.SetConf)
     assert literal_text(stmt.value) == value

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 
-from dslc.compiler.cli import main
+from dslc.compiler.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 FRAUD = EXAMPLES / "fraud" / "pipeline.flow"

@@ -261,7 +261,7 @@ def test_hostile_program_runs_and_does_exactly_what_it_says(spark, tmp_path):
 
 
 def test_command_line_on_hostile_files_exits_0_or_1(tmp_path, capsys):
-    from dslc.compiler.cli import main
+    from dslc.compiler.cli.main import main
 
     good = tmp_path / "good.flow"
     good.write_text(HOSTILE_RUN)

@@ -11,8 +11,8 @@ import pytest
 from prompt_toolkit.document import Document
 
 from dslc.compiler.diagnostics import CompileError
-from dslc.compiler.repl import FlowCompleter, Repl, is_complete
-from dslc.compiler.repl_session import Session, statement_kind
+from dslc.compiler.cli.repl import FlowCompleter, Repl, is_complete
+from dslc.compiler.cli.repl_session import Session, statement_kind
 
 pexpect = pytest.importorskip("pexpect")
 

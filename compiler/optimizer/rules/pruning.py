@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from .. import plan
+from dslc.compiler.plan import logical as plan
 
 NAME = "prune_columns"
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from . import plan
+from dslc.compiler.plan import logical as plan
 
 
 @dataclass(frozen=True, slots=True)

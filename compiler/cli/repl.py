@@ -17,8 +17,8 @@ from typing import Callable, Iterable, TextIO
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
-from .diagnostics import CompileError
-from .repl_session import Session, statement_kind
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.cli.repl_session import Session, statement_kind
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "
@@ -202,11 +202,11 @@ class Repl:
         return self.session.plan or self.session.check([])
 
     def cmd_plan(self, args: list[str]) -> None:
-        from .explain import render_text
+        from dslc.compiler.plan.explain import render_text
         self.say(render_text(self._plan()).rstrip("\n"))
 
     def cmd_physical(self, args: list[str]) -> None:
-        from .physical_explain import render_physical
+        from dslc.compiler.optimizer.explain import render_physical
         self.say(render_physical(self._plan(), "text").rstrip("\n"))
 
     def cmd_code(self, args: list[str]) -> None:

@@ -9,11 +9,11 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .diagnostics import CompileError
-from .lexical import split_statements
-from .pipeline import check_source, lower_plan
-from .plan import Plan
-from .source import SourceFile
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.frontend.lexical import split_statements
+from dslc.compiler.pipeline import check_source, lower_plan
+from dslc.compiler.plan.logical import Plan
+from dslc.compiler.source import SourceFile
 
 REPL_PATH = "<repl>"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from .source import Span
+from dslc.compiler.source import Span
 
 
 @dataclass(frozen=True, slots=True)

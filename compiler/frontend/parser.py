@@ -11,10 +11,10 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from dslc.grammar import grammar_text
 
-from . import ast
-from .diagnostics import CompileError, Diagnostic, did_you_mean, error
-from .lexical import Chunk, leading_space, split_statements, unescape_string
-from .source import SourceFile, Span
+from dslc.compiler.frontend import ast
+from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
+from dslc.compiler.frontend.lexical import Chunk, leading_space, split_statements, unescape_string
+from dslc.compiler.source import SourceFile, Span
 
 STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK")
 

@@ -5,8 +5,9 @@ reader between them fuse into one chain, run as one mapInArrow pass.
 """
 from __future__ import annotations
 
-from .. import physical, plan
-from .pruning import pruned_input
+from dslc.compiler.optimizer import physical
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.optimizer.rules.pruning import pruned_input
 
 NAME = "chain_operators"
 

@@ -16,11 +16,11 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 from sqlglot.tokens import Token, TokenType
 
-from . import ast
-from .diagnostics import Diagnostic, did_you_mean, error
-from .plan import Field, Schema
-from .source import Span
-from .sqltypes import UNKNOWN
+from dslc.compiler.frontend import ast
+from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
+from dslc.compiler.plan.logical import Field, Schema
+from dslc.compiler.source import Span
+from dslc.compiler.plan.sqltypes import UNKNOWN
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 

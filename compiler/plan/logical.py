@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
-from .source import Span
+from dslc.compiler.source import Span
 
 
 @dataclass(frozen=True, slots=True)

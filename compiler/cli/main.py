@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
-from .diagnostics import CompileError, ToolError
+from dslc.compiler.diagnostics import CompileError, ToolError
 
 
 def _read_error(path: str) -> int:
@@ -17,7 +17,7 @@ def _read_error(path: str) -> int:
 
 def cmd_check(args: argparse.Namespace) -> int:
     """dslc check FILE."""
-    from .pipeline import check_file
+    from dslc.compiler.pipeline import check_file
     check_file(args.file)
     print(f"{args.file}: ok")
     return 0
@@ -25,11 +25,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """dslc explain FILE [--physical] [--format text|json|dot|svg]."""
-    from .pipeline import check_file
-    from .explain import render_json, render_text
+    from dslc.compiler.pipeline import check_file
+    from dslc.compiler.plan.explain import render_json, render_text
     plan = check_file(args.file)
     if args.physical or args.format in ("dot", "svg"):
-        from .physical_explain import render_physical
+        from dslc.compiler.optimizer.explain import render_physical
         sys.stdout.write(render_physical(plan, args.format))
         return 0
     sys.stdout.write(render_json(plan) if args.format == "json" else render_text(plan))
@@ -37,7 +37,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
-    from .commands import EXTRA_COMMANDS   # compile/run/repl: loaded only when a command runs
+    from dslc.compiler.cli.commands import EXTRA_COMMANDS  # compile/run/repl: loaded only when a command runs
     return {"check": cmd_check, "explain": cmd_explain, **EXTRA_COMMANDS}
 
 
@@ -85,7 +85,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .pipeline import compile_file
+from dslc.compiler.pipeline import compile_file
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -77,7 +77,7 @@ def render_metrics(metrics: dict[str, dict]) -> str:
 
 def cmd_repl(args: argparse.Namespace) -> int:
     """dslc repl [FILE]."""
-    from .repl import run_repl
+    from dslc.compiler.cli.repl import run_repl
     return run_repl(args.file)
 
 

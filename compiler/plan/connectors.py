@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .plan import Field
+from dslc.compiler.plan.logical import Field
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import physical, plan
-from .connectors import SINKS
-from .emitter import Emitter, ident, lit, lit_dict, multiline
+from dslc.compiler.optimizer import physical
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan.connectors import SINKS
+from dslc.compiler.codegen.emitter import Emitter, ident, lit, lit_dict, multiline
 
 _READ_FORMATS = {"JSON": "json", "CSV": "csv", "PARQUET": "parquet", "TEXT": "text", "RATE": "rate",
                  "KAFKA": "kafka", "PYTHON": "dslc_python"}

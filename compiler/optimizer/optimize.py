@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import physical, plan
-from .rules import chaining, pushdown
+from dslc.compiler.optimizer import physical
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.optimizer.rules import chaining, pushdown
 
 
 @dataclass(frozen=True, slots=True)

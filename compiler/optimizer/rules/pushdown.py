@@ -14,7 +14,7 @@ import dataclasses
 import sqlglot
 from sqlglot import exp
 
-from .. import plan
+from dslc.compiler.plan import logical as plan
 
 NAME = "pushdown_filters"
 

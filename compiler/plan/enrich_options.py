@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import ast
-from . import values
-from .diagnostics import Diagnostic, error
-from .plan import Retry
+from dslc.compiler.frontend import ast
+from dslc.compiler.plan import values
+from dslc.compiler.diagnostics import Diagnostic, error
+from dslc.compiler.plan.logical import Retry
 
 OUTCOMES = ("FAIL", "NULL", "DROP", "DEAD LETTER")
 

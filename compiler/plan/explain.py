@@ -5,7 +5,7 @@ import json
 from dataclasses import asdict, fields, is_dataclass
 from typing import Any
 
-from . import plan
+from dslc.compiler.plan import logical as plan
 
 
 def _schema(schema: plan.Schema) -> str:

@@ -6,10 +6,11 @@ import json
 import shutil
 import subprocess
 
-from . import physical, plan
-from .diagnostics import ToolError
-from .explain import _describe
-from .optimizer import Options, optimize
+from dslc.compiler.optimizer import physical
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.diagnostics import ToolError
+from dslc.compiler.plan.explain import _describe
+from dslc.compiler.optimizer.optimize import Options, optimize
 
 
 def _step_line(step: physical.Step) -> str:

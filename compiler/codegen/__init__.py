@@ -1,0 +1,1 @@
+"""Code generation: physical plan → one readable, deterministic PySpark job."""

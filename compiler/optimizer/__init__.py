@@ -1,0 +1,1 @@
+"""Optimiser: logical plan → physical plan (filters pushed before external calls, columns pruned, chains)."""

@@ -1,0 +1,1 @@
+"""One optimiser rule per module."""

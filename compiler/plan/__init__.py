@@ -1,0 +1,1 @@
+"""Semantic checks and the logical plan: names, schemas and types resolved (sqlglot), every problem reported."""

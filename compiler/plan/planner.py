@@ -426,15 +426,34 @@ class _Planner:
         if not analyze_condition(stmt.predicate, {upstream.name.lower(): upstream.schema,
                                                   alias.lower(): state.schema}, self.problems):
             return None
-        taken = {f.name.lower() for f in upstream.schema}
-        renamed = []
-        for f in state.schema:
-            out = f"{alias}_{f.name}" if f.name.lower() in taken else f.name
-            renamed.append((f.name, out))
+        renamed = self._state_columns(stmt, upstream, state, alias)
+        if renamed is None:
+            return None
         schema = upstream.schema + tuple(plan.Field(out, f.type) for (_, out), f in zip(renamed, state.schema))
         return plan.Match(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                           input=upstream.name, state=state.name, alias=alias, predicate=stmt.predicate.text,
                           state_columns=tuple(renamed))
+
+    def _state_columns(self, stmt: ast.Match, upstream: plan.PlanNode, state: plan.BroadcastState,
+                       alias: str) -> list[tuple[str, str]] | None:
+        """(state column, output name) pairs; a state column the input already has becomes
+        `<alias>_<column>`, and a name that is still taken (an earlier MATCH with the same alias,
+        or a state column of that name) is reported instead of failing in Spark at run time."""
+        taken = {f.name.lower() for f in upstream.schema}
+        own = {f.name.lower() for f in state.schema}
+        renamed: list[tuple[str, str]] = []
+        for f in state.schema:
+            out = f"{alias}_{f.name}" if f.name.lower() in taken else f.name
+            if out.lower() in taken or (out != f.name and out.lower() in own):
+                where = f"'{upstream.name}'" if out.lower() in taken else f"state '{state.name}'"
+                at = stmt.alias.span if stmt.alias else stmt.state.span
+                self.add(error("E0211", at, column=out, where=f"the output of MATCH '{stmt.name.value}' "
+                               f"({where} already has it)",
+                               hint=f"pick another alias: AGAINST {state.name} AS <other>"))
+                return None
+            taken.add(out.lower())
+            renamed.append((f.name, out))
+        return renamed
 
     def _process(self, stmt: ast.Process) -> plan.Process | None:
         upstream = self._stream_input(stmt.input, "PROCESS")

@@ -388,3 +388,32 @@ def test_valid_examples_check_clean():
     from dslc.compiler.pipeline import check_file
     for path in VALID_PROGRAMS:
         assert check_file(path).sinks
+
+
+# ---- issue #16: clashing MATCH renames, and every problem in one run ------------------------
+
+OWNERS = ("SOURCE owner_updates FROM CSV 'data/owners/'\n"
+          "  SCHEMA (owner_id STRING, op STRING, country STRING);\n"
+          "BROADCAST owners FROM owner_updates KEY owner_id OP op;\n")
+
+
+def test_two_matches_with_the_same_alias_must_not_make_one_column_twice():
+    """Both states have `country`; the second MATCH would add a second `r_country` (Spark:
+    COLUMN_ALREADY_EXISTS at run time), so `dslc check` reports it with a way out."""
+    text = (ORDERS + RULES + OWNERS
+            + "STREAM a = MATCH orders AGAINST rules AS r WHERE orders.country = r.country;\n"
+            + "STREAM b = MATCH a AGAINST owners AS r WHERE a.country = r.country;\n"
+            + "SINK b TO CONSOLE;")
+    expect(text, ("E0211", "r WHERE a.country"))
+    _, [diag] = diagnostics_of(text, FOLDER)
+    assert "r_country" in diag.message and "alias" in diag.hint
+    other_alias = text.replace("owners AS r WHERE a.country = r.country", "owners AS o WHERE a.country = o.country")
+    names = [f for f, _ in schema(other_alias, "b")]
+    assert names.count("r_country") == 1 and "o_country" in names and len(names) == len(set(names))
+
+
+def test_a_renamed_state_column_must_not_clash_with_another_state_column():
+    text = ("SOURCE upd FROM CSV 'u' SCHEMA (k STRING, op STRING, country STRING, r_country STRING);\n"
+            "BROADCAST st FROM upd KEY k OP op;\n" + ORDERS
+            + "STREAM m = MATCH orders AGAINST st AS r WHERE orders.country = r.country;\nSINK m TO CONSOLE;")
+    expect(text, ("E0211", "r WHERE"))

@@ -1,7 +1,9 @@
 """AST → logical plan: resolve names, order the statements, propagate schemas, check everything.
 
-Every problem is collected; a node whose input failed gets an unknown schema so that one
-mistake is reported once, not again at every statement downstream.
+Every problem is collected, and every check runs whatever else is wrong. A node whose schema is
+still known despite a problem (an unknown column type, a bad option) is kept so that the
+statements downstream are checked too; a node whose schema is not known gets an unknown schema,
+so that one mistake is reported once, not again at every statement downstream.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, er
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.source import SourceFile, Span
 from dslc.compiler.plan.sql import analyze_condition, analyze_query, parse_sql, relations
-from dslc.compiler.plan.sqltypes import canonical, is_timestamp
+from dslc.compiler.plan.sqltypes import UNKNOWN, canonical, is_timestamp
 
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 _COMMON_TYPES = ("STRING", "INT", "BIGINT", "DOUBLE", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE",
@@ -82,14 +84,14 @@ class _Planner:
                                       self.settings.checkpoint, self.settings.trigger, tuple(conf))
         for name in self._order():
             self.nodes[name] = self._node(self.defs[name])
-        sinks = tuple(s for s in (self._sink(s) for s in sinks_ast) if s is not None)
+        built = [(sink, stmt) for stmt in sinks_ast if (sink := self._sink(stmt)) is not None]
+        sinks = tuple(sink for sink, _ in built)
         if require_sink and not sinks_ast:
             where = program.statements[-1].span.sub(0, 1) if program.statements else Span(0, 0)
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
         ordered = tuple(n for n in self.nodes.values() if n is not None)
         result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
-        if not self.problems:
-            self._streaming_checks(result, sinks_ast)
+        self._streaming_checks(result, built)
         return result
 
     def _define(self, stmt: Definition) -> None:
@@ -202,11 +204,11 @@ class _Planner:
 
     # ---- one node per definition
     def _node(self, stmt: Definition) -> plan.PlanNode | None:
-        before = len(self.problems)
+        """The node of a definition; None when its schema is not known (each builder decides: a
+        problem that leaves the schema intact keeps the node, so later statements are checked)."""
         builder = {ast.Source: self._source, ast.Broadcast: self._broadcast, ast.Select: self._select,
                    ast.Enrich: self._enrich, ast.Match: self._match, ast.Process: self._process}[type(stmt)]
-        node = builder(stmt)
-        return node if len(self.problems) == before else None
+        return builder(stmt)
 
     def _columns(self, defs: tuple[ast.ColumnDef, ...], where: str) -> plan.Schema:
         fields: list[plan.Field] = []
@@ -218,7 +220,7 @@ class _Planner:
                 hint = f"did you mean '{_FOREIGN_TYPES[base]}'?" if base in _FOREIGN_TYPES \
                     else did_you_mean(base, _COMMON_TYPES)
                 self.add(error("E0306", col.type.span, text=col.type.text, hint=hint))
-                type_text = "?"
+                type_text = UNKNOWN
             if col.name.value.lower() in seen:
                 self.add(error("E0211", col.name.span, column=col.name.value, where=where))
             seen.add(col.name.value.lower())
@@ -262,19 +264,20 @@ class _Planner:
                 self.add(error("E0303", opt.span, option=opt.key.upper()))
             opts.setdefault(opt.key, opt)
         schema: plan.Schema = kind.fixed_schema
+        schema_known = True
         if "schema" in opts:
             if kind.fixed_schema:
                 self.add(error("E0304", opts["schema"].span, first="SCHEMA",
                                second=f"{kind_name} source (its columns are fixed: "
                                       + ", ".join(f.name for f in kind.fixed_schema) + ")"))
             else:
-                before = len(self.problems)
                 schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
-                if len(self.problems) != before:
-                    return None     # a bad or repeated column: no Source node can hold it
+                if len({f.name.lower() for f in schema}) != len(schema):
+                    return None     # a repeated column: no Source node can hold it
         elif kind.needs_schema:
             self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
                            what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
+            schema_known = False
         options = self._options(opts["options"]) if "options" in opts else ()
         for required in kind.required_options:
             if required not in dict(options):
@@ -288,11 +291,15 @@ class _Planner:
             if field is None:
                 self.add(error("E0204", column.span, column=column.value, where=f"'{stmt.name.value}'",
                                hint=_column_hint(column.value, [f.name for f in schema], stmt.name.value)))
+            elif field.type == UNKNOWN:
+                pass        # its unknown type is reported already
             elif not is_timestamp(field.type):
                 self.add(error("E0307", column.span, column=column.value, type=field.type,
                                hint=f"CAST it in a STREAM query, or declare it TIMESTAMP"))
             elif seconds is not None:
                 watermark = plan.Watermark(field.name, seconds)
+        if not schema_known:
+            return None
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
                            options=options, watermark=watermark)
@@ -354,6 +361,8 @@ class _Planner:
             at = stmt.sql.span.sub(mentions[1], len(dup)) if len(mentions) > 1 else stmt.sql.span.sub(0, 6)
             self.add(error("E0211", at, column=dup, where=f"'{stmt.name.value}'",
                            hint="give one of them an alias: AS other_name"))
+        if len(set(names)) != len(names):
+            return None
         return plan.Query(name=stmt.name.value, schema=info.schema, line=self.line(stmt.span), span=stmt.span,
                           sql=stmt.sql.text, reads=tuple(self.defs[r].name.value for r in info.reads),
                           aggregates=info.aggregates)
@@ -534,11 +543,13 @@ class _Planner:
         return tuple(c.value for c in opt.args)
 
     # ---- whole-pipeline checks
-    def _streaming_checks(self, result: plan.Plan, sinks_ast: list[ast.Sink]) -> None:
+    def _streaming_checks(self, result: plan.Plan, sinks: list[tuple[plan.Sink, ast.Sink]]) -> None:
+        """Checks of what Spark refuses in STREAMING; they run on the nodes and sinks that were
+        built, whatever else is wrong in the program."""
         if result.settings.mode != "STREAMING":
             return
         if result.settings.checkpoint is None:
-            for sink, stmt in zip(result.sinks, sinks_ast):
+            for sink, stmt in sinks:
                 if SINKS[sink.connector].needs_checkpoint:
                     self.add(error("E0308", stmt.span.sub(0, 4),
                                    why=f"SINK {sink.input} TO {sink.connector} keeps its progress in it",
@@ -555,7 +566,7 @@ class _Planner:
                                "WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
                                why="its source only exists inside each micro-batch",
                                hint="broadcast a source or a stream computed before that operator"))
-        for sink, stmt in zip(result.sinks, sinks_ast):
+        for sink, stmt in sinks:
             inputs = result.micro_batch_inputs(sink.input) if sink.input.lower() in per_batch else ()
             if len(inputs) > 1:
                 self.add(error("E0311", stmt.span.sub(0, 4), feature=f"a micro-batch section that reads "

@@ -417,3 +417,25 @@ def test_a_renamed_state_column_must_not_clash_with_another_state_column():
             "BROADCAST st FROM upd KEY k OP op;\n" + ORDERS
             + "STREAM m = MATCH orders AGAINST st AS r WHERE orders.country = r.country;\nSINK m TO CONSOLE;")
     expect(text, ("E0211", "r WHERE"))
+
+
+def test_an_unknown_type_does_not_hide_later_unknown_columns_and_placeholders():
+    text = ("SOURCE orders FROM JSON 'o' SCHEMA (order_id STRING, amount DOUBLE, ts DATETIME);\n"
+            "STREAM big = SELECT order_id, amout FROM orders;\n"
+            "STREAM e = ENRICH orders WITH HTTP GET 'http://h/{customer}' RETURNS (x INT);\n"
+            "SINK big TO CONSOLE;\nSINK e TO CONSOLE;")
+    expect(text, ("E0306", "DATETIME"), ("E0204", "amout"), ("E0205", "customer"))
+
+
+def test_streaming_problems_are_reported_alongside_an_unrelated_unknown_sink():
+    text = ("PIPELINE p MODE STREAMING CHECKPOINT 'c';\n" + ORDERS + RULES
+            + "STREAM m = MATCH orders AGAINST rules AS r WHERE orders.country = r.country;\n"
+            + "STREAM n = SELECT country, count(*) AS k FROM m GROUP BY country;\n"
+            + "SINK n TO CONSOLE MODE COMPLETE;\nSINK orders TO PARKET 'x';")
+    expect(text, ("E0311", "STREAM n"), ("E0305", "PARKET"))
+
+
+def test_missing_checkpoint_is_reported_alongside_a_failed_sink():
+    text = ("PIPELINE p MODE STREAMING;\n" + ORDERS
+            + "SINK nothing TO CONSOLE;\nSINK orders TO PARQUET 'o';")
+    expect(text, ("E0207", "nothing"), ("E0308", "SINK orders TO PARQUET"))

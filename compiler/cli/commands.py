@@ -41,7 +41,8 @@ def spark_submit() -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """dslc run FILE: compile to a temporary job and run it with spark-submit."""
+    """dslc run FILE [--mode ...] [--trigger ...] [--master URL] [-- spark-submit args]: compile to a
+    temporary job and run it with spark-submit."""
     folder = Path(tempfile.mkdtemp(prefix="dslc-run-"))
     job = folder / (Path(args.file).stem + "_job.py")
     trigger = args.trigger
@@ -49,7 +50,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"dslc: --trigger must be available-now or every=<duration>, got {trigger!r}", file=sys.stderr)
         return 2
     job.write_text(compile_file(args.file, job_folder=str(folder), mode=args.mode, trigger=trigger))
-    extra = [a for a in args.spark_args if a != "--"]
+    extra = args.spark_args
     command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
                                 *extra, str(job)]
     metrics_file = folder / "metrics.json"

@@ -57,20 +57,34 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--mode", choices=("batch", "streaming"))
     compile_.add_argument("--no-chaining", action="store_true", help="one mapInArrow per Python operator")
     compile_.add_argument("--no-pushdown", action="store_true", help="keep filters where they are written")
-    run = sub.add_parser("run", help="compile and run with spark-submit")
+    run = sub.add_parser("run", help="compile and run with spark-submit",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("file")
     run.add_argument("--mode", choices=("batch", "streaming"))
     run.add_argument("--trigger", help="available-now or every=10s")
     run.add_argument("--master", default=None, help="Spark master URL (default local[*])")
-    run.add_argument("spark_args", nargs=argparse.REMAINDER, help="-- extra spark-submit arguments")
+    run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
     return parser
 
 
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The parsed command line. Everything after the first `--` is spark-submit's (`dslc run`
+    only), so dslc's own options may come anywhere before it, after FILE too."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    args.spark_args = argv[cut + 1:]
+    if cut < len(argv) and args.command != "run":
+        parser.error("'--' passes arguments to spark-submit; only 'dslc run' takes them")
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `dslc` script."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     command = _commands()[args.command]
     file = getattr(args, "file", None)
     if file is not None and not Path(file).is_file():

@@ -101,3 +101,40 @@ def test_run_summary_table_aligns_and_shows_missing_latency_as_dash():
     assert table[2].split()[:3] == ["checked", "144", "96"] and table[2].split()[-2:] == ["-", "-"]
     assert table[3].split()[-2:] == ["20.5", "41.0"]
     assert len({len(line) for line in table[1:]}) == 1, "columns are aligned"
+
+
+# ---- dslc run: the spec's argument order (issue #16 item 5) -------------------------------
+
+@pytest.mark.parametrize("argv, expected", [
+    (["run", "f.flow", "--mode", "batch"], {"mode": "batch", "trigger": None, "master": None, "spark_args": []}),
+    (["run", "f.flow", "--trigger", "available-now", "--master", "local[2]"],
+     {"mode": None, "trigger": "available-now", "master": "local[2]", "spark_args": []}),
+    (["run", "f.flow", "--mode", "streaming", "--trigger", "every=10s", "--master", "local[2]",
+      "--", "--conf", "spark.x=1", "--verbose"],
+     {"mode": "streaming", "trigger": "every=10s", "master": "local[2]",
+      "spark_args": ["--conf", "spark.x=1", "--verbose"]}),
+    (["run", "--master", "local[2]", "f.flow", "--", "--mode", "batch"],
+     {"mode": None, "trigger": None, "master": "local[2]", "spark_args": ["--mode", "batch"]}),
+    (["run", "f.flow"], {"mode": None, "trigger": None, "master": None, "spark_args": []}),
+])
+def test_run_options_after_the_file_are_dslc_options_and_only_what_follows_dashdash_goes_to_spark_submit(
+        argv, expected):
+    from dslc.compiler.cli.main import parse_args
+    args = parse_args(argv)
+    assert args.file == "f.flow"
+    assert {key: getattr(args, key) for key in expected} == expected
+
+
+def test_run_with_an_unknown_option_is_a_usage_error_not_a_spark_submit_argument(capsys):
+    from dslc.compiler.cli.main import parse_args
+    with pytest.raises(SystemExit) as info:
+        parse_args(["run", "f.flow", "--trigerr", "available-now"])
+    assert info.value.code == 2
+    assert "--trigerr" in capsys.readouterr().err
+
+
+def test_dashdash_is_only_for_run(capsys):
+    from dslc.compiler.cli.main import parse_args
+    with pytest.raises(SystemExit):
+        parse_args(["check", "f.flow", "--", "--verbose"])
+    assert "spark-submit" in capsys.readouterr().err

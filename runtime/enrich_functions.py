@@ -231,7 +231,7 @@ async def close_all_sessions() -> None:
 
 
 class HttpEnrichCall(EnrichCall):
-    """HTTP GET; JSON object/array body is the result, 404 a miss, anything else an error."""
+    """HTTP GET; JSON object/array body is the result, 404 and JSON null a miss, anything else an error."""
 
     def __init__(self, config: Enrich) -> None:
         assert isinstance(config.call, HttpCall)
@@ -270,6 +270,8 @@ class HttpEnrichCall(EnrichCall):
             value = json.loads(body)
         except ValueError as exc:
             raise CallError(f"response body is not JSON: {exc}") from None
+        if value is None:
+            return None         # JSON null: no result, a miss (as None from a Python function)
         if not isinstance(value, (dict, list)):
             raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
         return check_result_types(value, self.config.returns)

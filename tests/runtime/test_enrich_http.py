@@ -91,6 +91,20 @@ def test_json_array_gives_rows_and_bad_bodies_are_errors(fault_server: FaultServ
     assert "exceeds" in errors["big"]
 
 
+def test_a_json_null_answer_is_a_miss_like_404_and_an_empty_list(fault_server: FaultServer) -> None:
+    """The contract: no result (None, an empty list, HTTP 404) is a miss (issue #16 item 6)."""
+    fault_server.script("null", Reply(body="null"))
+    fault_server.script("empty", Reply(body=[]))
+    fault_server.script("gone", Reply(status=404))
+    op, out = run(make(fault_server, on_miss=Outcome.DEAD_LETTER, on_error=Outcome.FAIL, mode=Mode.ORDERED),
+                  [{"id": k} for k in ("null", "empty", "gone", "here")])
+    assert [r["id"] for r in out.rows] == ["here"]
+    assert sorted(d["key"]["id"] for d in out.dead_letters) == ["empty", "gone", "null"]
+    assert {d["kind"] for d in out.dead_letters} == {"miss"}
+    assert op.metrics()["misses"] == 3 and op.metrics()["errors"] == 0
+    assert fault_server.total == 4
+
+
 def test_5xx_is_an_error_and_retries_are_seen_by_the_server(fault_server: FaultServer) -> None:
     fault_server.script("flaky", Reply(status=503), Reply(status=500), Reply())
     fault_server.script("down", *[Reply(status=502)] * 5)

@@ -138,6 +138,15 @@ def _pool(name: str, size: int) -> ThreadPoolExecutor:
         return pool
 
 
+def sync_threads(capacity: int) -> int:
+    """Threads for a plain-def ENRICH function: CAPACITY for the calls in flight, and as many
+    again for calls that outlived their TIMEOUT. A thread cannot be interrupted: such a call runs
+    on, its answer discarded, but the operator has freed its slot, so the next element needs a
+    thread of its own. Beyond CAPACITY stuck calls, new calls wait for a thread (bounded threads
+    rather than one leaked per hung call)."""
+    return 2 * capacity
+
+
 def _drop_pool(name: str) -> None:
     with _pools_lock:
         pool = _pools.pop((os.getpid(), name), None)
@@ -183,7 +192,8 @@ class PythonEnrichCall(EnrichCall):
         if self._is_async:
             return check_result_types(await self._fn(arg), self.config.returns)
         loop = asyncio.get_running_loop()
-        result = await loop.run_in_executor(_pool(self.config.name, self.config.capacity), self._fn, arg)
+        result = await loop.run_in_executor(_pool(self.config.name, sync_threads(self.config.capacity)),
+                                            self._fn, arg)
         if inspect.isawaitable(result):
             result = await result
         return check_result_types(result, self.config.returns)

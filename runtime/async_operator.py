@@ -10,77 +10,28 @@ continuous: calls are never gathered per batch.
 Every element ends exactly once: as output rows, as a dead letter, dropped by a DROP policy,
 or as the `ElementFailure` raised from `process_element`/`process_watermark`/`finish` when a
 FAIL element reaches the emission point (ORDERED: in input order, so everything before it has
-been emitted). ON MISS RETRY: a miss is retried like an error; once RETRY n is exhausted, the
-element is a plain miss with NULL outcome (its RETURNS columns are NULL). TIMEOUT covers the
-whole retry loop; waiting for the first RATE token comes before it (quota waits are not the
-call's fault), tokens for retries are inside it. A user class's `timeout(row)` answers a
-timed-out element (a sync one runs on the loop, so it must be quick).
+been emitted). What each element becomes (attempts, RETRY, CACHE, the timeout answer, ON ...
+policies) is decided by `resolution.ElementResolver`, plain asyncio; this module owns what is
+about threads and time: the queue, the hand-off between the chain thread and the loop, the
+TIMEOUT deadlines (one timer for all, cancelling the element's task) and emission. TIMEOUT
+covers the whole retry loop; waiting for the first RATE token comes before it.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import threading
 import time
 from typing import Any
 
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
-from .cache import CacheStats, TtlLruCache, cache_for, drop_cache
-from .config import Enrich, Mode, Outcome
-from .enrich_functions import EnrichCall, UnsendableRequest, build_call
+from .cache import drop_cache
+from .config import Enrich, Mode
+from .enrich_functions import EnrichCall, build_call
 from .metrics import OperatorMetrics
-from .operator import ElementFailure, Output, Row, Watermark
-from .rate import TokenBucket, bucket_for
+from .operator import Output, Row, Watermark
+from .resolution import DeadLetter, Drop, ElementResolver, Fail, Resolution, Rows
 from .worker_loop import loop_alive, worker_loop
-
-# --------------------------------------------------------------------------- resolutions
-
-
-class _Rows:
-    """Answer: rows to emit."""
-
-    __slots__ = ("rows",)
-
-    def __init__(self, rows: list[Row]) -> None:
-        self.rows = rows
-
-
-class _DeadLetter:
-    __slots__ = ("letter",)
-
-    def __init__(self, letter: Row) -> None:
-        self.letter = letter
-
-
-class _Drop:
-    __slots__ = ()
-
-
-class _Fail:
-    __slots__ = ("error",)
-
-    def __init__(self, error: ElementFailure) -> None:
-        self.error = error
-
-
-_DROP = _Drop()
-Resolution = _Rows | _DeadLetter | _Drop | _Fail
-
-
-def _normalize(result: Any) -> list[dict[str, Any]]:
-    """The call's answer as a list of result dicts ([] is a miss)."""
-    if result is None:
-        return []
-    if isinstance(result, dict):
-        return [result]
-    if isinstance(result, (list, tuple)):
-        for item in result:
-            if not isinstance(item, dict):
-                raise TypeError(f"result list holds a {type(item).__name__}, expected objects")
-        return list(result)
-    raise TypeError(f"result is a {type(result).__name__}, expected an object, a list of objects or None")
-
 
 # --------------------------------------------------------------------------- operator
 
@@ -115,10 +66,7 @@ class EnrichOperator:
         # call costs no done-callback round through the loop
         self._tasks: dict[ElementEntry, asyncio.Task[None]] = {}
         self._metrics = OperatorMetrics(config.name)
-        self._cache_stats = CacheStats()
-        self._cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
-        self._bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
-        self._returns = tuple(c.name for c in config.returns)
+        self._resolver = ElementResolver(config, self._call, self._metrics)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
         self._running = 0          # calls in flight (loop thread only)
@@ -213,9 +161,10 @@ class EnrichOperator:
     def metrics(self) -> dict[str, Any]:
         """This task's metrics as a plain dict."""
         m = self._metrics
-        m.counters["cache_hits"] = self._cache_stats.hits
-        m.counters["cache_misses"] = self._cache_stats.misses
-        m.counters["coalesced"] = self._cache_stats.coalesced
+        stats = self._resolver.cache_stats
+        m.counters["cache_hits"] = stats.hits
+        m.counters["cache_misses"] = stats.misses
+        m.counters["coalesced"] = stats.coalesced
         return m.to_dict()
 
     # ----------------------------------------------------------------- chain thread
@@ -261,17 +210,17 @@ class EnrichOperator:
                 output.emit_watermark(entry.watermark)
                 continue
             value = entry.value
-            if isinstance(value, _Rows):
+            if isinstance(value, Rows):
                 for out in value.rows:
                     output.emit(out)
                 m.add("elements_out", len(value.rows))
-            elif isinstance(value, _DeadLetter):
+            elif isinstance(value, DeadLetter):
                 m.add("dead_letters")
                 output.emit_dead_letter(value.letter)
-            elif isinstance(value, _Drop):
+            elif isinstance(value, Drop):
                 m.add("dropped")
             else:
-                assert isinstance(value, _Fail)
+                assert isinstance(value, Fail)
                 m.add("failures")
                 self._failed = True
                 raise value.error
@@ -329,7 +278,7 @@ class EnrichOperator:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
-            resolution = _Fail(self._failure(entry.payload, exc))
+            resolution = Fail(self._resolver.failure(entry.payload, exc))
         finally:
             self._running -= 1
             self._metrics.latency.record(time.perf_counter() - started)
@@ -337,15 +286,15 @@ class EnrichOperator:
         self._complete(entry, resolution)
 
     async def _resolve(self, entry: ElementEntry) -> Resolution:
-        cfg = self.config
+        """Resolve one element under its TIMEOUT, enforced by this operator's reaper."""
+        resolver = self._resolver
         row = entry.payload
         attempts = [0]
-        if self._bucket is not None:
-            await self._bucket.acquire()  # first token outside TIMEOUT: waiting for quota is not the call
+        await resolver.first_token()
         deadline = self._arm_deadline(entry)
         try:
             try:
-                return await self._attempts(row, attempts)
+                return await resolver.attempt(row, attempts)
             finally:
                 deadline.done = True
         except asyncio.CancelledError:
@@ -354,11 +303,7 @@ class EnrichOperator:
             task = asyncio.current_task()
             assert task is not None
             task.uncancel()
-            self._metrics.add("timeouts")
-            handler = self._call.timeout_handler
-            if handler is not None:
-                return await self._answer_timeout(handler, row, attempts[0])
-            return self._policy(cfg.on_timeout, "timeout", f"timed out after {cfg.timeout_s}s", row, attempts[0])
+            return await resolver.timed_out(row, attempts[0])
 
     def _arm_deadline(self, entry: ElementEntry) -> _Deadline:
         """Start the TIMEOUT of the element whose call runs in `self._tasks[entry]`."""
@@ -386,94 +331,3 @@ class EnrichOperator:
                 deadline.expired = True
                 task.cancel()
         self._reaper = loop.call_at(pending[0].at, self._reap) if pending else None
-
-    async def _attempts(self, row: Row, attempts: list[int]) -> Resolution:
-        cfg = self.config
-        retries = cfg.retry.attempts if cfg.retry else 0
-        while True:
-            attempts[0] += 1
-            if attempts[0] > 1:
-                self._metrics.add("retries")
-                assert cfg.retry is not None
-                delay = cfg.retry.delay(attempts[0] - 1)
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if self._bucket is not None:
-                    await self._bucket.acquire()
-            try:
-                results = _normalize(await self._invoke(row))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
-                if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
-                    continue
-                self._metrics.add("errors")
-                return self._policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
-            if results:
-                return _Rows([self._output_row(row, r) for r in results])
-            if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
-                continue
-            self._metrics.add("misses")
-            return self._policy(cfg.on_miss, "miss", "no result", row, attempts[0])
-
-    async def _invoke(self, row: Row) -> Any:
-        """One call, through the cache when there is one."""
-        call = self._call
-        if self._cache is not None:
-            key = call.cache_key(row)
-            if key is not None:
-                retry_misses = self.config.on_miss is Outcome.RETRY
-
-                async def counted() -> Any:
-                    self._metrics.add("calls")
-                    return await call(row)
-
-                return await self._cache.get_or_call(
-                    (self.name, key), counted, self._cache_stats,
-                    cacheable=(lambda v: bool(v)) if retry_misses else (lambda v: True),
-                )
-        self._metrics.add("calls")
-        return await call(row)
-
-    async def _answer_timeout(self, handler: Any, row: Row, attempts: int) -> Resolution:
-        """A user `timeout(row)` answers a timed-out element; its answer counts as a result."""
-        cfg = self.config
-        try:
-            if inspect.iscoroutinefunction(handler):
-                result = await asyncio.wait_for(handler(dict(row)), cfg.timeout_s)
-            else:
-                result = handler(dict(row))
-            results = _normalize(result)
-        except Exception as exc:  # noqa: BLE001
-            self._metrics.add("errors")
-            return self._policy(cfg.on_error, "error", f"timeout(): {type(exc).__name__}: {exc}", row, attempts, exc)
-        if results:
-            return _Rows([self._output_row(row, r) for r in results])
-        self._metrics.add("misses")
-        miss = Outcome.NULL if cfg.on_miss is Outcome.RETRY else cfg.on_miss
-        return self._policy(miss, "miss", "no result (timeout handler)", row, attempts)
-
-    def _output_row(self, row: Row, result: dict[str, Any]) -> Row:
-        out = dict(row)
-        for column in self._returns:
-            out[column] = result.get(column)
-        return out
-
-    def _policy(self, outcome: Outcome, kind: str, error: str, row: Row, attempts: int,
-                cause: BaseException | None = None) -> Resolution:
-        if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
-            return _Rows([self._output_row(row, {})])
-        if outcome is Outcome.DROP:
-            return _DROP
-        if outcome is Outcome.DEAD_LETTER:
-            return _DeadLetter({
-                "operator": self.name, "line": self.config.line, "kind": kind, "error": error,
-                "attempts": attempts, "key": self._key(row), "row": dict(row),
-            })
-        return _Fail(self._failure(row, cause if cause is not None else f"{kind}: {error}"))
-
-    def _key(self, row: Row) -> dict[str, Any]:
-        return {c: row.get(c) for c in self.config.key_columns}
-
-    def _failure(self, row: Row, cause: BaseException | str) -> ElementFailure:
-        return ElementFailure(self.name, self.config.line, self._key(row), cause)

@@ -1,0 +1,218 @@
+"""How one ENRICH element is resolved: attempts, RETRY, CACHE, the timeout answer, its outcome.
+
+This is the per-element half of the async operator, as Flink keeps its ResultHandler and retry
+delegator apart from the AsyncWaitOperator's queue: plain asyncio, no threads, no queue, no
+deadlines. `ElementResolver.attempt(row, attempts)` runs the retry loop and is what the
+operator's TIMEOUT cancels; `timed_out(row, attempts)` then decides the element (a user
+`timeout(row)` answer, or ON TIMEOUT). Both return a `Resolution`, the element's fate:
+rows to emit, a dead letter, dropped, or a failure to raise at the emission point.
+`resolve(row)` chains the two under an `asyncio.timeout`, so the whole contract can be
+exercised on one event loop without the operator (tests, simple drivers).
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import Any
+
+from .cache import CacheStats, TtlLruCache, cache_for
+from .config import Enrich, Outcome
+from .enrich_functions import EnrichCall, UnsendableRequest
+from .metrics import OperatorMetrics
+from .operator import ElementFailure, Row
+from .rate import TokenBucket, bucket_for
+
+
+class Rows:
+    """Answer: rows to emit."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[Row]) -> None:
+        self.rows = rows
+
+    def __repr__(self) -> str:
+        return f"Rows({self.rows!r})"
+
+
+class DeadLetter:
+    """Answer: one dead-letter record."""
+
+    __slots__ = ("letter",)
+
+    def __init__(self, letter: Row) -> None:
+        self.letter = letter
+
+    def __repr__(self) -> str:
+        return f"DeadLetter({self.letter!r})"
+
+
+class Drop:
+    """Answer: nothing leaves (a DROP policy)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Drop()"
+
+
+class Fail:
+    """Answer: the task fails with this error when the element reaches the emission point."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: ElementFailure) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Fail({self.error!r})"
+
+
+DROP = Drop()
+Resolution = Rows | DeadLetter | Drop | Fail
+
+
+def normalize(result: Any) -> list[dict[str, Any]]:
+    """The call's answer as a list of result dicts ([] is a miss)."""
+    if result is None:
+        return []
+    if isinstance(result, dict):
+        return [result]
+    if isinstance(result, (list, tuple)):
+        for item in result:
+            if not isinstance(item, dict):
+                raise TypeError(f"result list holds a {type(item).__name__}, expected objects")
+        return list(result)
+    raise TypeError(f"result is a {type(result).__name__}, expected an object, a list of objects or None")
+
+
+class ElementResolver:
+    """Decides each element of one ENRICH (one per operator instance, on the worker's loop)."""
+
+    def __init__(self, config: Enrich, call: EnrichCall, metrics: OperatorMetrics) -> None:
+        self.config = config
+        self.name = config.name
+        self.call = call
+        self.metrics = metrics
+        self.cache_stats = CacheStats()
+        self.cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
+        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
+        self._returns = tuple(c.name for c in config.returns)
+        self._retries = config.retry.attempts if config.retry else 0
+        self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
+
+    async def resolve(self, row: Row) -> Resolution:
+        """The whole contract for one element on the running loop (TIMEOUT by asyncio.timeout)."""
+        attempts = [0]
+        await self.first_token()
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                return await self.attempt(row, attempts)
+        except TimeoutError:
+            return await self.timed_out(row, attempts[0])
+
+    async def first_token(self) -> None:
+        """Wait for the first RATE token; outside TIMEOUT, since waiting for quota is not the call."""
+        if self.bucket is not None:
+            await self.bucket.acquire()
+
+    async def attempt(self, row: Row, attempts: list[int]) -> Resolution:
+        """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls."""
+        cfg = self.config
+        retries = self._retries
+        while True:
+            attempts[0] += 1
+            if attempts[0] > 1:
+                self.metrics.add("retries")
+                assert cfg.retry is not None
+                delay = cfg.retry.delay(attempts[0] - 1)
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if self.bucket is not None:
+                    await self.bucket.acquire()
+            try:
+                results = normalize(await self._invoke(row))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
+                if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
+                    continue
+                self.metrics.add("errors")
+                return self.policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
+            if results:
+                return Rows([self.output_row(row, r) for r in results])
+            if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
+                continue
+            self.metrics.add("misses")
+            return self.policy(cfg.on_miss, "miss", "no result", row, attempts[0])
+
+    async def _invoke(self, row: Row) -> Any:
+        """One call, through the cache when there is one."""
+        call = self.call
+        if self.cache is not None:
+            key = call.cache_key(row)
+            if key is not None:
+                async def counted() -> Any:
+                    self.metrics.add("calls")
+                    return await call(row)
+
+                return await self.cache.get_or_call((self.name, key), counted, self.cache_stats,
+                                                    cacheable=self._cacheable)
+        self.metrics.add("calls")
+        return await call(row)
+
+    async def timed_out(self, row: Row, attempts: int) -> Resolution:
+        """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT."""
+        self.metrics.add("timeouts")
+        handler = self.call.timeout_handler
+        if handler is not None:
+            return await self._answer_timeout(handler, row, attempts)
+        cfg = self.config
+        return self.policy(cfg.on_timeout, "timeout", f"timed out after {cfg.timeout_s}s", row, attempts)
+
+    async def _answer_timeout(self, handler: Any, row: Row, attempts: int) -> Resolution:
+        """A user `timeout(row)` answers a timed-out element; its answer counts as a result."""
+        cfg = self.config
+        try:
+            if inspect.iscoroutinefunction(handler):
+                result = await asyncio.wait_for(handler(dict(row)), cfg.timeout_s)
+            else:
+                result = handler(dict(row))   # on the loop: it must be quick
+            results = normalize(result)
+        except Exception as exc:  # noqa: BLE001
+            self.metrics.add("errors")
+            return self.policy(cfg.on_error, "error", f"timeout(): {type(exc).__name__}: {exc}", row, attempts, exc)
+        if results:
+            return Rows([self.output_row(row, r) for r in results])
+        self.metrics.add("misses")
+        miss = Outcome.NULL if cfg.on_miss is Outcome.RETRY else cfg.on_miss
+        return self.policy(miss, "miss", "no result (timeout handler)", row, attempts)
+
+    def output_row(self, row: Row, result: dict[str, Any]) -> Row:
+        """The input row with the RETURNS columns of one result (missing ones NULL)."""
+        out = dict(row)
+        for column in self._returns:
+            out[column] = result.get(column)
+        return out
+
+    def policy(self, outcome: Outcome, kind: str, error: str, row: Row, attempts: int,
+               cause: BaseException | None = None) -> Resolution:
+        """What a miss, timeout or error becomes under `outcome`."""
+        if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
+            return Rows([self.output_row(row, {})])
+        if outcome is Outcome.DROP:
+            return DROP
+        if outcome is Outcome.DEAD_LETTER:
+            return DeadLetter({
+                "operator": self.name, "line": self.config.line, "kind": kind, "error": error,
+                "attempts": attempts, "key": self.key(row), "row": dict(row),
+            })
+        return Fail(self.failure(row, cause if cause is not None else f"{kind}: {error}"))
+
+    def key(self, row: Row) -> dict[str, Any]:
+        """The element's key columns, for error messages and dead letters."""
+        return {c: row.get(c) for c in self.config.key_columns}
+
+    def failure(self, row: Row, cause: BaseException | str) -> ElementFailure:
+        """The task failure of this element."""
+        return ElementFailure(self.name, self.config.line, self.key(row), cause)

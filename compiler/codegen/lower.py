@@ -14,6 +14,7 @@ from pathlib import Path
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import SINKS
+from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen.emitter import Emitter, ident, lit, lit_dict, multiline
 
 _READ_FORMATS = {"JSON": "json", "CSV": "csv", "PARQUET": "parquet", "TEXT": "text", "RATE": "rate",
@@ -29,7 +30,7 @@ class Target:
 
 
 def _ddl(schema: plan.Schema) -> str:
-    return ", ".join(f"`{f.name}` {f.type}" for f in schema)
+    return ", ".join(f"`{f.name.replace('`', '``')}` {f.type}" for f in schema)
 
 
 def _user_modules(p: plan.Plan) -> tuple[str, ...]:
@@ -179,7 +180,7 @@ class _Lowering:
         self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
         if node.connector == "RATE" and not self.streaming:
             o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
-            o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(node.name)})")
+            o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
             return
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
@@ -202,9 +203,9 @@ class _Lowering:
             else:
                 o.line(".load()")
             if node.watermark and self.streaming:
-                o.line(f".withWatermark({lit(node.watermark.column)}, {lit(f'{node.watermark.delay_s:g} seconds')})")
+                o.line(f".withWatermark({lit(sql_name(node.watermark.column))}, {lit(f'{node.watermark.delay_s:g} seconds')})")
         o.line(")")
-        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(node.name)})")
+        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
 
     def visit_State(self, step: physical.State, session: str) -> None:
         node = step.node
@@ -234,7 +235,7 @@ class _Lowering:
         with o.indent():
             o.lines(multiline(node.sql))
         o.line(")")
-        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(node.name)})")
+        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
 
     def _state_ref(self, name: str) -> str:
         var = self.v(name)
@@ -271,7 +272,7 @@ class _Lowering:
             o.line(f"{out_var} = chains.split_dead_letters({out_var}, {paths})")
         elif not self.streaming and len(self.plan.consumers(step.name)) > 1:
             o.line(f"{out_var} = {out_var}.persist()  # read more than once: run the chain and its calls once")
-        o.line(f"{out_var}.createOrReplaceTempView({lit(step.name)})")
+        o.line(f"{out_var}.createOrReplaceTempView({lit(sql_name(step.name))})")
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         o = self.out
@@ -320,7 +321,7 @@ class _Lowering:
             o.line(f"state_schema={lit(_ddl(state_node.schema))},")
             o.line(f"columns={lit(node.state_columns)},")
         o.line(")")
-        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(node.name)})")
+        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
 
     # ---- sinks
     def _sink_args(self, sink: plan.Sink) -> str:
@@ -355,7 +356,7 @@ class _Lowering:
             o.docstring(f'One micro-batch of {", ".join(frontier)} through {sink.input}, then SINK (line {sink.line}).')
             o.line("batch_spark = batch.sparkSession")
             o.line(f"{self.v(frontier[0])} = batch")
-            o.line(f"batch.createOrReplaceTempView({lit(frontier[0])})")
+            o.line(f"batch.createOrReplaceTempView({lit(sql_name(frontier[0]))})")
             for step in needed:
                 o.line()
                 self.visit(step, "batch_spark")

@@ -12,6 +12,7 @@ from dslc.runtime import config as C
 from dslc.runtime.arrow_chain import ChainFunction
 from dslc.runtime.broadcast import Snapshot
 
+from . import names
 from .metrics import MetricsCollector
 
 
@@ -23,7 +24,7 @@ def _output_schema(input_schema: StructType, operators: tuple[C.Enrich | C.Proce
     """Input columns flow through ENRICH (RETURNS appended); PROCESS emits RETURNS only."""
     fields = list(input_schema.fields)
     for op in operators:
-        returned = StructType.fromDDL(", ".join(f"`{c.name}` {c.type}" for c in op.returns))
+        returned = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in op.returns))
         fields = (fields + list(returned.fields)) if isinstance(op, C.Enrich) else list(returned.fields)
     return StructType(fields)
 
@@ -40,7 +41,7 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
               batch_size: int = 1024) -> DataFrame:
     """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
     if columns is not None:
-        df = df.select(*[F.col(f"`{c}`") for c in columns])
+        df = df.select(*[names.col(c) for c in columns])
     operators = _share_rates(operators, df.sparkSession.sparkContext.defaultParallelism)
     out_schema = _output_schema(df.schema, operators)
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),

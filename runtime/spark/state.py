@@ -8,6 +8,8 @@ from dslc.runtime import user_code
 from dslc.runtime.broadcast import BroadcastState, Snapshot
 from dslc.runtime.config import PythonCall
 
+from .names import col
+
 
 def _rows(df: DataFrame):
     """The source's rows in order: by file name, then by position in the file, as dicts.
@@ -43,6 +45,6 @@ def match(spark: SparkSession, df: DataFrame, *, input_name: str, state: Snapsho
     rows = [tuple(e.get(c) for c in names) for e in entries]
     state_df = spark.createDataFrame(rows, schema=state_schema)
     joined = df.alias(input_name).join(F.broadcast(state_df.alias(alias)), F.expr(predicate), "inner")
-    selected = [F.col(f"`{input_name}`.`{c}`") for c in df.columns]
-    selected += [F.col(f"`{alias}`.`{c}`").alias(out) for c, out in columns]
+    selected = [col(input_name, c) for c in df.columns]
+    selected += [col(alias, c).alias(out) for c, out in columns]
     return joined.select(*selected)

@@ -14,7 +14,7 @@ import dataclasses
 import sqlglot
 from sqlglot import exp
 
-from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan import logical as plan, names
 
 NAME = "pushdown_filters"
 
@@ -72,11 +72,12 @@ def pushdown_filters(p: plan.Plan) -> tuple[plan.Plan, list[str]]:
         if not movable:
             continue
         filter_name = f"{target.name}__filter"
-        moved_sql = " AND ".join(_unqualified(c).sql(dialect="spark") for c in movable)
+        moved = [_unqualified(c) for c in movable]
+        moved_sql = " AND ".join(c.sql(dialect="spark") for c in moved)
         upstream = by_name[target.input.lower()]
+        pushed_tree = exp.select("*").from_(exp.Table(this=names.identifier(target.input))).where(exp.and_(*moved))
         pushed = plan.Query(name=filter_name, schema=upstream.schema, line=node.line, span=node.span,
-                            sql=f"SELECT * FROM {target.input} WHERE {moved_sql}", reads=(target.input,),
-                            aggregates=False)
+                            sql=pushed_tree.sql(dialect="spark"), reads=(target.input,), aggregates=False)
         new_enrich = dataclasses.replace(target, input=filter_name)
         remaining = tree.copy()
         if kept:

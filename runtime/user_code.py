@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,3 +69,24 @@ def lifecycle(target: Any, method: str) -> None:
     hook = getattr(target, method, None)
     if callable(hook):
         hook()
+
+
+@contextmanager
+def opened(target: Any) -> Iterator[Any]:
+    """`open()` before the first element, `close()` after the last, also after a failure: the
+    lifecycle of a class instance wherever one is accepted (a function has none). A failing
+    close() after a failure is noted on the first error, never replaces it."""
+    instance = not (inspect.isroutine(target) or isinstance(target, type))
+    if instance:
+        lifecycle(target, "open")
+    try:
+        yield target
+    except BaseException as exc:
+        if instance:
+            try:
+                lifecycle(target, "close")
+            except Exception as close_exc:  # noqa: BLE001 - the first error is the one to see
+                exc.add_note(f"close() failed too: {type(close_exc).__name__}: {close_exc}")
+        raise
+    if instance:
+        lifecycle(target, "close")

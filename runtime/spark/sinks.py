@@ -13,14 +13,15 @@ FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
 
 
 class PythonSink:
-    """SINK ... TO PYTHON 'module:function': function(rows) once per partition, rows as dicts."""
+    """SINK ... TO PYTHON 'module:function': function(rows) once per partition, rows as dicts; a
+    class is opened before and closed after each partition (after a failure too)."""
 
     def __init__(self, ref: str, folder: str):
         self.call = PythonCall(ref, (folder,))
 
     def __call__(self, rows: Iterator) -> None:
-        function = user_code.resolve(self.call)
-        function(row.asDict(recursive=True) for row in rows)
+        with user_code.opened(user_code.resolve(self.call)) as function:
+            function(row.asDict(recursive=True) for row in rows)
 
 
 def write_batch(df: DataFrame, *, connector: str, path: str | None, mode: str, partition_by: tuple[str, ...],

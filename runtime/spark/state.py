@@ -33,7 +33,8 @@ def changelog_state(name: str, df: DataFrame, *, key: str, op: str | None) -> Sn
 def function_state(name: str, df: DataFrame, *, ref: str, folder: str) -> Snapshot:
     """BROADCAST ... USING PYTHON: the user function applies each row to the read-write view."""
     state = BroadcastState([name])
-    state.apply_function(name, _rows(df), user_code.resolve(PythonCall(ref, (folder,))))
+    with user_code.opened(user_code.resolve(PythonCall(ref, (folder,)))) as function:
+        state.apply_function(name, _rows(df), function)
     return state.snapshot()
 
 

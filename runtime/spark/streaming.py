@@ -85,7 +85,8 @@ class StreamingState:
             if self.ref is None:
                 self.state.apply_changelog(self.name, rows, key=self.key, op=self.op)
             else:
-                self.state.apply_function(self.name, rows, user_code.resolve(PythonCall(self.ref, (self.folder,))))
+                with user_code.opened(user_code.resolve(PythonCall(self.ref, (self.folder,)))) as function:
+                    self.state.apply_function(self.name, rows, function)
             self.store.write(self.state.snapshot())
             self.applied_batch = batch_id
             _atomic_write(self.root / "applied.json",

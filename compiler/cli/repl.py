@@ -19,6 +19,7 @@ from prompt_toolkit.document import Document
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.cli.repl_session import Session, statement_kind
+from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "
@@ -40,7 +41,7 @@ COMMANDS = {
     ":physical": "show the physical plan (chains)",
     ":code": "show the generated PySpark job",
     ":schema": ":schema NAME   columns of a stream or source",
-    ":show": ":show NAME [n]  run the pipeline up to NAME (BATCH) and print n rows (default 10)",
+    ":show": ":show NAME [n] [--dead-letters]  n rows of NAME (default 10), run in BATCH",
     ":load": ":load FILE      add the statements of a .flow file",
     ":reset": "forget every statement",
     ":help": "this help",
@@ -50,7 +51,17 @@ COMMANDS = {
 HELP = """\
 Type .flow statements; a statement may span several lines and ends with ';'.
 A statement is kept only when the whole pipeline still checks. Commands:
-""" + "\n".join(f"  {name:<10} {text}" for name, text in COMMANDS.items())
+""" + "\n".join(f"  {name:<10} {text}" for name, text in COMMANDS.items()) + """
+
+:show has no side effects: it computes only NAME and what NAME reads, calls no service NAME
+does not depend on, and writes nothing (no SINK, no dead letter, no checkpoint). Rows an ENRICH
+would send to its DEAD LETTER are counted and kept in memory: `:show NAME --dead-letters`.
+When the operators between the source and NAME are row-by-row (filters, projections, ENRICH,
+PROCESS, MATCH), only n input rows reach the first ENRICH/PROCESS, so `:show enriched 5` makes
+about 5 calls (fewer rows may come out when a filter or dead letter follows the ENRICH). It
+cannot after an aggregation, join, DISTINCT, ORDER BY, LIMIT, window function or a relation read
+twice: then every input row is read and called, and :show says so under the rows.
+Ctrl-C cancels a running :show and returns to the prompt."""
 
 _IDENT_TAIL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 _QUALIFIED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)?$")
@@ -227,27 +238,37 @@ class Repl:
         self.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {args[0]}")
 
     def cmd_show(self, args: list[str]) -> None:
+        dead_letters = "--dead-letters" in args
+        args = [a for a in args if a != "--dead-letters"]
         if not 1 <= len(args) <= 2:
-            raise ValueError("usage: :show NAME [n]")
+            raise ValueError("usage: :show NAME [n] [--dead-letters]")
         rows = int(args[1]) if len(args) == 2 else 10
         if rows < 1:
             raise ValueError("n must be at least 1")
         if self.session.find_node(args[0]) is None:
             raise LookupError(self.session._unknown(args[0]))
+        if self.session.runner is None:
+            self.session.runner = SparkRunner(self.err)
         try:
-            self.session.show(args[0], rows)
-        except CompileError:
+            result = self.session.show(args[0], rows, dead_letters=dead_letters)
+        except (CompileError, LookupError):
             raise
-        except KeyboardInterrupt:
-            self.complain("interrupted")
+        except (Interrupted, KeyboardInterrupt):
+            self.complain("interrupted: the job was cancelled")
+            return
         except SystemExit as exc:
             if exc.code not in (None, 0):
                 self.complain(f"error: the job exited with {exc.code}")
+            return
         except Exception as exc:  # Spark's errors (AnalysisException, Py4J...) end the job, not the REPL
             detail = str(exc).strip().splitlines()
             self.complain(f"error: {type(exc).__name__}: {detail[0] if detail else ''}")
             if os.environ.get("DSLC_DEBUG"):
                 traceback.print_exc()
+            return
+        self.say(result.table)
+        for note in result.notes:
+            self.say(f"-- {note}")
 
 
 def _history_file() -> str:

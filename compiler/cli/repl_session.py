@@ -8,12 +8,17 @@ import runpy
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.pipeline import check_source, lower_plan
+from dslc.compiler.plan import subset
 from dslc.compiler.plan.logical import Plan
 from dslc.compiler.source import SourceFile
+
+if TYPE_CHECKING:
+    from dslc.compiler.cli.repl_spark import SparkRunner
 
 REPL_PATH = "<repl>"
 
@@ -62,6 +67,7 @@ class Session:
     folder: Path = field(default_factory=Path.cwd)
     statements: list[str] = field(default_factory=list)
     plan: Plan | None = None
+    runner: "SparkRunner | None" = field(default=None, repr=False)
 
     # ---- checking
     def program(self, statements: list[str] | None = None) -> str:
@@ -156,29 +162,122 @@ class Session:
         return lower_plan(plan, job_folder=job_folder or str(self.folder))
 
     # ---- :show
-    def show_job(self, name: str, rows: int, job_folder: str) -> str:
-        """The BATCH job that prints `rows` rows of `name` on the console (the session's own
-        SINK statements are left out, so :show never writes anything)."""
+    def show_plan(self, name: str) -> Plan:
+        """The BATCH plan of `name` alone: the session's SINKs left out, one console SINK of `name`,
+        and only the nodes `name` reads (no other ENRICH runs, no other service is called)."""
         node = self.find_node(name)
         if node is None:
             raise LookupError(self._unknown(name))
         kept = [s for s in self.statements if statement_kind(s) != "SINK"]
-        kept.append(f"SINK {quote_name(node.name)} TO CONSOLE OPTIONS (numRows = '{int(rows)}', truncate = 'false')")
-        plan = self.check(kept, require_sink=True, mode="BATCH")
-        return lower_plan(plan, job_folder=job_folder)
+        kept.append(f"SINK {quote_name(node.name)} TO CONSOLE")
+        return subset.lineage(self.check(kept, require_sink=True, mode="BATCH"), [node.name])
 
-    def show(self, name: str, rows: int = 10) -> None:
-        """Run the pipeline up to `name` in this process and print `rows` rows; the Spark session
-        is created on first use and reused (the job calls getOrCreate)."""
+    def show_job(self, name: str, rows: int, job_folder: str) -> ShowJob:
+        """The job behind `:show name rows`: it writes nothing (its main() returns what it would
+        have written, dead letters included) and lets about `rows` rows reach the external calls
+        when the operators between the source and `name` are row-by-row."""
+        shown = self.show_plan(name)
+        node_name = shown.sinks[0].input
+        limit = subset.row_limit(shown, node_name)
+        limits = ((limit.operator, int(rows)),) if limit.operator else ()
+        code = lower_plan(shown, job_folder=job_folder, writes=False, row_limits=limits)
+        return ShowJob(node_name, code, limit, dict(shown.settings.conf))
+
+    def show(self, name: str, rows: int = 10, *, dead_letters: bool = False,
+             runner: "SparkRunner | None" = None) -> ShowResult:
+        """Run `name`'s job in this process and render `rows` of its rows (or of the dead letters
+        its ENRICHes held back). Nothing is written: not the SINKs, not the dead letters."""
+        from dslc.compiler.cli.repl_spark import SparkRunner
+
+        runner = runner or self.runner or SparkRunner()
+        self.runner = runner
         with tempfile.TemporaryDirectory(prefix="dslc-repl-") as folder:
-            job = Path(folder) / "repl_show_job.py"
-            job.write_text(self.show_job(name, rows, folder))
-            saved = os.environ.get("DSLC_FLOW_FOLDER")
-            os.environ["DSLC_FLOW_FOLDER"] = str(self.folder.resolve())
-            try:
-                runpy.run_path(str(job), run_name="__main__")
-            finally:
-                if saved is None:
-                    os.environ.pop("DSLC_FLOW_FOLDER", None)
-                else:
-                    os.environ["DSLC_FLOW_FOLDER"] = saved
+            job = self.show_job(name, rows, folder)
+            path = Path(folder) / "repl_show_job.py"
+            path.write_text(job.code)
+            flow_folder = str(self.folder.resolve())
+
+            def work(spark) -> ShowResult:
+                captured = runpy.run_path(str(path), run_name="dslc_repl_show")["main"]()
+                try:
+                    return _render(job, captured, rows, dead_letters)
+                finally:
+                    captured.release()
+                    spark.catalog.clearCache()
+
+            with _flow_folder(flow_folder):
+                label = f":show {job.name}" + (" --dead-letters" if dead_letters else "")
+                return runner.run(label, work, job.conf)
+
+
+@dataclass(frozen=True)
+class ShowJob:
+    """A `:show` job: the relation shown, its code, where its input is cut, the pipeline's SETs."""
+
+    name: str
+    code: str
+    limit: subset.RowLimit
+    conf: dict
+
+
+@dataclass(frozen=True)
+class ShowResult:
+    """What `:show` prints: the table, then one line per operator (calls, dead letters)."""
+
+    table: str
+    notes: tuple[str, ...]
+
+
+def _render(job: ShowJob, captured, rows: int, dead_letters: bool) -> ShowResult:
+    if dead_letters:
+        held = list(captured.dead_letters.items())
+        if not held:
+            raise LookupError(f"{job.name} reads no ENRICH with a DEAD LETTER")
+        from pyspark.sql import functions as F
+
+        frames = [df.select(F.lit(op).alias("operator"), "value") for op, df in held]
+        df = frames[0]
+        for more in frames[1:]:
+            df = df.unionByName(more)
+    else:
+        df = captured.outputs[job.name]
+    table = df._show_string(rows, truncate=False).rstrip("\n")
+    notes = []
+    for operator, m in sorted(captured.operator_metrics().items()):
+        parts = [f"{m.get('elements_in', 0)} rows in"]
+        if "calls" in m:
+            parts.append(_count(m["calls"], "call"))
+        if m.get("retries"):
+            parts.append(_count(m["retries"], "retry", "retries"))
+        if m.get("cache_hits"):
+            parts.append(_count(m["cache_hits"], "cache hit"))
+        if operator in captured.dead_letters:
+            parts.append(_count(m.get("dead_letters", 0), "dead letter")
+                         + (" (kept in memory, not written)" if m.get("dead_letters") and not dead_letters else ""))
+        notes.append(f"{operator}: " + ", ".join(parts))
+    if job.limit.operator:
+        notes.append(f"only {rows} input rows reach {job.limit.operator} ({job.limit.reason})")
+    elif notes:
+        notes.append(job.limit.reason)
+    return ShowResult(table, tuple(notes))
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+class _flow_folder:
+    """DSLC_FLOW_FOLDER set for the job (relative paths resolve against the session folder)."""
+
+    def __init__(self, folder: str):
+        self.folder = folder
+
+    def __enter__(self) -> None:
+        self.saved = os.environ.get("DSLC_FLOW_FOLDER")
+        os.environ["DSLC_FLOW_FOLDER"] = self.folder
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is None:
+            os.environ.pop("DSLC_FLOW_FOLDER", None)
+        else:
+            os.environ["DSLC_FLOW_FOLDER"] = self.saved

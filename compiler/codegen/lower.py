@@ -27,6 +27,11 @@ class Target:
 
     job_folder: str
     trigger: str | None = None
+    # False: a job that writes nothing (the REPL's :show, `dslc test`): each SINK's DataFrame and
+    # each ENRICH's dead letters are handed back by main() in a capture.Captured, BATCH only
+    writes: bool = True
+    # (operator, n): the chain that runs this ENRICH/PROCESS reads at most n rows of its input
+    row_limits: tuple[tuple[str, int], ...] = ()
 
 
 def _ddl(schema: plan.Schema) -> str:
@@ -79,6 +84,9 @@ class _Lowering:
         self.var: dict[str, str] = {}
         self._taken: set[str] = set()
         self.watermarks = _watermarks(self.plan)   # relation (lower case) -> its source's WATERMARK
+        self.row_limits = {name.lower(): n for name, n in target.row_limits}
+        if not target.writes and self.streaming:
+            raise ValueError("a job that writes nothing runs in BATCH mode")
 
     def v(self, name: str) -> str:
         """The Python variable holding relation `name`."""
@@ -120,6 +128,8 @@ class _Lowering:
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
             o.line("metrics = MetricsCollector(spark)")
+            if not self.target.writes:
+                o.line("captured = capture.Captured(metrics)  # this job writes nothing: main() returns it")
             if self.streaming:
                 o.line("queries = []")
             for step in self.phys.steps:
@@ -133,7 +143,7 @@ class _Lowering:
             o.line()
             if self.streaming:
                 o.line("streaming.await_queries(spark, queries, TRIGGER)")
-            o.line("metrics.report()")
+            o.line("metrics.report()" if self.target.writes else "return captured")
         o.line()
         o.line()
         o.line('if __name__ == "__main__":')
@@ -152,7 +162,9 @@ class _Lowering:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
         writes_batches = [k for k in self.plan.sinks if not self.streaming or k.input.lower() in self.per_batch]
-        used = {"sinks"} if writes_batches else set()
+        used = {"sinks"} if writes_batches and self.target.writes else set()
+        if not self.target.writes:
+            used.add("capture")
         if self.phys.chains:
             used.add("chains")
         if any(isinstance(s, physical.MatchJoin) for s in steps) or \
@@ -247,9 +259,12 @@ class _Lowering:
         self.comment([op.line for op in step.operators],
                      f"chain#{step.index} [{names}], one mapInArrow pass ({step.ends_because})")
         out_var = self.v(step.name)
+        limit = min((self.row_limits[op.name.lower()] for op in step.operators
+                     if op.name.lower() in self.row_limits), default=None)
         o.line(f"{out_var} = chains.run_chain(")
         with o.indent():
-            o.line(f"{self.v(step.input)},")
+            o.line(f"{self.v(step.input)}.limit({limit}),  # only the rows to show reach the calls"
+                   if limit is not None else f"{self.v(step.input)},")
             o.line(f"name={lit(f'chain#{step.index}')},")
             o.line("operators=(")
             with o.indent():
@@ -267,7 +282,9 @@ class _Lowering:
             o.line("metrics=metrics,")
         o.line(")")
         dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
-        if dead:
+        if dead and not self.target.writes:
+            o.line(f"{out_var} = captured.hold_dead_letters({out_var}, {lit(tuple(sorted(dead)))})  # not written")
+        elif dead:
             paths = "{" + ", ".join(f"{lit(k)}: resolve(FOLDER, {lit(v)})" for k, v in sorted(dead.items())) + "}"
             o.line(f"{out_var} = chains.split_dead_letters({out_var}, {paths})")
         elif not self.streaming and len(self.plan.consumers(step.name)) > 1:
@@ -333,6 +350,9 @@ class _Lowering:
     def visit_sink(self, index: int, sink: plan.Sink) -> None:
         o = self.out
         self.comment([sink.line], f"SINK {sink.input} TO {sink.connector}" + (f" {sink.path!r}" if sink.path else ""))
+        if not self.target.writes:
+            o.line(f"captured.output({lit(sink.input)}, {self.v(sink.input)})  # handed back, not written")
+            return
         if not self.streaming:
             o.line(f"sinks.write_batch({self.v(sink.input)}, {self._sink_args(sink)})")
             return

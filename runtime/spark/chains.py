@@ -60,8 +60,18 @@ def split_dead_letters(df: DataFrame, paths: Mapping[str, str]) -> DataFrame:
     if C.DEAD_LETTER_COLUMN not in df.columns:
         return df
     df = df.persist()
-    letter = F.col(C.DEAD_LETTER_COLUMN)
     for operator, path in sorted(paths.items()):
-        mine = df.where(letter.isNotNull() & (F.get_json_object(letter, "$.operator") == F.lit(operator)))
-        mine.select(letter.alias("value")).write.mode("append").text(path)
-    return df.where(letter.isNull()).drop(C.DEAD_LETTER_COLUMN)
+        dead_letters_of(df, operator).write.mode("append").text(path)
+    return without_dead_letters(df)
+
+
+def dead_letters_of(df: DataFrame, operator: str) -> DataFrame:
+    """One `value` column: the JSON dead letters that `operator` produced in a chain's output."""
+    letter = F.col(C.DEAD_LETTER_COLUMN)
+    mine = df.where(letter.isNotNull() & (F.get_json_object(letter, "$.operator") == F.lit(operator)))
+    return mine.select(letter.alias("value"))
+
+
+def without_dead_letters(df: DataFrame) -> DataFrame:
+    """The rows of a chain's output that are not dead letters, without the dead-letter column."""
+    return df.where(F.col(C.DEAD_LETTER_COLUMN).isNull()).drop(C.DEAD_LETTER_COLUMN)

@@ -1,0 +1,54 @@
+"""What a job that writes nothing hands back instead of writing (codegen's `Target(writes=False)`).
+
+The REPL's `:show` and `dslc test` run a pipeline without touching its real outputs: each SINK's
+DataFrame and each ENRICH's dead letters stay in memory for the caller to look at, count or
+compare, and nothing is written to a sink, a dead-letter folder or a checkpoint.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from dslc.runtime import config as C
+
+from .chains import dead_letters_of, without_dead_letters
+from .metrics import MetricsCollector
+
+
+class Captured:
+    """The outputs of one run: DataFrames by SINK input, dead letters by ENRICH, the metrics."""
+
+    def __init__(self, metrics: MetricsCollector | None = None) -> None:
+        self.metrics = metrics
+        self.outputs: dict[str, DataFrame] = {}
+        self.dead_letters: dict[str, DataFrame] = {}
+        self._persisted: list[DataFrame] = []
+
+    def output(self, name: str, df: DataFrame) -> None:
+        """What a SINK of relation `name` would have written."""
+        self.outputs[name] = df
+
+    def hold_dead_letters(self, df: DataFrame, operators: tuple[str, ...]) -> DataFrame:
+        """Keep each operator's dead letters (a `value` JSON column) instead of writing them; return
+        the other rows. Persisted first, so the calls run once for both sides."""
+        if C.DEAD_LETTER_COLUMN not in df.columns:
+            return df
+        df = df.persist()
+        self._persisted.append(df)
+        for operator in operators:
+            self.dead_letters[operator] = dead_letters_of(df, operator)
+        return without_dead_letters(df)
+
+    def operator_metrics(self) -> dict[str, dict[str, Any]]:
+        """Per operator: calls, retries, dead letters... (see dslc.runtime.metrics.summary)."""
+        from dslc.runtime.metrics import summary
+
+        merged = self.metrics.value() if self.metrics else {}
+        return {name: summary(m) for name, m in merged.items()}
+
+    def release(self) -> None:
+        """Drop what this run cached."""
+        for df in self._persisted:
+            df.unpersist()
+        self._persisted.clear()

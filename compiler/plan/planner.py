@@ -22,7 +22,8 @@ from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOU
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.source import SourceFile, Span
-from dslc.compiler.plan.sql import analyze_condition, analyze_query, parse_sql, relations
+from dslc.compiler.plan.sql import (analyze_condition, analyze_query, duplicate_columns, mentions,
+                                    parse_sql, relations)
 from dslc.compiler.plan.sqltypes import UNKNOWN, canonical, is_timestamp
 
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -56,6 +57,8 @@ class _Planner:
         self.defs: dict[str, Definition] = {}
         self.nodes: dict[str, plan.PlanNode | None] = {}
         self.settings = plan.Settings()
+        self._repeated: dict[str, dict[str, Span]] = {}   # query → its repeated output names
+        self._reported: set[str] = set()                  # queries whose repeated names were reported
 
     def line(self, span: Span) -> int:
         return self.source.line_col(span.start)[0]
@@ -355,14 +358,10 @@ class _Planner:
         info = analyze_query(stmt.sql, tree, schemas, self.problems)
         if info is None or info.schema is None:
             return None
-        names = [f.name.lower() for f in info.schema]
-        for dup in sorted({n for n in names if names.count(n) > 1}):
-            mentions = [m.start() for m in re.finditer(rf"(?<![\w.]){re.escape(dup)}\b", stmt.sql.text, re.I)]
-            at = stmt.sql.span.sub(mentions[1], len(dup)) if len(mentions) > 1 else stmt.sql.span.sub(0, 6)
-            self.add(error("E0211", at, column=dup, where=f"'{stmt.name.value}'",
-                           hint="give one of them an alias: AS other_name"))
-        if len(set(names)) != len(names):
-            return None
+        for read in info.reads:
+            if mentions(tree, set(self._repeated.get(read, ()))):
+                self._unique_names(read, f"STREAM {stmt.name.value} (line {self.line(stmt.span)}) reads it")
+        self._repeated[stmt.name.value.lower()] = duplicate_columns(info)
         return plan.Query(name=stmt.name.value, schema=info.schema, line=self.line(stmt.span), span=stmt.span,
                           sql=stmt.sql.text, reads=tuple(self.defs[r].name.value for r in info.reads),
                           aggregates=info.aggregates)
@@ -370,7 +369,23 @@ class _Planner:
     def _stream_input(self, ref: ast.Name, statement: str) -> plan.PlanNode | None:
         node = self._lookup(ref, "source or stream", (ast.Source, ast.Select, ast.Enrich, ast.Match,
                                                       ast.Process), statement)
+        if node not in (False, None) and not self._unique_names(
+                ref.value, f"{statement} (line {self.line(ref.span)}) reads its rows by column name"):
+            return None
         return node if node not in (False,) else None
+
+    def _unique_names(self, query: str, consumer: str) -> bool:
+        """Spark lets a query output one name twice; E0211 (on the producing select item, once)
+        when a consumer must tell the columns apart. False when it was reported."""
+        repeated = self._repeated.get(query.lower())
+        if not repeated:
+            return True
+        if query.lower() not in self._reported:
+            self._reported.add(query.lower())
+            for name, span in repeated.items():
+                self.add(error("E0211", span, column=name, where=f"the output of '{self.defs[query.lower()].name.value}'",
+                               hint=f"{consumer}; give one of them an alias: AS other_name"))
+        return False
 
     def _enrich(self, stmt: ast.Enrich) -> plan.Enrich | None:
         upstream = self._stream_input(stmt.input, "ENRICH")
@@ -494,6 +509,9 @@ class _Planner:
             self.add(error("E0305", stmt.connector.kind.span, kind="sink connector", name=stmt.connector.kind.value,
                            hint=did_you_mean(kind_name, SINKS)))
             return None
+        if kind_name != "CONSOLE":
+            self._unique_names(key, f"SINK {stmt.input.value} TO {kind_name} (line {self.line(stmt.span)}) "
+                                    "writes columns by name")
         self._connector_arg(stmt.connector, kind.takes_arg, "SINK")
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)

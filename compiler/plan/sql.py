@@ -42,6 +42,27 @@ class QueryInfo:
     reads: tuple[str, ...]
     schema: Schema | None
     aggregates: bool
+    items: tuple[Span, ...] = ()       # per output column: the outer select item that makes it
+
+
+def duplicate_columns(info: QueryInfo) -> dict[str, Span]:
+    """Output names a query produces more than once (Spark allows it, as long as nothing needs to
+    tell them apart) → the select item of the second one, where an error about it points."""
+    if info.schema is None:
+        return {}
+    seen: set[str] = set()
+    repeated: dict[str, Span] = {}
+    for field, span in zip(info.schema, info.items):
+        key = field.name.lower()
+        if key in seen:
+            repeated.setdefault(key, span)
+        seen.add(key)
+    return repeated
+
+
+def mentions(tree: exp.Expression, names: set[str]) -> bool:
+    """True when a query refers to a column by one of these (lower-case) names."""
+    return any(column.name.lower() in names for column in tree.find_all(exp.Column))
 
 
 def _span_of(node: exp.Expression, sql: ast.Sql) -> Span:
@@ -133,7 +154,38 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
         return None
     if not _check_columns(tree, sql, schemas, problems):
         return None
-    return QueryInfo(tuple(reads), _output_schema(tree, schemas, sql, problems), _aggregates(tree))
+    schema = _output_schema(tree, schemas, sql, problems)
+    return QueryInfo(tuple(reads), schema, _aggregates(tree), _item_spans(tree, sql, len(schema or ())))
+
+
+def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, ...]:
+    """The span of the outer select item behind each of `count` output columns (a star stands for
+    all the columns it expands to; a set operation takes its names from its first query)."""
+    query = tree
+    while isinstance(query, exp.SetOperation):
+        query = query.left
+    items = query.selects if isinstance(query, exp.Select) else []
+    spans = [_extent(item, sql) for item in items]
+    stars = [span for item, span in zip(items, spans) if item.is_star]
+    if len(spans) != count:         # stars expanded: the named items keep their place in order
+        spans = [span for item, span in zip(items, spans) if not item.is_star]
+        spans += [stars[0] if stars else sql.span.sub(0, 1)] * (count - len(spans))
+    return tuple(spans[:count])
+
+
+def _extent(node: exp.Expression, sql: ast.Sql) -> Span:
+    """From the first to the last character of everything written in `node`."""
+    starts = [n.meta["start"] for n in node.walk() if n.meta.get("start") is not None]
+    ends = [n.meta["end"] for n in node.walk() if n.meta.get("end") is not None]
+    if not starts:
+        return _span_of(node, sql)
+    start, end = min(starts), max(ends) + 1
+    while sql.text.count("(", start, end) > sql.text.count(")", start, end):   # sqlglot keeps no
+        close = sql.text.find(")", end)                                          # position of ')'
+        if close < 0 or sql.text[end:close].strip():
+            break
+        end = close + 1
+    return sql.span.sub(start, end - start)
 
 
 def _aggregates(tree: exp.Expression) -> bool:
@@ -143,21 +195,39 @@ def _aggregates(tree: exp.Expression) -> bool:
 
 
 def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | None:
+    """The column names a FROM item offers, None when they cannot be known here (a lateral view,
+    a star over something unknown): then nothing is reported against it."""
     source = scope.sources.get(alias)
     if isinstance(source, exp.Table):
         schema = schemas.get(source.name.lower())
         return None if schema is None else {f.name.lower() for f in schema}
-    if isinstance(source, Scope) and isinstance(source.expression, exp.Select):
-        if any(isinstance(s, exp.Star) or s.is_star for s in source.expression.selects):
-            return None
-        return {n.lower() for n in source.expression.named_selects}
-    return None
+    if not isinstance(source, Scope) or not isinstance(source.expression, exp.Query):
+        return None
+    renamed = source.expression.parent.alias_column_names if source.expression.parent else []
+    if renamed:                                 # `(SELECT ...) AS t(a, b)`, `WITH t(x, y) AS (...)`
+        return {n.lower() for n in renamed}
+    if any(isinstance(s, exp.Star) or s.is_star for s in source.expression.selects):
+        return None
+    return {n.lower() for n in source.expression.named_selects}
+
+
+def _owned_by(column: exp.Column, scope: Scope) -> bool:
+    """True when `column` is written in this scope's own query, not in a subquery nested in it
+    (sqlglot also lists a subquery's unqualified columns in the outer scope, as they might be
+    correlated; the subquery's own scope resolves them, inner relations first)."""
+    node = column.parent
+    while node is not None and node is not scope.expression:
+        if isinstance(node, (exp.Query, exp.Subquery)):
+            return False
+        node = node.parent
+    return True
 
 
 def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problems: list[Diagnostic]) -> bool:
     """Report every column that no relation in scope has; True when all resolve."""
     ok = True
     lambda_vars = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
+    seen: set[int] = set()
     for scope in traverse_scope(tree):
         visible: dict[str, set[str] | None] = {}
         walk: Scope | None = scope
@@ -172,6 +242,9 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
         aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
             if isinstance(scope.expression, exp.Select) else set()
         for column in scope.columns:
+            if id(column) in seen or not _owned_by(column, scope):
+                continue
+            seen.add(id(column))
             name = column.name.lower()
             qualifier = column.table.lower()
             if name in lambda_vars or isinstance(column.this, exp.Star):
@@ -210,11 +283,25 @@ def _where(visible: Mapping[str, object]) -> str:
     return f"'{names[0]}'" if len(names) == 1 else "any of " + ", ".join(f"'{n}'" for n in names)
 
 
+_REPEAT = "\x00"      # marks the second of two same-named input columns, which sqlglot cannot hold
+
+
+def _columns_of(schema: Schema) -> dict[str, str]:
+    """A relation's columns for sqlglot: a repeated name (Spark allows them in a query's output)
+    gets a marked twin, so `SELECT *` over it still yields every column."""
+    columns: dict[str, str] = {}
+    for f in schema:
+        name = f.name
+        while name.lower() in {c.lower() for c in columns}:
+            name += _REPEAT
+        columns[name] = f.type if f.type != UNKNOWN else "STRING"
+    return columns
+
+
 def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
                    problems: list[Diagnostic]) -> Schema | None:
     read = {table.name.lower() for table in relations(tree)}     # not every relation: compile time stays linear
-    mapping = {name: {f.name: (f.type if f.type != UNKNOWN else "STRING") for f in schema}
-               for name in sorted(read) if (schema := schemas.get(name)) is not None}
+    mapping = {name: _columns_of(schema) for name in sorted(read) if (schema := schemas.get(name)) is not None}
     try:
         schema = MappingSchema(mapping, dialect="spark")
         typed = annotate_types(qualify(tree.copy(), schema=schema, dialect="spark",
@@ -225,7 +312,7 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
         return None
     fields: list[Field] = []
     for projection in typed.selects:
-        name = projection.alias_or_name
+        name = projection.alias_or_name.split(_REPEAT)[0]
         inner = projection.unalias() if isinstance(projection, exp.Alias) else projection
         if isinstance(inner, exp.Anonymous) and inner.name.lower() in ("window", "session_window"):
             type_text = _WINDOW_TYPE

@@ -228,8 +228,41 @@ def test_duplicate_columns():
     expect(text, ("E0211", "A INT"))
     text = ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (amount DOUBLE);\nSINK e TO CONSOLE;"
     expect(text, ("E0211", "amount DOUBLE", 2))
-    text = ORDERS + "STREAM s = SELECT amount, amount FROM orders;\nSINK s TO CONSOLE;"
-    expect(text, ("E0211", "amount FROM"))      # the second mention
+
+
+def test_repeated_output_names_only_where_a_consumer_must_tell_them_apart():
+    """Spark allows `SELECT amount, amount`; a file sink, a query reading the name, or an
+    ENRICH/MATCH/PROCESS input cannot tell the two apart: E0211 on the outer select item."""
+    query = ORDERS + ("STREAM s = WITH t AS (SELECT amount, amount AS a2 FROM orders)\n"
+                      "  SELECT order_id, amount, amount FROM orders;\n")
+    assert errors_of(query + "SINK s TO CONSOLE;") == []
+    assert schema(query + "SINK s TO CONSOLE;", "s") == [("order_id", "STRING"), ("amount", "DOUBLE"),
+                                                         ("amount", "DOUBLE")]
+    text = query + "SINK s TO PARQUET 'out';"
+    expect(text, ("E0211", "amount FROM orders;"))
+    text = query + "STREAM r = SELECT amount FROM s;\nSINK r TO CONSOLE;"
+    expect(text, ("E0211", "amount FROM orders;"))
+    text = query + "STREAM r = SELECT order_id FROM s;\nSINK r TO CONSOLE;"
+    assert errors_of(text) == []
+    text = query + "STREAM e = ENRICH s WITH PYTHON 'fraud_rules:score' RETURNS (y INT);\nSINK e TO CONSOLE;"
+    expect(text, ("E0211", "amount FROM orders;"))
+    text = (query + "STREAM r = SELECT * FROM s;\nSTREAM z = SELECT amount FROM r;\nSINK z TO CONSOLE;")
+    expect(text, ("E0211", "* FROM s"))
+
+
+def test_subquery_columns_resolve_in_their_own_scope_first():
+    users = "SOURCE users FROM JSON 'u' SCHEMA (user_id STRING, name STRING, visits INT);\n"
+    for where in ("customer_id IN (SELECT user_id FROM users WHERE visits > 2)",
+                  "EXISTS (SELECT 1 FROM users WHERE user_id = customer_id AND visits > 0)",
+                  "amount > (SELECT avg(visits) FROM users)"):
+        text = ORDERS + users + f"STREAM s = SELECT order_id FROM orders WHERE {where};\nSINK s TO CONSOLE;"
+        assert errors_of(text) == [], where
+    text = ORDERS + users + ("STREAM s = SELECT order_id FROM orders\n"
+                             "  WHERE customer_id IN (SELECT user_id FROM users WHERE visitz > 2);\nSINK s TO CONSOLE;")
+    expect(text, ("E0204", "visitz"))
+    text = ORDERS + ("STREAM s = SELECT a, b FROM (SELECT order_id, amount FROM orders) AS t(a, b);\n"
+                     "SINK s TO CONSOLE;")
+    assert schema(text, "s") == [("a", "STRING"), ("b", "DOUBLE")]
 
 
 def test_unknown_type():
@@ -439,3 +472,9 @@ def test_missing_checkpoint_is_reported_alongside_a_failed_sink():
     text = ("PIPELINE p MODE STREAMING;\n" + ORDERS
             + "SINK nothing TO CONSOLE;\nSINK orders TO PARQUET 'o';")
     expect(text, ("E0207", "nothing"), ("E0308", "SINK orders TO PARQUET"))
+
+
+def test_a_query_may_start_with_a_parenthesis():
+    text = ORDERS + ("STREAM s = (SELECT order_id FROM orders) UNION ALL (SELECT customer_id FROM orders);\n"
+                     "SINK s TO CONSOLE;")
+    assert schema(text, "s") == [("order_id", "STRING")]

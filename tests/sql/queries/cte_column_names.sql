@@ -1,0 +1,2 @@
+WITH t(x, y) AS (SELECT id, price FROM events)
+SELECT x, y * 2 FROM t

@@ -1,0 +1,1 @@
+SELECT kind, flag, avg(amount) AS a FROM events GROUP BY CUBE (kind, flag)

@@ -1,0 +1,1 @@
+SELECT DISTINCT kind, user_id FROM events ORDER BY kind LIMIT 5

@@ -1,0 +1,1 @@
+SELECT id, explode(tags) AS tag FROM events

@@ -1,0 +1,1 @@
+SELECT id, explode(scores) FROM events

@@ -1,0 +1,1 @@
+SELECT inline(items) FROM events

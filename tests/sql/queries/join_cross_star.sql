@@ -1,0 +1,1 @@
+SELECT u.*, r.r_name FROM users u CROSS JOIN region r

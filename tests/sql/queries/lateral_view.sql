@@ -1,0 +1,1 @@
+SELECT id, tag, pos FROM events LATERAL VIEW posexplode(tags) t AS pos, tag

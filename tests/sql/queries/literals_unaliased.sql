@@ -1,0 +1,1 @@
+SELECT 1, 'text', true, NULL, 2.5, DATE '2024-01-01', TIMESTAMP '2024-01-01 10:00:00' FROM events

@@ -1,0 +1,1 @@
+SELECT posexplode(tags) FROM events

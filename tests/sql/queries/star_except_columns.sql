@@ -1,0 +1,1 @@
+SELECT * EXCEPT (tags, scores, attrs, address, items, raw) FROM events

@@ -1,0 +1,1 @@
+SELECT name, (SELECT count(*) FROM events) FROM users

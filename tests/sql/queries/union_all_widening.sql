@@ -1,0 +1,1 @@
+SELECT qty FROM events UNION ALL SELECT visits FROM users

@@ -1,0 +1,1 @@
+SELECT amount FROM events UNION ALL SELECT credit FROM users

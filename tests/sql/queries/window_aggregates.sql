@@ -1,0 +1,2 @@
+SELECT id, sum(amount) OVER (PARTITION BY user_id ORDER BY ts ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running,
+  avg(qty) OVER (PARTITION BY kind) AS avg_qty FROM events

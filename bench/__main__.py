@@ -13,9 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dslc.compiler import async_enrich, cache_zipf, chaining, compiler_scaling, pushdown, report
-from dslc.compiler.common import Context, spark_session
-from dslc.compiler.service import LatencyService
+from . import async_enrich, cache_zipf, chaining, compiler_scaling, pushdown, report
+from .common import Context, spark_session
+from .service import LatencyService
 
 BENCHES = {
     "async": async_enrich.run,

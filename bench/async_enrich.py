@@ -18,10 +18,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from dslc.compiler import baselines, operator_micro
-from dslc.compiler.common import PARTITIONS, Context, run_flow, write_input
-from dslc.compiler.report import Section, Table, Target, percent, ratio
-from dslc.compiler.service import mean_delay_s
+from . import baselines, operator_micro
+from .common import PARTITIONS, Context, run_flow, write_input
+from .report import Section, Table, Target, percent, ratio
+from .service import mean_delay_s
 
 CAPACITIES = (10, 50, 100, 200)
 TARGET_CAPACITY = 100

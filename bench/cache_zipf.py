@@ -11,8 +11,8 @@ import itertools
 import random
 import time
 
-from dslc.compiler.common import Context, run_flow, write_input
-from dslc.compiler.report import Section, Table, ratio
+from .common import Context, run_flow, write_input
+from .report import Section, Table, ratio
 
 FLOW = """\
 SOURCE events FROM PARQUET 'input/' SCHEMA (event_id STRING, customer_id STRING);

@@ -11,8 +11,8 @@ import shutil
 import time
 from pathlib import Path
 
-from dslc.compiler.common import Context, run_flow, write_input
-from dslc.compiler.report import Section, Table, Target, ratio
+from .common import Context, run_flow, write_input
+from .report import Section, Table, Target, ratio
 
 FLOW = """\
 SOURCE readings FROM PARQUET 'input/' SCHEMA (device STRING, value DOUBLE);

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
 
-from dslc.compiler.common import Context
-from dslc.compiler.report import Section, Table, Target, ratio
+from .common import Context
+from .report import Section, Table, Target, ratio
 
 SIZES = (10, 100, 1000)
 BRANCH_DEPTH = 9

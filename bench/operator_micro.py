@@ -17,7 +17,7 @@ import aiohttp
 from dslc.runtime.async_operator import EnrichOperator
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, PythonCall
 
-from dslc.compiler.report import Table, ratio
+from .report import Table, ratio
 
 CAPACITY = 100
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import time
 
-from dslc.compiler.common import Context, run_flow, write_input
-from dslc.compiler.report import Section, Table, ratio
+from .common import Context, run_flow, write_input
+from .report import Section, Table, ratio
 
 FLOW = """\
 SOURCE orders FROM PARQUET 'input/' SCHEMA (order_id STRING, customer_id STRING, amount DOUBLE);

@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import async_enrich, cache_zipf, chaining, compiler_scaling, pushdown, report
+from . import async_enrich, cache_zipf, chaining, compiler_scaling, enrich_modes, pushdown, report
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -23,6 +23,7 @@ BENCHES = {
     "pushdown": pushdown.run,
     "compiler": compiler_scaling.run,
     "cache": cache_zipf.run,
+    "modes": enrich_modes.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -62,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench" + (" --full" if args.full else "")
     if names != list(BENCHES):
         command += f" --only {','.join(names)}"
-    text = report.write(args.results, sections, mode="full" if args.full else "quick", command=command,
+    text = report.write(args.results, sections, keep_others=names != list(BENCHES),
+                        mode="full" if args.full else "quick", command=command,
                         seconds=time.perf_counter() - started, versions={"pyspark": pyspark.__version__})
     print(text)
     return 0

@@ -91,6 +91,7 @@ def render(sections: list[Section], *, mode: str, command: str, seconds: float,
         "|---|---|",
         f"| date | {today.isoformat()} |",
         f"| cores | {os.cpu_count()} |",
+        f"| load average (1 min) at the end | {os.getloadavg()[0]:.1f} (other work on the machine lowers absolute figures) |",
         f"| machine | {platform.machine()}, {platform.system()} {platform.release()} |",
         f"| python | {platform.python_version()} |",
         *[f"| {name} | {version} |" for name, version in versions.items()],
@@ -101,8 +102,29 @@ def render(sections: list[Section], *, mode: str, command: str, seconds: float,
     return "\n".join(head + [s.markdown() + "\n" for s in sections]).rstrip() + "\n"
 
 
-def write(path: Path, sections: list[Section], **kwargs: object) -> str:
-    """Render and (re)write the results file; return its text."""
+def write(path: Path, sections: list[Section], keep_others: bool = False, **kwargs: object) -> str:
+    """Render and (re)write the results file; return its text. `keep_others`: sections of the
+    file that this run did not produce stay as they were (a partial run with --only), and the
+    header says which ones come from an earlier run."""
     text = render(sections, **kwargs)  # type: ignore[arg-type]
+    if keep_others and path.exists():
+        text = _merge(path.read_text(encoding="utf-8"), text)
     path.write_text(text, encoding="utf-8")
     return text
+
+
+def _sections(text: str) -> tuple[str, dict[str, str]]:
+    """The text before the first '## ' heading, and each section's text by its heading."""
+    head, *parts = text.split("\n## ")
+    return head, {part.split("\n", 1)[0]: "## " + part.rstrip() + "\n" for part in parts}
+
+
+def _merge(old: str, new: str) -> str:
+    head, fresh = _sections(new)
+    _, previous = _sections(old)
+    merged = {**previous, **fresh}
+    order = sorted(merged, key=lambda title: (title.split(".")[0].isdigit() and int(title.split(".")[0])) or 99)
+    kept = [t for t in order if t not in fresh]
+    if kept:
+        head = head.rstrip() + "\n| kept from an earlier run | " + "; ".join(kept) + " |\n"
+    return head.rstrip() + "\n\n" + "\n".join(merged[t] for t in order).rstrip() + "\n"

@@ -10,11 +10,12 @@ continuous: calls are never gathered per batch.
 Every element ends exactly once: as output rows, as a dead letter, dropped by a DROP policy,
 or as the `ElementFailure` raised from `process_element`/`process_watermark`/`finish` when a
 FAIL element reaches the emission point (ORDERED: in input order, so everything before it has
-been emitted). What each element becomes (attempts, RETRY, CACHE, the timeout answer, ON ...
-policies) is decided by `resolution.ElementResolver`, plain asyncio; this module owns what is
-about threads and time: the queue, the hand-off between the chain thread and the loop, the
-TIMEOUT deadlines (one timer for all, cancelling the element's task) and emission. TIMEOUT
-covers the whole retry loop; waiting for the first RATE token comes before it.
+been emitted; ORDERED BY: everything of its key before it). What each element becomes
+(attempts, RETRY, CACHE, the timeout answer, ON ... policies) is decided by
+`resolution.ElementResolver`, plain asyncio; this module owns what is about threads and time:
+the queue, the hand-off between the chain thread and the loop, the TIMEOUT deadlines (one
+timer for all, cancelling the element's task) and emission. TIMEOUT covers the whole retry
+loop; waiting for the first RATE token comes before it.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import asyncio
 import collections
 import threading
 import time
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
@@ -34,6 +36,18 @@ from .resolution import DeadLetter, Drop, ElementResolver, Fail, Resolution, Row
 from .worker_loop import loop_alive, worker_loop
 
 # --------------------------------------------------------------------------- operator
+
+
+def _key_of(columns: tuple[str, ...]) -> Callable[[Row], Hashable]:
+    """The ORDERED BY key of a row; values that cannot be hashed (arrays, maps) by their repr."""
+    def key(row: Row) -> Hashable:
+        values = tuple(row.get(c) for c in columns)
+        try:
+            hash(values)
+        except TypeError:
+            return repr(values)
+        return values
+    return key
 
 
 class _Deadline:
@@ -55,7 +69,8 @@ class EnrichOperator:
         self.config = config
         self.name = config.name
         self._call = call if call is not None else build_call(config)
-        self._queue: OrderedQueue | UnorderedQueue = make_queue(config.mode is Mode.ORDERED, config.capacity)
+        self._queue: OrderedQueue | UnorderedQueue = make_queue(
+            config.mode is Mode.ORDERED, config.capacity, key_of=_key_of(config.order_by) if config.order_by else None)
         self._cond = threading.Condition()
         # elements handed to the loop: the chain thread appends, the loop drains in batches,
         # so a burst of elements costs one cross-thread wake-up, not one each

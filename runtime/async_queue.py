@@ -8,6 +8,9 @@ UnorderedStreamElementQueue: elements enter in arrival order and complete later 
 - UNORDERED: completed elements of the first watermark segment leave in completion order; a
   watermark leaves only after every element that arrived before it has left, so no element that
   arrived after watermark W ever leaves before an element that arrived before W.
+- ORDERED BY (key-ordered, `KeyOrderedQueue`): as UNORDERED, except that an element is
+  released only once every earlier element of its key has been released; keys never wait
+  for each other, so one slow element holds back its own key only.
 
 Capacity counts element entries (in flight + completed but not yet left); watermarks are free.
 The queues are plain data structures, not thread-safe: the operator guards them with its lock.
@@ -16,6 +19,7 @@ No element is ever dropped: every element put in leaves through `pop_ready()` ex
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Hashable
 from typing import Any, Union
 
 from .operator import Watermark
@@ -28,7 +32,7 @@ class QueueFull(RuntimeError):
 class ElementEntry:
     """An element waiting for its asynchronous answer."""
 
-    __slots__ = ("payload", "value", "done", "seq", "_segment")
+    __slots__ = ("payload", "value", "done", "seq", "_segment", "_key")
 
     def __init__(self, payload: Any, seq: int) -> None:
         self.payload = payload
@@ -36,6 +40,7 @@ class ElementEntry:
         self.done = False
         self.seq = seq
         self._segment: _Segment | None = None
+        self._key: Any = None
 
     def __repr__(self) -> str:
         return f"ElementEntry(seq={self.seq}, done={self.done})"
@@ -206,6 +211,49 @@ class UnorderedQueue(_BaseQueue):
         return [e for s in self._segments for e in s.pending]
 
 
-def make_queue(ordered: bool, capacity: int) -> OrderedQueue | UnorderedQueue:
-    """The queue for an operator's mode."""
+class KeyOrderedQueue(UnorderedQueue):
+    """Per key, elements leave in arrival order; other keys overtake; never across a watermark.
+
+    Each key has a FIFO of its elements still in the queue. An element completing at the head of
+    its key's FIFO is released (into its segment's completed list, as UNORDERED), and so is every
+    already-completed element right behind it. `key_of(payload)` gives an element's key.
+    """
+
+    def __init__(self, capacity: int, key_of: Callable[[Any], Hashable]) -> None:
+        super().__init__(capacity)
+        self._key_of = key_of
+        self._keys: dict[Hashable, deque[ElementEntry]] = {}
+
+    def put_element(self, payload: Any) -> ElementEntry:
+        """Add an element behind the earlier ones of its key; raises QueueFull when full."""
+        entry = super().put_element(payload)
+        key = entry._key = self._key_of(payload)
+        fifo = self._keys.get(key)
+        if fifo is None:
+            self._keys[key] = deque((entry,))
+        else:
+            fifo.append(entry)
+        return entry
+
+    def complete(self, entry: ElementEntry, value: Any) -> None:
+        """Record the answer; release it (and its key's completed followers) when it heads its key."""
+        self._mark_done(entry, value)
+        fifo = self._keys[entry._key]
+        if fifo[0] is not entry:
+            return                      # an earlier element of its key is still out
+        while fifo and fifo[0].done:
+            head = fifo.popleft()
+            segment = head._segment
+            assert segment is not None
+            del segment.pending[head]
+            segment.completed.append(head)
+        if not fifo:
+            del self._keys[entry._key]
+
+
+def make_queue(ordered: bool, capacity: int,
+               key_of: Callable[[Any], Hashable] | None = None) -> OrderedQueue | UnorderedQueue:
+    """The queue for an operator's mode (`key_of` given: key-ordered)."""
+    if key_of is not None:
+        return KeyOrderedQueue(capacity, key_of)
     return OrderedQueue(capacity) if ordered else UnorderedQueue(capacity)

@@ -315,6 +315,8 @@ class _Lowering:
             o.line(f"returns={returns},")
             o.line(f"key_columns={lit(op.key_columns)},")
             o.line(f"mode=C.Mode.{op.mode}, capacity={op.capacity}, timeout_s={lit(op.timeout_s)},")
+            if op.order_by:
+                o.line(f"order_by={lit(op.order_by)},")
             if op.retry:
                 o.line(f"retry=C.Retry({op.retry.attempts}, {lit(op.retry.backoff_s)}, {op.retry.exponential}),")
             if op.cache:

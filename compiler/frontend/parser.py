@@ -99,6 +99,8 @@ def _syntax_error(exc: UnexpectedInput, chunk: Chunk, source: SourceFile) -> Dia
         hint = did_you_mean(text, keywords)
         if hint is None and keywords and text.upper() in STATEMENT_KEYWORDS:
             hint = "did you forget ';' after the previous statement?"
+        if text.upper() == "BY" and re.search(r"\bUNORDERED\s*$", chunk.text[:token.start_pos], re.I):
+            hint = "only ORDERED takes BY (input order per key); UNORDERED keeps no order to key"
         return error("E0101", Span(at, at + max(len(text), 1)), hint=hint,
                      found=f"'{text}'", expected=expected)
     expected, _ = _describe(_expected(exc))
@@ -203,6 +205,10 @@ class _ToAst(Transformer):
 
     def opt_async(self, meta, c):
         return self._opt("async", meta, c)
+
+    def opt_async_keyed(self, meta, c):
+        """ASYNC ORDERED BY (col, ...): the ORDERED word, then the key columns' names."""
+        return self._opt("async", meta, [ast.Word("ORDERED", self._tok(c[0])), *c[1:]])
 
     def order(self, meta, c):
         return ast.Word(str(c[0]).upper(), self._tok(c[0]))

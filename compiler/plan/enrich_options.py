@@ -16,6 +16,7 @@ class EnrichOptions:
     """Checked ENRICH options, defaults from the language contract."""
 
     mode: str = "ORDERED"
+    order_by: tuple[ast.Name, ...] = ()     # ASYNC ORDERED BY (...): checked against the input
     capacity: int = 100
     timeout_s: float = 30.0
     retry: Retry | None = None
@@ -41,6 +42,7 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
         if opt.key == "async":
             if opt.args:
                 result.mode = opt.args[0].value
+                result.order_by = tuple(opt.args[1:])
         elif opt.key == "capacity":
             result.capacity = values.whole(opt.args[0], "CAPACITY", problems, minimum=1) or result.capacity
         elif opt.key == "timeout":

@@ -26,7 +26,8 @@ def _describe(node: plan.PlanNode) -> str:
         return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())
     if isinstance(node, plan.Enrich):
         call = f"HTTP GET {node.call.url!r}" if isinstance(node.call, plan.HttpGet) else f"PYTHON {node.call.ref!r}"
-        opts = [node.mode, f"capacity={node.capacity}", f"timeout={node.timeout_s:g}s"]
+        mode = f"{node.mode} BY ({', '.join(node.order_by)})" if node.order_by else node.mode
+        opts = [mode, f"capacity={node.capacity}", f"timeout={node.timeout_s:g}s"]
         if node.retry:
             opts.append(f"retry={node.retry.attempts}x{node.retry.backoff_s:g}s"
                         + ("exp" if node.retry.exponential else ""))

@@ -142,6 +142,7 @@ class Enrich(Node):
     on_error: str
     dead_letter: str | None   # path of the dead-letter sink
     key_columns: tuple[str, ...]
+    order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -152,6 +153,8 @@ class Enrich(Node):
             raise ValueError("CAPACITY must be >= 1")
         if self.mode not in ("ORDERED", "UNORDERED"):
             raise ValueError(f"bad mode {self.mode}")
+        if self.order_by and self.mode != "ORDERED":
+            raise ValueError("ORDERED BY needs mode ORDERED")
         _check_unique(self.schema, self.name)
 
 

@@ -419,12 +419,28 @@ class _Planner:
                                hint=f"'{upstream.name}' already has it; rename the RETURNS column"))
         if clash or len({f.name.lower() for f in returns}) != len(returns):
             return None     # reported above (or by _columns); an Enrich node cannot hold duplicates
+        order_by = self._order_by(options.order_by, upstream)
         return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
                            span=stmt.span, input=upstream.name, call=call, returns=returns,
-                           mode=options.mode, capacity=options.capacity, timeout_s=options.timeout_s,
+                           mode=options.mode, order_by=order_by, capacity=options.capacity,
+                           timeout_s=options.timeout_s,
                            retry=options.retry, cache=options.cache, rate=options.rate,
                            on_miss=options.on_miss, on_timeout=options.on_timeout, on_error=options.on_error,
                            dead_letter=options.dead_letter, key_columns=key_columns)
+
+    def _order_by(self, names: tuple[ast.Name, ...], upstream: plan.PlanNode) -> tuple[str, ...]:
+        """ORDERED BY columns as the input spells them; an unknown one is E0204."""
+        columns = {f.name.lower(): f.name for f in upstream.schema}
+        found: list[str] = []
+        for name in names:
+            column = columns.get(name.value.lower())
+            if column is None:
+                self.add(error("E0204", name.span, column=name.value, where="ASYNC ORDERED BY",
+                               hint=did_you_mean(name.value, list(columns.values()))
+                               or f"'{upstream.name}' has columns " + ", ".join(columns.values())))
+            elif column not in found:
+                found.append(column)
+        return tuple(found)
 
     def _check_placeholders(self, url: ast.Str, holes: tuple[str, ...], upstream: plan.PlanNode) -> None:
         columns = [f.name for f in upstream.schema]

@@ -404,3 +404,71 @@ def test_operator_against_reference_model(items: list[Any], ordered: bool, capac
                 assert seg_of[x] == seg, (x, emitted, input_order)
             else:
                 seg += 1
+
+
+# --------------------------------------------------------------------------- ORDERED BY
+
+
+def test_ordered_by_keeps_input_order_per_key_while_other_keys_overtake() -> None:
+    # key 0 (even ids) is slow at its head; key 1 (odd ids) completes and leaves meanwhile
+    rows = [{**row(i, delay_ms=60 if i == 0 else (8 - i) * 2), "k": i % 2} for i in range(8)]
+    _, out = run(make(mode=Mode.ORDERED, order_by=("k",), capacity=8), rows)
+    ids = [r["id"] for r in out.rows]
+    assert [i for i in ids if i % 2 == 0] == [0, 2, 4, 6]
+    assert [i for i in ids if i % 2 == 1] == [1, 3, 5, 7]
+    assert ids.index(7) < ids.index(0)          # the fast key did not wait for the slow one
+
+
+def test_ordered_by_failure_leaves_after_its_key_only() -> None:
+    out = Collector()
+    rows = [{**row(0, delay_ms=80), "k": "a"}, {**row(1, "error"), "k": "b"}, {**row(2), "k": "a"}]
+    with pytest.raises(ElementFailure) as info:
+        run(make(mode=Mode.ORDERED, order_by=("k",), capacity=4), rows, out)
+    assert info.value.key == {"id": 1}
+    assert out.rows == []                       # key b had nothing before it; key a was still out
+
+
+def test_ordered_by_accepts_unhashable_key_values() -> None:
+    rows = [{**row(i, delay_ms=(3 - i) * 5), "tags": ["x", str(i % 2)]} for i in range(4)]
+    _, out = run(make(mode=Mode.ORDERED, order_by=("tags",), capacity=4), rows)
+    ids = [r["id"] for r in out.rows]
+    assert [i for i in ids if i % 2 == 0] == [0, 2] and [i for i in ids if i % 2 == 1] == [1, 3]
+
+
+def test_ordered_by_needs_ordered_mode() -> None:
+    with pytest.raises(ValueError, match="ORDERED BY"):
+        make(mode=Mode.UNORDERED, order_by=("id",))
+
+
+keyed = st.lists(st.one_of(st.tuples(st.integers(0, 3), st.integers(0, 6)), st.just("wm")), max_size=16)
+
+
+@settings(max_examples=40, deadline=None)
+@given(items=keyed, capacity=st.integers(1, 5))
+def test_ordered_by_against_reference_model(items: list[Any], capacity: int) -> None:
+    """Any latencies (so any completion order): per-key input order, in flight never above
+    CAPACITY, every element once, none across a watermark."""
+    udfs.reset()
+    feed: list[Any] = []
+    segment_of: dict[int, int] = {}
+    for item in items:
+        if item == "wm":
+            feed.append(float(len(feed)))
+        else:
+            delay, key = item
+            i = len(segment_of)
+            segment_of[i] = sum(1 for x in feed if not isinstance(x, dict))
+            feed.append({**row(i, delay_ms=delay * 3), "k": key})
+    _, out = run(make(mode=Mode.ORDERED, order_by=("k",), capacity=capacity), feed)
+    assert udfs.state["max_running"] <= capacity
+    ids = [r["id"] for r in out.rows]
+    assert sorted(ids) == list(range(len(segment_of)))          # no loss, no duplicate
+    for key in range(4):
+        mine = [r["id"] for r in out.rows if r["k"] == key]
+        assert mine == sorted(mine)                             # input order within a key
+    passed = 0
+    for kind, payload in out.events:
+        if kind == "wm":
+            passed += 1
+        else:
+            assert segment_of[payload["id"]] == passed

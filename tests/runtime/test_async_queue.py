@@ -7,10 +7,12 @@ from hypothesis import strategies as st
 
 from dslc.runtime.async_queue import (
     ElementEntry,
+    KeyOrderedQueue,
     OrderedQueue,
     QueueFull,
     UnorderedQueue,
     WatermarkEntry,
+    make_queue,
 )
 from dslc.runtime.operator import Watermark
 
@@ -195,3 +197,99 @@ def test_entries_repr() -> None:
     q = OrderedQueue(1)
     assert "seq=1" in repr(q.put_element("x"))
     assert "1.0" in repr(WatermarkEntry(Watermark(1.0)))
+
+
+# --------------------------------------------------------------------------- key-ordered
+
+
+def test_key_ordered_holds_only_the_slow_key() -> None:
+    q = KeyOrderedQueue(4, key_of=lambda p: p[0])
+    a1, b1, a2, b2 = (q.put_element(x) for x in ("a1", "b1", "a2", "b2"))
+    q.complete(a2, 1)
+    q.complete(b2, 1)
+    assert q.pop_ready() == []                               # a2 waits for a1, b2 for b1
+    q.complete(b1, 1)
+    assert labels(q.pop_ready()) == ["b1", "b2"]             # key b overtakes key a
+    q.complete(a1, 1)
+    assert labels(q.pop_ready()) == ["a1", "a2"]
+    assert q.element_count() == 0 and len(q) == 0
+
+
+def test_key_ordered_never_crosses_a_watermark() -> None:
+    q = KeyOrderedQueue(4, key_of=lambda p: p[0])
+    a1 = q.put_element("a1")
+    q.put_watermark(Watermark(1.0))
+    b1 = q.put_element("b1")
+    q.complete(b1, 1)
+    assert q.pop_ready() == [] and not q.has_ready()
+    q.complete(a1, 1)
+    assert labels(q.pop_ready()) == ["a1", ("wm", 1.0), "b1"]
+
+
+def test_make_queue_with_a_key_is_key_ordered() -> None:
+    assert isinstance(make_queue(True, 2, key_of=str), KeyOrderedQueue)
+    assert isinstance(make_queue(True, 2), OrderedQueue)
+
+
+@settings(max_examples=300, deadline=None)
+@given(keys=st.integers(1, 4), capacity=st.integers(1, 6), script=ops)
+def test_key_ordered_queue_against_reference_model(keys: int, capacity: int, script: list) -> None:
+    """Any completion order: per-key input order, segments kept, capacity, no loss or duplicate,
+    and nothing held back that no earlier element of its key or segment holds."""
+    q = KeyOrderedQueue(capacity, key_of=lambda n: n % keys)
+    arrivals: list = []
+    segment_of: dict[int, int] = {}
+    pending: list[ElementEntry] = []
+    done: set[int] = set()
+    emitted: list = []
+    n = 0
+
+    def pop() -> None:
+        for e in q.pop_ready():
+            emitted.append(e.payload if isinstance(e, ElementEntry) else ("wm", e.watermark.timestamp))
+        # liveness: a completed element still inside is blocked by an earlier element of its key
+        # that has not left, or by an earlier watermark segment that has not drained
+        left = {x for x in emitted if not isinstance(x, tuple)}
+        passed = sum(1 for x in emitted if isinstance(x, tuple))
+        for x in done - left:
+            same_key_before = [y for y in arrivals if not isinstance(y, tuple) and y < x and y % keys == x % keys]
+            assert any(y not in left for y in same_key_before) or segment_of[x] > passed, (x, emitted)
+
+    for op, arg in [*script, ("drain", 0)]:
+        if op == "put":
+            if q.has_capacity():
+                pending.append(q.put_element(n))
+                segment_of[n] = sum(1 for a in arrivals if isinstance(a, tuple))
+                arrivals.append(n)
+                n += 1
+            else:
+                with pytest.raises(QueueFull):
+                    q.put_element(-1)
+        elif op == "wm":
+            q.put_watermark(Watermark(float(len(arrivals))))
+            arrivals.append(("wm", float(len(arrivals))))
+        elif op == "complete" and pending:
+            entry = pending.pop(arg % len(pending))
+            done.add(entry.payload)
+            q.complete(entry, None)
+        elif op == "pop":
+            pop()
+        elif op == "drain":
+            for entry in pending:
+                done.add(entry.payload)
+                q.complete(entry, None)
+            pending.clear()
+            pop()
+        assert q.element_count() <= capacity
+
+    assert sorted(map(repr, emitted)) == sorted(map(repr, arrivals))   # no loss, no duplicate
+    assert len(q) == 0
+    for k in range(keys):
+        assert [x for x in emitted if not isinstance(x, tuple) and x % keys == k] == \
+            [x for x in arrivals if not isinstance(x, tuple) and x % keys == k]
+    # watermarks in order, every element between the watermarks it arrived between
+    marks = [i for i, x in enumerate(emitted) if isinstance(x, tuple)]
+    assert [emitted[i] for i in marks] == [x for x in arrivals if isinstance(x, tuple)]
+    for i, x in enumerate(emitted):
+        if not isinstance(x, tuple):
+            assert sum(1 for m in marks if m < i) == segment_of[x]

@@ -1,11 +1,19 @@
-"""The optimiser: logical plan → physical plan, one named pass at a time."""
+"""The optimiser: logical rules in order, then chaining as the one step to the physical plan."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from dslc.compiler.optimizer import physical
-from dslc.compiler.plan import logical as plan
 from dslc.compiler.optimizer.rules import chaining, pushdown
+from dslc.compiler.plan import logical as plan
+
+Rule = Callable[[plan.Plan], plan.Plan]
+
+# Logical rules, each `rule(plan) -> plan` noting what it did on the plan, in the order they run.
+RULES: tuple[Rule, ...] = (
+    pushdown.pushdown_filters,   # first: it changes which rows, and which relation, reach a chain
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,19 +24,15 @@ class Options:
     pushdown: bool = True
     pruning: bool = True
 
+    def enabled(self, rule: Rule) -> bool:
+        """False for a rule switched off (each option is named after the rule's module)."""
+        return getattr(self, rule.__module__.rsplit(".", 1)[-1], True)
+
 
 def optimize(p: plan.Plan, options: Options = Options()) -> physical.Physical:
-    """Run the passes in order: pushdown first (it changes which rows reach a chain), then
-    chaining with pruning (both read the final shape of the plan)."""
-    passes: list[tuple[str, str]] = []
-    if options.pushdown:
-        p, notes = pushdown.pushdown_filters(p)
-        passes += [(pushdown.NAME, n) for n in notes] or [(pushdown.NAME, "nothing to push")]
-    steps = chaining.chain_operators(p, chaining=options.chaining, pruning=options.pruning)
-    for chain in (s for s in steps if isinstance(s, physical.Chain)):
-        if chain.input_columns is not None:
-            passes.append(("prune_columns", f"chain#{chain.index} reads only ({', '.join(chain.input_columns)}) "
-                                            f"of '{chain.input}'"))
-        names = " -> ".join(op.name for op in chain.operators)
-        passes.append((chaining.NAME, f"chain#{chain.index} [{names}]"))
-    return physical.Physical(p, tuple(steps), tuple(passes))
+    """Run the enabled rules on the logical plan, then build the physical plan from it (chains
+    and pruning read the final shape of the plan)."""
+    for rule in RULES:
+        if options.enabled(rule):
+            p = rule(p)
+    return chaining.chain_operators(p, chaining=options.chaining, pruning=options.pruning)

@@ -71,7 +71,7 @@ def _jsonable(value: Any) -> Any:
     if is_dataclass(value):
         out = {"kind": type(value).__name__}
         for f in fields(value):
-            if f.name == "span":
+            if f.name == "span" or not f.repr:    # positions and sqlglot trees are not data
                 continue
             out[f.name] = _jsonable(getattr(value, f.name))
         return out

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from sqlglot import exp
+
 from dslc.compiler.source import Span
 
 
@@ -85,11 +87,15 @@ class BroadcastState:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Query(Node):
-    """A Spark SQL query over sources and streams."""
+    """A Spark SQL query over sources and streams: `sql` is the text the job runs (the user's own
+    until a rule rewrites it), `tree` its sqlglot tree, which rules read and rebuild (never edit
+    it in place: copy, or build a new one with sqlglot's builders)."""
 
     sql: str
+    tree: exp.Expression = field(compare=False, repr=False)
     reads: tuple[str, ...]
     aggregates: bool          # GROUP BY, window or aggregate function: a shuffle boundary
+    origin: str | None = None  # why a rule made this query (None: the user wrote it)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -234,6 +240,8 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     sinks: tuple[Sink, ...]
     folder: str = field(default="", compare=False)
+    # (rule name, what it did), in the order the optimiser's rules ran; empty before optimize()
+    notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # indexes built once, so that lookups do not make compile time quadratic
     _by_name: dict = field(init=False, repr=False, compare=False, hash=False)
     _readers: dict = field(init=False, repr=False, compare=False, hash=False)

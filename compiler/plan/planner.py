@@ -363,7 +363,7 @@ class _Planner:
                 self._unique_names(read, f"STREAM {stmt.name.value} (line {self.line(stmt.span)}) reads it")
         self._repeated[stmt.name.value.lower()] = duplicate_columns(info)
         return plan.Query(name=stmt.name.value, schema=info.schema, line=self.line(stmt.span), span=stmt.span,
-                          sql=stmt.sql.text, reads=tuple(self.defs[r].name.value for r in info.reads),
+                          sql=stmt.sql.text, tree=tree, reads=tuple(self.defs[r].name.value for r in info.reads),
                           aggregates=info.aggregates)
 
     def _stream_input(self, ref: ast.Name, statement: str) -> plan.PlanNode | None:

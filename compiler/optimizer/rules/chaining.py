@@ -2,12 +2,15 @@
 reader between them fuse into one chain, run as one mapInArrow pass.
 
     enriched = ENRICH paid ...; scored = PROCESS enriched ...   =>   chain#1 [enriched -> scored]
+
+This is the one step from the logical plan to the physical plan; each chain's pruned input
+(rules/pruning.py) is decided, and noted, here, where the chain is made.
 """
 from __future__ import annotations
 
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.optimizer.rules.pruning import pruned_input
+from dslc.compiler.optimizer.rules.pruning import NAME as PRUNING, pruned_input
 
 NAME = "chain_operators"
 
@@ -48,8 +51,9 @@ def _end_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     return f"'{reader.name}' cannot join the chain"
 
 
-def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True) -> list[physical.Step]:
-    """Physical steps in run order, with Python operators grouped into chains."""
+def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True) -> physical.Physical:
+    """The physical plan: steps in run order with Python operators grouped into chains; the
+    plan's rule notes, then a pruning note (if any) and a chain note per chain."""
     groups: list[list[plan.Enrich | plan.Process]] = []
     owner: dict[str, list] = {}
     for node in p.nodes:
@@ -82,4 +86,14 @@ def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True
             steps.append(physical.MatchJoin(node))
         elif node.name.lower() in chains:
             steps.append(chains[node.name.lower()])
-    return steps
+    return physical.Physical(p, tuple(steps), p.notes + _notes(steps))
+
+
+def _notes(steps: list[physical.Step]) -> tuple[tuple[str, str], ...]:
+    notes: list[tuple[str, str]] = []
+    for chain in (s for s in steps if isinstance(s, physical.Chain)):
+        if chain.input_columns is not None:
+            notes.append((PRUNING, f"chain#{chain.index} reads only ({', '.join(chain.input_columns)}) "
+                                   f"of '{chain.input}'"))
+        notes.append((NAME, f"chain#{chain.index} [{' -> '.join(op.name for op in chain.operators)}]"))
+    return tuple(notes)

@@ -5,11 +5,11 @@
     => the chain reads only `id` from `wide` (df.select('id') before mapInArrow)
 
 Only chains of HTTP enrichments are pruned: a Python function sees the whole row, so every
-column may matter to it.
+column may matter to it. Pruning is part of the step from the logical to the physical plan
+(`chaining.chain_operators` asks it for each chain's input) and noted there.
 """
 from __future__ import annotations
 
-import sqlglot
 from sqlglot import exp
 
 from dslc.compiler.plan import logical as plan
@@ -24,7 +24,7 @@ NEEDS_ALL = (
 
 
 def _query_columns(query: plan.Query) -> set[str] | None:
-    tree = sqlglot.parse_one(query.sql, dialect="spark")
+    tree = query.tree
     if any(isinstance(s, exp.Star) or s.is_star for s in tree.find_all(exp.Star, exp.Column)):
         return None
     return {c.name.lower() for c in tree.find_all(exp.Column)}

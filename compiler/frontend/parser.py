@@ -37,7 +37,7 @@ _PUNCTUATION = set("(),=<>:-;'\"`")
 @lru_cache(maxsize=1)
 def _lark() -> Lark:
     return Lark(grammar_text(), start="statement", parser="lalr", lexer="contextual",
-                propagate_positions=True, maybe_placeholders=False)
+                propagate_positions=True, maybe_placeholders=True)
 
 
 def parse(source: SourceFile) -> ast.Program:
@@ -120,15 +120,31 @@ def _bad_character(text: str, pos: int, at: int) -> Diagnostic:
     return error("E0102", Span(at, at + 1), found=found)
 
 
-@v_args(meta=True)
+def _spanned(method, _rule, children, meta):
+    """The one place Lark's positions become Spans: every rule method is called with its node's
+    span, then its children as named parameters."""
+    return method(method.base_func.__self__.span(meta), *children)
+
+
+def _sql(token: Token, offset: int) -> ast.Sql:
+    """SQL text captured whole, without surrounding blanks, and where it starts in the file."""
+    raw = str(token)
+    lead = len(raw) - len(raw.lstrip())
+    text = raw.strip()
+    start = offset + token.start_pos + lead
+    return ast.Sql(text, Span(start, start + len(text)))
+
+
+@v_args(wrapper=_spanned)
 class _ToAst(Transformer):
-    """Lark tree → AST nodes; the only place that turns Lark positions into Spans."""
+    """Lark tree → AST nodes, one method per grammar rule (children by name, span first)."""
 
     def __init__(self, offset: int):
         super().__init__()
         self.offset = offset
 
-    def _span(self, meta) -> Span:
+    def span(self, meta) -> Span:
+        """A rule's span in the file (the statement's offset added to Lark's positions)."""
         if getattr(meta, "empty", True):
             return Span(self.offset, self.offset)
         return Span(self.offset + meta.start_pos, self.offset + meta.end_pos)
@@ -136,178 +152,159 @@ class _ToAst(Transformer):
     def _tok(self, token: Token) -> Span:
         return Span(self.offset + token.start_pos, self.offset + token.end_pos)
 
+    def _num(self, token: Token) -> ast.Num:
+        return ast.Num(str(token), self._tok(token))
+
+    def _word(self, token: Token) -> ast.Word:
+        return ast.Word(str(token).upper(), self._tok(token))
+
     # ---- lexical
-    def name(self, meta, children):
-        token = children[0]
+    def name(self, span, token):
         value = str(token)
         if token.type == "QUOTED_NAME":
             value = value[1:-1].replace("``", "`")
         return ast.Name(value, self._tok(token))
 
-    def string(self, meta, children):
-        return ast.Str("".join(unescape_string(str(t)) for t in children), self._span(meta))
+    def string(self, span, *parts):
+        return ast.Str("".join(unescape_string(str(t)) for t in parts), span)
 
-    def lit_string(self, meta, children):
-        return children[0]
+    def lit_string(self, span, string):
+        return string
 
-    def lit_number(self, meta, children):
-        return ast.Num(str(children[0]), self._tok(children[0]))
+    def lit_number(self, span, number):
+        return self._num(number)
 
-    def lit_negative(self, meta, children):
-        return ast.Num("-" + str(children[0]), self._span(meta))
+    def lit_negative(self, span, number):
+        return ast.Num("-" + str(number), span)
 
-    def lit_word(self, meta, children):
-        return ast.Word(children[0].value, children[0].span)
-
-    def _num(self, token: Token) -> ast.Num:
-        return ast.Num(str(token), self._tok(token))
+    def lit_word(self, span, name):
+        return ast.Word(name.value, name.span)
 
     # ---- types and columns
-    def type(self, meta, children):
-        base = children[0].value.upper()
-        args = children[1] if len(children) > 1 else ""
-        return ast.TypeRef(base + args, self._span(meta))
+    def type(self, span, base, args=""):
+        return ast.TypeRef(base.value.upper() + args, span)
 
-    def type_params(self, meta, children):
-        return "(" + ",".join(str(c) for c in children) + ")"
+    def type_params(self, span, *numbers):
+        return "(" + ",".join(str(n) for n in numbers) + ")"
 
-    def type_elements(self, meta, children):
-        return "<" + ",".join(c.text if isinstance(c, ast.TypeRef) else c for c in children) + ">"
+    def type_elements(self, span, *elements):
+        return "<" + ",".join(e.text if isinstance(e, ast.TypeRef) else e for e in elements) + ">"
 
-    def struct_field(self, meta, children):
-        return f"{children[0].value}:{children[1].text}"
+    def struct_field(self, span, name, type_):
+        return f"{name.value}:{type_.text}"
 
-    def column_def(self, meta, children):
-        return ast.ColumnDef(children[0], children[1], self._span(meta))
+    def column_def(self, span, name, type_):
+        return ast.ColumnDef(name, type_, span)
 
-    def returns(self, meta, children):
-        return tuple(children)
+    def returns(self, span, *columns):
+        return columns
 
-    # ---- options
-    def _opt(self, key: str, meta, args) -> ast.Opt:
-        return ast.Opt(key, tuple(args), self._span(meta))
+    # ---- options: each becomes Opt(key, args), read by the planner's option reader
+    def opt_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
+    def opt_checkpoint(self, span, path): return ast.Opt("checkpoint", (path,), span)
+    def opt_trigger_every(self, span, every): return ast.Opt("trigger", (self._num(every),), span)
+    def opt_trigger_now(self, span): return ast.Opt("trigger", (), span)
+    def opt_schema(self, span, *columns): return ast.Opt("schema", columns, span)
+    def opt_watermark(self, span, column, delay): return ast.Opt("watermark", (column, self._num(delay)), span)
+    def opt_capacity(self, span, capacity): return ast.Opt("capacity", (self._num(capacity),), span)
+    def opt_timeout(self, span, timeout): return ast.Opt("timeout", (self._num(timeout),), span)
+    def opt_rate(self, span, per_second): return ast.Opt("rate", (self._num(per_second),), span)
+    def opt_on_miss(self, span, outcome): return ast.Opt("on_miss", (outcome,), span)
+    def opt_on_timeout(self, span, outcome): return ast.Opt("on_timeout", (outcome,), span)
+    def opt_on_error(self, span, outcome): return ast.Opt("on_error", (outcome,), span)
+    def opt_sink_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
+    def opt_partition_by(self, span, *columns): return ast.Opt("partition_by", columns, span)
 
-    def opt_mode(self, meta, c): return self._opt("mode", meta, c)
-    def opt_checkpoint(self, meta, c): return self._opt("checkpoint", meta, c)
-    def opt_trigger_every(self, meta, c): return self._opt("trigger", meta, [self._num(c[0])])
-    def opt_trigger_now(self, meta, c): return self._opt("trigger", meta, [])
-    def opt_schema(self, meta, c): return self._opt("schema", meta, c)
-    def opt_watermark(self, meta, c): return self._opt("watermark", meta, [c[0], self._num(c[1])])
-    def opt_capacity(self, meta, c): return self._opt("capacity", meta, [self._num(c[0])])
-    def opt_timeout(self, meta, c): return self._opt("timeout", meta, [self._num(c[0])])
-    def opt_cache(self, meta, c): return self._opt("cache", meta, [self._num(c[0]), self._num(c[1])])
-    def opt_rate(self, meta, c): return self._opt("rate", meta, [self._num(c[0])])
-    def opt_on_miss(self, meta, c): return self._opt("on_miss", meta, c)
-    def opt_on_timeout(self, meta, c): return self._opt("on_timeout", meta, c)
-    def opt_on_error(self, meta, c): return self._opt("on_error", meta, c)
-    def opt_sink_mode(self, meta, c): return self._opt("mode", meta, c)
-    def opt_partition_by(self, meta, c): return self._opt("partition_by", meta, c)
+    def opt_cache(self, span, size, ttl):
+        return ast.Opt("cache", (self._num(size), self._num(ttl)), span)
 
-    def opt_async(self, meta, c):
-        return self._opt("async", meta, c)
+    def opt_async(self, span, order=None):
+        return ast.Opt("async", (order,) if order is not None else (), span)
 
-    def opt_async_keyed(self, meta, c):
+    def opt_async_keyed(self, span, ordered, *keys):
         """ASYNC ORDERED BY (col, ...): the ORDERED word, then the key columns' names."""
-        return self._opt("async", meta, [ast.Word("ORDERED", self._tok(c[0])), *c[1:]])
+        return ast.Opt("async", (self._word(ordered), *keys), span)
 
-    def order(self, meta, c):
-        return ast.Word(str(c[0]).upper(), self._tok(c[0]))
+    def order(self, span, word):
+        return self._word(word)
 
-    def backoff_kind(self, meta, c):
-        return ast.Word(str(c[0]).upper(), self._tok(c[0]))
+    def backoff_kind(self, span, word):
+        return self._word(word)
 
-    def opt_retry(self, meta, c):
-        args = [self._num(c[0])]
-        if len(c) > 1:
-            args.append(self._num(c[1]))
-        if len(c) > 2:
-            args.append(c[2])
-        return self._opt("retry", meta, args)
+    def opt_retry(self, span, attempts, backoff=None, kind=None):
+        args = [self._num(attempts)]
+        if backoff is not None:
+            args.append(self._num(backoff))
+        if kind is not None:
+            args.append(kind)
+        return ast.Opt("retry", tuple(args), span)
 
-    def outcome(self, meta, c):
-        return ast.Word(str(c[0]).upper(), self._tok(c[0]))
+    def outcome(self, span, word):
+        return self._word(word)
 
-    def dead_letter(self, meta, c):
-        return ast.Opt("dead_letter", (c[0],), self._span(meta))
+    def dead_letter(self, span, path):
+        return ast.Opt("dead_letter", (path,), span)
 
-    def options(self, meta, children):
-        return self._opt("options", meta, children)
+    def options(self, span, *pairs):
+        return ast.Opt("options", pairs, span)
 
-    def option(self, meta, children):
-        return (children[0], children[1])
+    def option(self, span, key, value):
+        return (key, value)
 
-    def option_key(self, meta, children):
-        token = children[0]
-        if isinstance(token, ast.Str):
-            return token
-        return ast.Str(str(token), self._tok(token))
+    def option_key(self, span, key):
+        return key if isinstance(key, ast.Str) else ast.Str(str(key), self._tok(key))
 
     # ---- statements
-    def pipeline(self, meta, c):
-        return ast.Pipeline(c[0], tuple(c[1:]), self._span(meta))
+    def pipeline(self, span, name, *options):
+        return ast.Pipeline(name, options, span)
 
-    def set_stmt(self, meta, c):
-        return ast.SetConf(ast.Name(str(c[0]), self._tok(c[0])), c[1], self._span(meta))
+    def set_stmt(self, span, key, value):
+        return ast.SetConf(ast.Name(str(key), self._tok(key)), value, span)
 
-    def connector(self, meta, c):
-        return ast.Connector(c[0], c[1] if len(c) > 1 else None, self._span(meta))
+    def connector(self, span, kind, arg=None):
+        return ast.Connector(kind, arg, span)
 
-    def source(self, meta, c):
-        return ast.Source(c[0], c[1], tuple(c[2:]), self._span(meta))
+    def source(self, span, name, connector, *options):
+        return ast.Source(name, connector, options, span)
 
-    def apply_changelog(self, meta, c):
-        return ("changelog", c[0], c[1] if len(c) > 1 else None)
+    def apply_changelog(self, span, key, op=None):
+        return {"key": key, "op": op, "using": None}
 
-    def apply_python(self, meta, c):
-        return ("python", c[0])
+    def apply_python(self, span, ref):
+        return {"key": None, "op": None, "using": ref}
 
-    def broadcast(self, meta, c):
-        how = c[2]
-        if how[0] == "changelog":
-            return ast.Broadcast(c[0], c[1], how[1], how[2], None, self._span(meta))
-        return ast.Broadcast(c[0], c[1], None, None, how[1], self._span(meta))
+    def broadcast(self, span, name, source, how):
+        return ast.Broadcast(name, source, span=span, **how)
 
-    def select(self, meta, c):
-        token = c[0]
-        text = str(token).rstrip()
-        start = self.offset + token.start_pos
-        return ast.Sql(text, Span(start, start + len(text)))
+    # A stream's body is the statement without its name: `stream` gives it name and span.
+    def select(self, span, query):
+        sql = _sql(query, self.offset)
+        return lambda name, stmt_span: ast.Select(name, sql, stmt_span)
 
-    def http_call(self, meta, c):
-        return ast.HttpCall(c[0], c[1], self._span(meta))
+    def http_call(self, span, method, url):
+        return ast.HttpCall(method, url, span)
 
-    def python_call(self, meta, c):
-        return ast.PythonCall(c[0], self._span(meta))
+    def python_call(self, span, ref):
+        return ast.PythonCall(ref, span)
 
-    def enrich(self, meta, c):
-        return ("enrich", c[0], c[1], c[2], tuple(c[3:]), self._span(meta))
+    def enrich(self, span, input_, call, returns, *options):
+        return lambda name, stmt_span: ast.Enrich(name, input_, call, returns, options, stmt_span)
 
-    def match(self, meta, c):
-        alias = c[2] if len(c) == 4 else None
-        token = c[-1]
-        raw = str(token)
-        lead = len(raw) - len(raw.lstrip())
-        text = raw.strip()
-        start = self.offset + token.start_pos + lead
-        return ("match", c[0], c[1], alias, ast.Sql(text, Span(start, start + len(text))), self._span(meta))
+    def match(self, span, input_, state, alias, predicate):
+        sql = _sql(predicate, self.offset)
+        return lambda name, stmt_span: ast.Match(name, input_, state, alias, sql, stmt_span)
 
-    def process(self, meta, c):
-        return ("process", c[0], tuple(c[1:-2]), c[-2], c[-1], self._span(meta))
+    def broadcast_states(self, span, *states):
+        return states
 
-    def stream(self, meta, c):
-        name, body = c
-        span = self._span(meta)
-        if isinstance(body, ast.Sql):
-            return ast.Select(name, body, span)
-        kind, *rest = body
-        if kind == "enrich":
-            return ast.Enrich(name, rest[0], rest[1], rest[2], rest[3], span)
-        if kind == "match":
-            return ast.Match(name, rest[0], rest[1], rest[2], rest[3], span)
-        return ast.Process(name, rest[0], rest[1], rest[2], rest[3], span)
+    def process(self, span, input_, states, ref, returns):
+        return lambda name, stmt_span: ast.Process(name, input_, states or (), ref, returns, stmt_span)
 
-    def sink(self, meta, c):
-        return ast.Sink(c[0], c[1], tuple(c[2:]), self._span(meta))
+    def stream(self, span, name, body):
+        return body(name, span)
+
+    def sink(self, span, input_, connector, *options):
+        return ast.Sink(input_, connector, options, span)
 
 
 def parse_text(text: str, path: str = "<input>") -> ast.Program:

@@ -281,14 +281,16 @@ class _Lowering:
                 o.line("states={" + ", ".join(f"{lit(s)}: {self._state_ref(s)}" for s in states) + "},")
             o.line("metrics=metrics,")
         o.line(")")
+        kept = self.phys.kept_reason(step.name)
+        if kept and (not self.streaming or step.name.lower() in self.per_batch):
+            o.comment(f"computed once and kept in Spark's checkpoint folder: {kept}")
+            o.line(f"{out_var} = chains.keep({out_var})")
         dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         if dead and not self.target.writes:
             o.line(f"{out_var} = captured.hold_dead_letters({out_var}, {lit(tuple(sorted(dead)))})  # not written")
         elif dead:
             paths = "{" + ", ".join(f"{lit(k)}: resolve(FOLDER, {lit(v)})" for k, v in sorted(dead.items())) + "}"
             o.line(f"{out_var} = chains.split_dead_letters({out_var}, {paths})")
-        elif not self.streaming and len(self.plan.consumers(step.name)) > 1:
-            o.line(f"{out_var} = {out_var}.persist()  # read more than once: run the chain and its calls once")
         o.line(f"{out_var}.createOrReplaceTempView({lit(sql_name(step.name))})")
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:

@@ -25,6 +25,12 @@ def _step_line(step: physical.Step) -> str:
     return f"{step.name}: {kind} {_describe(node)}  -- line {node.line}"
 
 
+def _kept_where(phys: physical.Physical) -> str:
+    if phys.plan.settings.mode == "STREAMING":
+        return "an exactly-once stage folder under the CHECKPOINT"
+    return "Spark's checkpoint folder (DataFrame.checkpoint(eager=True))"
+
+
 def render_text(phys: physical.Physical) -> str:
     """Passes, then steps in run order, then sinks."""
     out = ["passes:"]
@@ -39,6 +45,9 @@ def render_text(phys: physical.Physical) -> str:
                 out.append(f"      reads ({', '.join(step.input_columns)})")
             out.append(f"      starts: {step.starts_because}")
             out.append(f"      ends: {step.ends_because}")
+            kept = phys.kept_reason(step.name)
+            if kept:
+                out.append(f"      kept: computed once, then read back from {_kept_where(phys)} ({kept})")
     for sink in phys.plan.sinks:
         out.append(f"  sink {sink.input} -> {sink.connector}" + (f" {sink.path!r}" if sink.path else "")
                    + f"  -- line {sink.line}")
@@ -53,7 +62,8 @@ def render_json(phys: physical.Physical) -> str:
         if isinstance(step, physical.Chain):
             item.update(index=step.index, input=step.input, operators=[op.name for op in step.operators],
                         input_columns=list(step.input_columns) if step.input_columns else None,
-                        starts_because=step.starts_because, ends_because=step.ends_because)
+                        starts_because=step.starts_because, ends_because=step.ends_because,
+                        kept=phys.kept_reason(step.name))
         else:
             item.update(line=step.node.line, inputs=list(step.node.inputs))
         steps.append(item)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from dslc.compiler.optimizer import physical
+from dslc.compiler.optimizer import physical, sharing
 from dslc.compiler.optimizer.rules import chaining, pushdown
 from dslc.compiler.plan import logical as plan
 
@@ -35,4 +35,5 @@ def optimize(p: plan.Plan, options: Options = Options()) -> physical.Physical:
     for rule in RULES:
         if options.enabled(rule):
             p = rule(p)
-    return chaining.chain_operators(p, chaining=options.chaining, pruning=options.pruning)
+    phys = chaining.chain_operators(p, chaining=options.chaining, pruning=options.pruning)
+    return sharing.keep_shared(phys)

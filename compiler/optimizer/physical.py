@@ -82,6 +82,11 @@ class Physical:
     plan: plan.Plan
     steps: tuple[Step, ...]
     passes: tuple[tuple[str, str], ...]     # (pass name, what it did)
+    kept: tuple = ()                        # sharing.Kept: chain outputs computed once and kept
+
+    def kept_reason(self, name: str) -> str | None:
+        """Why relation `name` is computed once and kept (None: it is not)."""
+        return next((k.reason for k in self.kept if k.name.lower() == name.lower()), None)
 
     def step(self, name: str) -> Step:
         """The step producing relation `name`."""

@@ -1,7 +1,10 @@
 """Run an operator chain over a DataFrame with mapInArrow, and split off its dead letters."""
 from __future__ import annotations
 
+import atexit
 import dataclasses
+import shutil
+import tempfile
 from typing import Mapping
 
 from pyspark.sql import DataFrame
@@ -52,14 +55,29 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     return df.mapInArrow(function, out_schema)
 
 
+def keep(df: DataFrame) -> DataFrame:
+    """Compute `df` now and read it back from Spark's reliable checkpoint folder, so that every
+    later reader (several sinks, dead letters beside rows) sees these rows without calling the
+    services again. Unlike persist(), nothing is evicted and recomputed silently.
+
+    The folder is `spark.checkpoint.dir` when set (use a shared file system on a cluster), else a
+    temporary folder of this machine removed when the job ends."""
+    context = df.sparkSession.sparkContext
+    if context.getCheckpointDir() is None:
+        folder = tempfile.mkdtemp(prefix="dslc-kept-")
+        atexit.register(shutil.rmtree, folder, True)
+        context.setCheckpointDir(folder)
+    return df.checkpoint(eager=True)
+
+
 def split_dead_letters(df: DataFrame, paths: Mapping[str, str]) -> DataFrame:
     """Write each operator's dead letters as JSON lines to its path; return the other rows.
 
-    The output is persisted first so the chain (and its external calls) runs once for both.
+    The compiler keeps the chain's output first (`keep`) when it is read more than once, so its
+    external calls run once for the letters and the rows.
     """
     if C.DEAD_LETTER_COLUMN not in df.columns:
         return df
-    df = df.persist()
     for operator, path in sorted(paths.items()):
         dead_letters_of(df, operator).write.mode("append").text(path)
     return without_dead_letters(df)

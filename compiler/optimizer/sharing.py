@@ -1,0 +1,77 @@
+"""Which chain outputs a job must compute once and keep, so that every row calls its service once.
+
+Spark recomputes a DataFrame for every action (and for every reference inside one query, as in a
+self-join or a UNION of two filters of it). A chain makes external calls, so its output is kept
+whenever it would be computed more than once: read on more than one path to the job's outputs
+(sinks, broadcast states), directly or through other statements, or split into dead letters and
+rows. BATCH keeps it in Spark's reliable checkpoint folder (`DataFrame.checkpoint(eager=True)`,
+never evicted); STREAMING writes it to an exactly-once stage folder under the CHECKPOINT that the
+queries reading it consume with Spark's streaming file source.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from dslc.compiler.optimizer import physical
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan.sql import relations
+
+NAME = "keep_shared"
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A chain output computed once and kept; `reason` says why, for `explain --physical`."""
+
+    name: str
+    reason: str
+
+
+def references(query: plan.Query) -> dict[str, int]:
+    """How many times a query names each relation (a self-join names it twice)."""
+    counts: dict[str, int] = {}
+    for table in relations(query.tree):
+        counts[table.name.lower()] = counts.get(table.name.lower(), 0) + 1
+    return counts
+
+
+def computations(p: plan.Plan) -> dict[str, int]:
+    """relation (lower case) → how many times the job's outputs compute it if nothing is kept."""
+    found: dict[str, int] = {}
+    for node in reversed(p.nodes):
+        total = 0
+        for reader in p.consumers(node.name):
+            if isinstance(reader, (plan.Sink, plan.BroadcastState)):
+                total += 1
+            elif isinstance(reader, plan.Query):
+                total += references(reader).get(node.name.lower(), 1) * found.get(reader.name.lower(), 0)
+            else:
+                total += found.get(reader.name.lower(), 0)
+        found[node.name.lower()] = total
+    return found
+
+
+def keep_shared(phys: physical.Physical) -> physical.Physical:
+    """The physical plan with its kept chains (and a note for each)."""
+    kept = kept_chains(phys.plan, phys.steps)
+    notes = tuple((NAME, f"keep '{k.name}': {k.reason}") for k in kept)
+    return dataclasses.replace(phys, passes=phys.passes + notes, kept=kept)
+
+
+def kept_chains(p: plan.Plan, steps) -> tuple[Kept, ...]:
+    """The chains whose output must be kept, with the reason."""
+    counts = computations(p)
+    kept = []
+    for step in steps:
+        if not isinstance(step, physical.Chain):
+            continue
+        uses = counts.get(step.name.lower(), 0)
+        letters = sorted({op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter})
+        if uses + len(letters) <= 1:
+            continue
+        why = [f"read on {uses} paths to the outputs"] if uses > 1 else []
+        why += [f"its dead letters are written apart from its rows"] if letters and uses else []
+        why += [f"its dead letters go to {len(letters)} folders"] if len(letters) > 1 else []
+        kept.append(Kept(step.name, "; ".join(why)))
+    return tuple(kept)

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from dslc.compiler.optimizer import physical, sharing
-from dslc.compiler.optimizer.rules import chaining, pushdown
+from dslc.compiler.optimizer import physical
+from dslc.compiler.optimizer.rules import chaining, pushdown, sharing
 from dslc.compiler.plan import logical as plan
 
 Rule = Callable[[plan.Plan], plan.Plan]

@@ -297,11 +297,13 @@ def _redact(url: str) -> str:
 
 
 def build_call(config: Enrich) -> EnrichCall:
-    """The adapter for an ENRICH's WITH clause."""
+    """The adapter for an ENRICH's WITH clause (wrapped when the job records or replays calls)."""
+    from .recording import wrap   # record/replay: see runtime/recording.py
+
     if isinstance(config.call, HttpCall):
-        return HttpEnrichCall(config)
+        return wrap(HttpEnrichCall(config), config)
     if isinstance(config.call, PythonCall):
-        return PythonEnrichCall(config)
+        return wrap(PythonEnrichCall(config), config)
     raise TypeError(f"unsupported ENRICH call {config.call!r}")
 
 

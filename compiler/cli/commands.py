@@ -56,10 +56,43 @@ def cmd_run(args: argparse.Namespace) -> int:
     metrics_file = folder / "metrics.json"
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent), "DSLC_METRICS_FILE": str(metrics_file)}
+    calls = _record_replay_env(args)
+    if calls:
+        env.update(calls)
+        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
+        command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
     code = subprocess.call(command, env=env)
+    if getattr(args, "record", None):
+        from dslc.runtime.recording import consolidate
+        written = consolidate(args.record)
+        print(f"dslc: recorded the calls of {len(written)} ENRICH operator(s) in {args.record}", file=sys.stderr)
     if metrics_file.is_file():
         print(render_metrics(json.loads(metrics_file.read_text())))
     return code
+
+
+def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
+    """The environment that switches on runtime/recording.py in the job's Python workers."""
+    from dslc.runtime import recording
+
+    record, replay = getattr(args, "record", None), getattr(args, "replay", None)
+    if record and replay:
+        raise SystemExit("dslc: --record and --replay cannot be used together")
+    if record:
+        Path(record).mkdir(parents=True, exist_ok=True)
+        return {recording.RECORD_ENV: recording.setting_json(record)}
+    if replay:
+        if not Path(replay).is_dir():
+            raise SystemExit(f"dslc: --replay: no recording folder {replay}")
+        return {recording.REPLAY_ENV: recording.setting_json(
+            replay, unrecorded=args.replay_unrecorded, latency=args.replay_latency)}
+    return {}
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """dslc test [PATH ...]."""
+    from dslc.testing.runner import run_paths
+    return run_paths(args.paths, keep=args.keep)
 
 
 def render_metrics(metrics: dict[str, dict]) -> str:
@@ -82,4 +115,4 @@ def cmd_repl(args: argparse.Namespace) -> int:
     return run_repl(args.file)
 
 
-EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl}
+EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test}

@@ -63,7 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=("batch", "streaming"))
     run.add_argument("--trigger", help="available-now or every=10s")
     run.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    run.add_argument("--record", metavar="DIR", help="write every ENRICH call and its answer under DIR")
+    run.add_argument("--replay", metavar="DIR", help="answer ENRICH calls from DIR (no network)")
+    run.add_argument("--replay-unrecorded", choices=("error", "miss"), default="error",
+                     help="a call DIR does not hold: an error naming operator and key (default), or a miss")
+    run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
+    test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
+    test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
+    test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
     return parser

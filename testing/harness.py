@@ -1,0 +1,320 @@
+"""Run one test case on local Spark, in this process, without touching the pipeline's own folders.
+
+The pipeline's checked plan is rewritten (`sandbox`), not the compiler: every SOURCE reads the
+case's rows from a Parquet folder written here, every SINK writes Parquet, and dead letters and
+the checkpoint go to the case's temporary folder. ENRICH calls are answered by the replay
+wrapper of `dslc.runtime.recording` (switched on for this job only, through a Spark local
+property), from the case's answers and/or a recording. CACHE is left out: answers are fixed
+per key, so it could only carry one case's answers into the next one on a reused worker.
+STREAMING pipelines run with TRIGGER AVAILABLE NOW.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import runpy
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.plan import logical as plan
+from dslc.runtime import recording
+
+from . import values
+from .case_file import Case, CaseFileError
+from .diff import RowDiff, diff_rows
+
+DEAD_LETTER_COLUMNS = ("operator", "line", "kind", "error", "attempts", "key", "row")
+
+
+@dataclasses.dataclass
+class CaseResult:
+    """The outcome of one case: passed, or the diffs / the error that made it fail."""
+
+    name: str
+    passed: bool
+    diffs: list[RowDiff] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    seconds: float = 0.0
+    outputs: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+
+    def report(self) -> str:
+        """What went wrong, as `dslc test` prints it (empty when the case passed)."""
+        if self.error:
+            return self.error
+        return "\n".join(line for d in self.diffs if not d.ok for line in d.render())
+
+    def rows(self, output: str) -> list[dict[str, Any]]:
+        """The rows a sink (by stream name) or dead-letter output (`dead_letters:<operator>`) got."""
+        return self.outputs[output]
+
+
+def _lookup(names: dict[str, Any], name: str, what: str) -> Any:
+    for known, value in names.items():
+        if known.lower() == name.lower():
+            return value
+    listed = ", ".join(sorted(names)) or "none"
+    raise CaseFileError(f"unknown {what} {name!r} (the pipeline has: {listed})")
+
+
+def _spark_type(type_text: str):
+    from pyspark.sql.types import StructType
+
+    if type_text in ("?", ""):
+        return None
+    try:
+        return StructType.fromDDL(f"`x` {type_text}").fields[0].dataType
+    except Exception:   # a type dslc knows and PySpark cannot parse: compare untyped
+        return None
+
+
+def _typed_row(row: dict[str, Any], schema: plan.Schema, where: str, *, all_columns: bool) -> dict[str, Any]:
+    fields = {f.name.lower(): f for f in schema}
+    for column in row:
+        if str(column).lower() not in fields:
+            raise CaseFileError(f"{where}: unknown column {column!r} (columns: {', '.join(f.name for f in schema)})")
+    out: dict[str, Any] = {}
+    given = {str(k).lower(): v for k, v in row.items()}
+    for f in schema:
+        if f.name.lower() not in given and not all_columns:
+            continue
+        value = given.get(f.name.lower())
+        data_type = _spark_type(f.type)
+        try:
+            out[f.name] = values.typed(value, data_type) if data_type is not None else value
+        except values.DoesNotFit as exc:
+            raise CaseFileError(f"{where}, column {f.name}: {exc}") from None
+    return out
+
+
+@dataclasses.dataclass
+class _Prepared:
+    sources: dict[str, list[dict[str, Any]]]             # source name -> typed rows
+    answers: dict[str, list[dict[str, Any]]]             # operator -> recording entries
+    expect: dict[str, tuple[plan.Sink, list[dict[str, Any]]]]
+    dead_letters: dict[str, list[dict[str, Any]]]
+
+
+def prepare(case: Case, p: plan.Plan) -> _Prepared:
+    """Check a case against the plan: names, columns and value types; raise CaseFileError."""
+    where_case = f"case {case.name!r}"
+    sources = {n.name: n for n in p.nodes if isinstance(n, plan.Source)}
+    enriches = {n.name: n for n in p.nodes if isinstance(n, plan.Enrich)}
+    sinks: dict[str, plan.Sink] = {}
+    for sink in p.sinks:
+        sinks.setdefault(sink.input, sink)
+    try:
+        typed_sources = {}
+        for name, rows in case.sources.items():
+            node = _lookup(sources, name, "source")
+            typed_sources[node.name] = [
+                _typed_row(r, node.schema, f"source {node.name}, row {i}", all_columns=True) for i, r in enumerate(rows, 1)]
+        answers = {}
+        for name, entries in case.enrich.items():
+            node = _lookup(enriches, name, "ENRICH operator")
+            answers[node.name] = [_answer(node, e, f"enrich {node.name}, answer {i}") for i, e in enumerate(entries, 1)]
+        expect = {}
+        for name, rows in case.expect.items():
+            sink = _lookup(sinks, name, "sink")
+            schema = p.node(sink.input).schema
+            expect[sink.input] = (sink, [_typed_row(r, schema, f"sink {sink.input}, row {i}", all_columns=False)
+                                         for i, r in enumerate(rows, 1)])
+        dead = {}
+        lettered = {n: e for n, e in enriches.items() if e.dead_letter}
+        for name, rows in case.dead_letters.items():
+            node = _lookup(lettered, name, "ENRICH with a DEAD LETTER")
+            for i, r in enumerate(rows, 1):
+                unknown = [c for c in r if c not in DEAD_LETTER_COLUMNS]
+                if unknown:
+                    raise CaseFileError(f"dead letters of {node.name}, row {i}: unknown column {unknown[0]!r} "
+                                        f"(columns: {', '.join(DEAD_LETTER_COLUMNS)})")
+            dead[node.name] = [values.stamps_as_text(values.comparable(r)) for r in rows]
+    except CaseFileError as exc:
+        raise CaseFileError(f"{where_case}: {exc}") from None
+    return _Prepared(typed_sources, answers, expect, dead)
+
+
+def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, Any]:
+    from dslc.runtime.url_template import placeholders
+
+    columns = placeholders(node.call.url) if isinstance(node.call, plan.HttpGet) else node.key_columns
+    key = entry["key"]
+    if not isinstance(key, dict):
+        if len(columns) != 1:
+            raise CaseFileError(f"{where}: the call key has columns {', '.join(columns)}; write key: {{column: value, ...}}")
+        key = {columns[0]: key}
+    unknown = [c for c in key if c not in columns]
+    if unknown or len(key) != len(columns):
+        raise CaseFileError(f"{where}: the call key of {node.name} is ({', '.join(columns)}), got ({', '.join(map(str, key))})")
+    out: dict[str, Any] = {"key": key}
+    if "answer" in entry:
+        answer = entry["answer"]
+        items = answer if isinstance(answer, list) else [answer]
+        for item in items:
+            if not isinstance(item, dict):
+                raise CaseFileError(f"{where}: an answer is a mapping of RETURNS columns (or a list of them)")
+            _typed_row(item, node.returns, where + " answer", all_columns=False)
+        out["answer"] = answer
+    elif entry.get("miss"):
+        out["miss"] = True
+    elif entry.get("timeout"):
+        out["timeout"] = True
+    else:
+        out["error"] = str(entry["error"])
+        out["error_type"] = "CallError"
+    if entry.get("latency_ms") is not None:
+        out["latency_ms"] = entry["latency_ms"]
+    return out
+
+
+def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
+    """The plan with its SOURCEs, SINKs, dead letters and checkpoint all inside `root`."""
+    streaming = p.settings.mode == "STREAMING"
+    nodes = []
+    for node in p.nodes:
+        if isinstance(node, plan.Source):
+            node = dataclasses.replace(node, connector="PARQUET", path=str(root / "sources" / node.name), options=())
+        elif isinstance(node, plan.Enrich):
+            dead = str(root / "dead_letters" / node.name) if node.dead_letter else None
+            node = dataclasses.replace(node, cache=None, dead_letter=dead)
+        nodes.append(node)
+    sinks = [dataclasses.replace(s, connector="PARQUET", path=str(root / "sinks" / f"{i}-{s.input}"), options=(),
+                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE")
+             for i, s in enumerate(p.sinks)]
+    settings = dataclasses.replace(p.settings, checkpoint=str(root / "checkpoint"),
+                                   trigger="available-now" if streaming else p.settings.trigger)
+    return dataclasses.replace(p, settings=settings, nodes=tuple(nodes), sinks=tuple(sinks))
+
+
+def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, Any]]], root: Path) -> None:
+    from pyspark.sql.types import StructType
+
+    for node in sandboxed.nodes:
+        if isinstance(node, plan.Source):
+            schema = StructType.fromDDL(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
+            data = [tuple(r[f.name] for f in node.schema) for r in rows.get(node.name, [])]
+            spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(node.path)
+
+
+def _replay_folder(case: Case, prepared: _Prepared, root: Path) -> Path:
+    folder = root / "answers"
+    folder.mkdir(parents=True, exist_ok=True)
+    recorded: dict[str, list[dict[str, Any]]] = {}
+    if case.replay is not None:
+        for call in recording.entries(case.replay):
+            recorded.setdefault(call["operator"], []).append({k: v for k, v in call.items() if k != "operator"})
+    for operator, entries in prepared.answers.items():
+        given = {recording.canonical_key(e["key"]) for e in entries}
+        kept = [c for c in recorded.get(operator, []) if recording.canonical_key(c.get("key") or {}) not in given]
+        recorded[operator] = entries + kept
+    for operator, calls in recorded.items():
+        recording.write_answers(folder, operator, calls)
+    return folder
+
+
+def _files(folder: Path) -> list[Path]:
+    if not folder.exists():
+        return []
+    return sorted(f for f in folder.rglob("*") if f.is_file() and not any(
+        part.startswith((".", "_")) for part in f.relative_to(folder).parts))
+
+
+def _read_sink(spark, sink: plan.Sink, schema: plan.Schema) -> list[dict[str, Any]]:
+    folder = Path(sink.path)
+    if not any(f.suffix == ".parquet" for f in _files(folder)):
+        return []
+    df = spark.read.parquet(str(folder))
+    wanted = [f.name for f in schema if f.name in df.columns] or df.columns
+    return [values.comparable(r.asDict(recursive=False)) for r in df.select(*[f"`{c}`" for c in wanted]).collect()]
+
+
+def _read_dead_letters(folder: Path) -> list[dict[str, Any]]:
+    rows = []
+    for file in _files(folder):
+        for line in file.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                rows.append(values.stamps_as_text(values.comparable(json.loads(line))))
+    return rows
+
+
+@contextlib.contextmanager
+def _job_settings(spark, replay: str, metrics_file: Path) -> Iterator[None]:
+    context = spark.sparkContext
+    previous = os.environ.get("DSLC_METRICS_FILE")
+    context.setLocalProperty(recording.REPLAY_PROPERTY, replay)
+    os.environ["DSLC_METRICS_FILE"] = str(metrics_file)     # metrics into a file, not onto the report
+    try:
+        yield
+    finally:
+        context.setLocalProperty(recording.REPLAY_PROPERTY, None)
+        if previous is None:
+            os.environ.pop("DSLC_METRICS_FILE", None)
+        else:
+            os.environ["DSLC_METRICS_FILE"] = previous
+
+
+_ERROR_LINE = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Failure|NotRecorded)): (.+)$")
+
+
+def short_error(exc: BaseException) -> str:
+    """The cause of a failed job in one or two lines, not a JVM stack trace."""
+    text = str(exc)
+    found = [m for m in (_ERROR_LINE.match(line.strip()) for line in text.splitlines()) if m]
+    useful = [m for m in found if m.group(1) not in ("Py4JJavaError", "PythonException", "SparkException")]
+    if useful:
+        best = next((m for m in useful if "NotRecorded" in m.group(0) or "ElementFailure" in m.group(1)), useful[-1])
+        return f"{best.group(1)}: {best.group(2)}"
+    first = next((line for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return f"{type(exc).__name__}: {first.strip()}"
+
+
+def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
+    """Run one case of plan `p` inside `root` and compare its outputs; CaseFileError when the
+    case does not fit the pipeline (unknown name or column, a value its type cannot hold)."""
+    from dslc.compiler.pipeline import lower_plan
+
+    started = time.perf_counter()
+    prepared = prepare(case, p)          # a malformed case raises CaseFileError
+    root.mkdir(parents=True, exist_ok=True)
+    sandboxed = sandbox(p, root)
+    _write_sources(spark, sandboxed, prepared.sources, root)
+    answers = _replay_folder(case, prepared, root)
+    job = root / "job.py"
+    job.write_text(lower_plan(sandboxed, job_folder=str(root), trigger=sandboxed.settings.trigger))
+    setting = recording.setting_json(answers, unrecorded=case.unrecorded, latency=case.latency)
+    try:
+        with _job_settings(spark, setting, root / "metrics.json"):
+            namespace = runpy.run_path(str(job), run_name="dslc_test_job")
+            namespace["main"]()
+    except Exception as exc:  # noqa: BLE001 - a failing job is a failing case, reported briefly
+        return CaseResult(case.name, False, error=f"case {case.name!r}: the pipeline failed: {short_error(exc)}",
+                          seconds=time.perf_counter() - started)
+    result = CaseResult(case.name, True)
+    for i, sink in enumerate(sandboxed.sinks):
+        result.outputs.setdefault(sink.input, _read_sink(spark, sink, p.node(sink.input).schema))
+    for node in sandboxed.nodes:
+        if isinstance(node, plan.Enrich) and node.dead_letter:
+            result.outputs[f"dead_letters:{node.name}"] = _read_dead_letters(Path(node.dead_letter))
+    for name, (sink, rows) in prepared.expect.items():
+        result.diffs.append(diff_rows(f"sink {name}", [values.comparable(r) for r in rows],
+                                      result.outputs[sink.input], ordered=case.ordered))
+    for name, rows in prepared.dead_letters.items():
+        result.diffs.append(diff_rows(f"dead letters of {name}", rows, result.outputs[f"dead_letters:{name}"],
+                                      ordered=case.ordered))
+    result.passed = all(d.ok for d in result.diffs)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def check_pipeline(path: Path) -> plan.Plan:
+    """The pipeline's plan; a compile error becomes a CaseFileError with the usual diagnostics."""
+    from dslc.compiler.pipeline import check_file
+
+    try:
+        return check_file(path)
+    except CompileError as exc:
+        raise CaseFileError(f"{path}: the pipeline does not compile:\n{exc.render()}") from None

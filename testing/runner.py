@@ -1,0 +1,96 @@
+"""`dslc test [PATH ...]`: every case of every `*.test.yaml`, one Spark session, a short report."""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+from .case_file import CaseFileError, TestFile, find, load
+from .harness import CaseResult, check_pipeline, run_prepared
+
+
+def session():
+    """The local Spark session every case shares (an active one is reused, e.g. pytest's)."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (SparkSession.builder.master(os.environ.get("DSLC_MASTER", "local[2]")).appName("dslc-test")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.log.level", "ERROR")
+            .getOrCreate())
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text)[:40] or "case"
+
+
+def run_file(test_file: TestFile, spark, work: Path, only: str | None = None) -> list[CaseResult]:
+    """Every case of one test file (or the one named `only`)."""
+    cases = [c for c in test_file.cases if only is None or c.name == only]
+    if only is not None and not cases:
+        names = ", ".join(repr(c.name) for c in test_file.cases)
+        raise CaseFileError(f"{test_file.path}: no case named {only!r} (cases: {names})")
+    plan = check_pipeline(test_file.pipeline)
+    results = []
+    for index, case in enumerate(cases):
+        if case.problem:
+            results.append(CaseResult(case.name, False, error=case.problem))
+            continue
+        try:
+            results.append(run_prepared(spark, plan, case, work / f"{index:03d}-{_slug(case.name)}"))
+        except CaseFileError as exc:
+            results.append(CaseResult(case.name, False, error=str(exc)))
+    return results
+
+
+def _print_result(result: CaseResult, out: TextIO) -> None:
+    mark = "PASS" if result.passed else ("ERROR" if result.error else "FAIL")
+    print(f"  {mark:<5} {result.name} ({result.seconds:.1f}s)", file=out)
+    if not result.passed:
+        for line in result.report().splitlines():
+            print(f"        {line}", file=out)
+
+
+def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False) -> int:
+    """Find and run test files; print each case and the summary line; 0 when all passed."""
+    try:
+        files = find(paths or ["."])
+    except CaseFileError as exc:
+        print(f"dslc: error: {exc}", file=out)
+        return 1
+    if not files:
+        print(f"dslc: error: no *.test.yaml files under {', '.join(paths or ['.'])}", file=out)
+        return 1
+    passed = failed = 0
+    work = Path(tempfile.mkdtemp(prefix="dslc-test-"))
+    spark = None
+    try:
+        for index, path in enumerate(files):
+            print(path, file=out)
+            try:
+                test_file = load(path)
+                spark = spark or session()
+                results = run_file(test_file, spark, work / f"{index:03d}-{_slug(path.stem)}")
+            except CaseFileError as exc:
+                print(f"  ERROR {exc}", file=out)
+                failed += 1
+                continue
+            for result in results:
+                _print_result(result, out)
+                passed += result.passed
+                failed += not result.passed
+            out.flush()
+    finally:
+        if keep:
+            print(f"dslc: case folders kept in {work}", file=out)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed", file=out)
+    return 0 if failed == 0 else 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import values
+from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.plan.logical import Retry
 
@@ -31,14 +31,9 @@ class EnrichOptions:
 def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:
     """Interpret the option clauses of one ENRICH statement."""
     result = EnrichOptions()
-    seen: dict[str, ast.Opt] = {}
+    seen = options.first_of_each(opts, problems)
     dead_letters: list[tuple[str, ast.Str]] = []
-    for opt in opts:
-        if opt.key in seen:
-            problems.append(error("E0303", opt.span, option=_title(opt.key),
-                                  hint="keep one of them"))
-            continue
-        seen[opt.key] = opt
+    for opt in seen.values():
         if opt.key == "async":
             if opt.args:
                 result.mode = opt.args[0].value
@@ -66,10 +61,6 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     return result
 
 
-def _title(key: str) -> str:
-    return key.replace("_", " ").upper()
-
-
 def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
     attempts = values.whole(opt.args[0], "RETRY", problems)
     backoff = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
@@ -86,7 +77,7 @@ def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> st
         return "DEAD_LETTER"
     value = arg.value
     if value == "RETRY" and opt.key != "on_miss":
-        problems.append(error("E0309", arg.span, text="RETRY", what=f"{_title(opt.key)} outcome",
+        problems.append(error("E0309", arg.span, text="RETRY", what=f"{options.title(opt.key)} outcome",
                               hint="add RETRY n to retry; then say what happens after the last attempt"))
         return None
     return value

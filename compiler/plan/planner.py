@@ -17,7 +17,7 @@ from dslc.runtime.url_template import placeholders
 
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan import values
+from dslc.compiler.plan import options, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.plan.enrich_options import read_options
@@ -182,13 +182,8 @@ class _Planner:
     # ---- PIPELINE
     def _pipeline(self, stmt: ast.Pipeline) -> None:
         mode, checkpoint, trigger = "BATCH", None, None
-        seen: set[str] = set()
         trigger_span = None
-        for opt in stmt.options:
-            if opt.key in seen:
-                self.add(error("E0303", opt.span, option=opt.key.upper()))
-                continue
-            seen.add(opt.key)
+        for opt in options.first_of_each(stmt.options, self.problems).values():
             if opt.key == "mode":
                 mode = values.choice(opt.args[0], PIPELINE_MODES, "pipeline MODE", self.problems) or mode
             elif opt.key == "checkpoint":
@@ -230,14 +225,6 @@ class _Planner:
             fields.append(plan.Field(col.name.value, type_text))
         return tuple(fields)
 
-    def _options(self, opt: ast.Opt) -> tuple[tuple[str, str], ...]:
-        pairs: dict[str, str] = {}
-        for key, value in opt.args:
-            if key.value in pairs:
-                self.add(error("E0303", key.span, option=f"'{key.value}'"))
-            pairs[key.value] = values.literal_text(value)
-        return tuple(pairs.items())
-
     def _python_ref(self, ref: ast.Str) -> bool:
         if not _PYTHON_REF.match(ref.value):
             self.add(error("E0309", ref.span, text=ref.value, what="Python reference",
@@ -261,11 +248,7 @@ class _Planner:
         self._connector_arg(stmt.connector, kind.takes_arg, "SOURCE")
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
-        opts: dict[str, ast.Opt] = {}
-        for opt in stmt.options:
-            if opt.key in opts:
-                self.add(error("E0303", opt.span, option=opt.key.upper()))
-            opts.setdefault(opt.key, opt)
+        opts = options.first_of_each(stmt.options, self.problems)
         schema: plan.Schema = kind.fixed_schema
         schema_known = True
         if "schema" in opts:
@@ -281,9 +264,9 @@ class _Planner:
             self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
                            what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
             schema_known = False
-        options = self._options(opts["options"]) if "options" in opts else ()
+        pairs = options.key_values(opts["options"], self.problems) if "options" in opts else ()
         for required in kind.required_options:
-            if required not in dict(options):
+            if required not in dict(pairs):
                 self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
                                what=f"OPTIONS ({required} = ...)"))
         watermark = None
@@ -305,7 +288,7 @@ class _Planner:
             return None
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
-                           options=options, watermark=watermark)
+                           options=pairs, watermark=watermark)
 
     def _connector_arg(self, connector: ast.Connector, takes_arg: bool, role: str) -> None:
         kind = connector.kind.value.upper()
@@ -390,7 +373,7 @@ class _Planner:
     def _enrich(self, stmt: ast.Enrich) -> plan.Enrich | None:
         upstream = self._stream_input(stmt.input, "ENRICH")
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
-        options = read_options(stmt.options, self.problems)
+        checked = read_options(stmt.options, self.problems)
         if isinstance(stmt.call, ast.HttpCall):
             method = values.choice(stmt.call.method, ("GET",), "HTTP method", self.problems)
             url = stmt.call.url.value
@@ -419,14 +402,14 @@ class _Planner:
                                hint=f"'{upstream.name}' already has it; rename the RETURNS column"))
         if clash or len({f.name.lower() for f in returns}) != len(returns):
             return None     # reported above (or by _columns); an Enrich node cannot hold duplicates
-        order_by = self._order_by(options.order_by, upstream)
+        order_by = self._order_by(checked.order_by, upstream)
         return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
                            span=stmt.span, input=upstream.name, call=call, returns=returns,
-                           mode=options.mode, order_by=order_by, capacity=options.capacity,
-                           timeout_s=options.timeout_s,
-                           retry=options.retry, cache=options.cache, rate=options.rate,
-                           on_miss=options.on_miss, on_timeout=options.on_timeout, on_error=options.on_error,
-                           dead_letter=options.dead_letter, key_columns=key_columns)
+                           mode=checked.mode, order_by=order_by, capacity=checked.capacity,
+                           timeout_s=checked.timeout_s,
+                           retry=checked.retry, cache=checked.cache, rate=checked.rate,
+                           on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
+                           dead_letter=checked.dead_letter, key_columns=key_columns)
 
     def _order_by(self, names: tuple[ast.Name, ...], upstream: plan.PlanNode) -> tuple[str, ...]:
         """ORDERED BY columns as the input spells them; an unknown one is E0204."""
@@ -531,28 +514,23 @@ class _Planner:
         self._connector_arg(stmt.connector, kind.takes_arg, "SINK")
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
-        mode, partition_by, options = "APPEND", (), ()
-        seen: set[str] = set()
-        for opt in stmt.options:
-            if opt.key in seen:
-                self.add(error("E0303", opt.span, option=opt.key.replace("_", " ").upper()))
-                continue
-            seen.add(opt.key)
+        mode, partition_by, pairs = "APPEND", (), ()
+        for opt in options.first_of_each(stmt.options, self.problems).values():
             if opt.key == "mode":
                 mode = values.choice(opt.args[0], SINK_MODES, "SINK MODE", self.problems) or mode
                 self._sink_mode(mode, opt)
             elif opt.key == "partition_by":
                 partition_by = self._partition_by(opt, kind, kind_name, upstream)
             else:
-                options = self._options(opt)
+                pairs = options.key_values(opt, self.problems)
         for required in kind.required_options:
-            if required not in dict(options):
+            if required not in dict(pairs):
                 self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SINK",
                                what=f"OPTIONS ({required} = ...)"))
         if len(self.problems) != before:
             return None
         return plan.Sink(input=self.defs[key].name.value, connector=kind_name,
-                         path=stmt.connector.arg.value if stmt.connector.arg else None, options=options,
+                         path=stmt.connector.arg.value if stmt.connector.arg else None, options=pairs,
                          mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span)
 
     def _sink_mode(self, mode: str, opt: ast.Opt) -> None:

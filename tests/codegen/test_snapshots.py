@@ -1,41 +1,68 @@
-"""Snapshots of the logical plan, the physical plan and the generated job for every example and
-every focused case in tests/cases: an optimiser or code-generation change shows up as a diff."""
+"""Snapshots beside their cases: each folder tests/cases/<name>/ holds a pipeline.flow and what
+the compiler makes of it, `plan.txt` (dslc explain), `physical.txt` (dslc explain --physical)
+and `job.py` (dslc compile); each example's are in tests/examples/<name>/, the same shape. One
+parametrised test discovers the folders, so an optimiser or code-generation change shows up as a
+diff of a readable file. `pytest --snapshot-update` rewrites them: review the diff."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from dslc.compiler.plan import explain
 from dslc.compiler.optimizer import explain as physical_explain
 from dslc.compiler.pipeline import check_file, compile_file
+from dslc.compiler.plan import explain
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWS = sorted([*ROOT.glob("examples/*/pipeline.flow"), *ROOT.glob("tests/cases/*/pipeline.flow")])
 
 
-def _id(path: Path) -> str:
-    return f"{path.parent.parent.name}/{path.parent.name}"
+def _cases() -> list[tuple[Path, Path]]:
+    """(flow, folder of its snapshots) for every example and every case."""
+    examples = [(flow, ROOT / "tests/examples" / flow.parent.name) for flow in ROOT.glob("examples/*/pipeline.flow")]
+    cases = [(flow, flow.parent) for flow in ROOT.glob("tests/cases/*/pipeline.flow")]
+    return sorted(examples + cases)
 
 
-@pytest.mark.parametrize("flow", FLOWS, ids=_id)
-def test_logical_plan(flow, snapshot):
-    plan = check_file(flow)
-    assert explain.render_text(plan).replace(str(ROOT), "<root>") == snapshot
+CASES = _cases()
+IDS = [f"{flow.parent.parent.name}/{flow.parent.name}" for flow, _ in CASES]
 
 
-@pytest.mark.parametrize("flow", FLOWS, ids=_id)
-def test_physical_plan(flow, snapshot):
-    plan = check_file(flow)
-    assert physical_explain.render_physical(plan, "text") == snapshot
+def _plan(flow: Path) -> str:
+    return explain.render_text(check_file(flow)).replace(str(ROOT), "<root>")
 
 
-@pytest.mark.parametrize("flow", FLOWS, ids=_id)
-def test_generated_job(flow, snapshot):
+def _physical(flow: Path) -> str:
+    return physical_explain.render_physical(check_file(flow), "text")
+
+
+def _job(flow: Path) -> str:
     code = compile_file(flow, job_folder=str(flow.parent))
     assert code == compile_file(flow, job_folder=str(flow.parent)), "code generation is not deterministic"
     compile(code, str(flow.with_name("job.py")), "exec")     # it is valid Python
-    assert code == snapshot
+    return code
+
+
+OUTPUTS = {"plan.txt": _plan, "physical.txt": _physical, "job.py": _job}
+
+
+@pytest.mark.parametrize("output", OUTPUTS)
+@pytest.mark.parametrize("flow, folder", CASES, ids=IDS)
+def test_snapshot(flow, folder, output, request):
+    made = OUTPUTS[output](flow)
+    snapshot = folder / output
+    if request.config.getoption("--snapshot-update", default=False):
+        folder.mkdir(parents=True, exist_ok=True)
+        if not snapshot.is_file() or snapshot.read_text() != made:
+            snapshot.write_text(made)
+        return
+    assert snapshot.is_file(), f"no {snapshot.relative_to(ROOT)}: run pytest {__file__} --snapshot-update"
+    assert made == snapshot.read_text(), f"{snapshot.relative_to(ROOT)} differs (--snapshot-update after review)"
+
+
+def test_every_snapshot_folder_has_a_flow():
+    """A folder of an example that is gone would keep stale snapshots nobody checks."""
+    folders = {folder for _, folder in CASES}
+    assert sorted(str(p) for p in (ROOT / "tests/examples").iterdir() if p.is_dir() and p not in folders) == []
 
 
 def test_every_example_folder_has_a_pipeline():

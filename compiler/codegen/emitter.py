@@ -66,8 +66,7 @@ def multiline(text: str) -> list[str]:
 
 
 def ident(name: str) -> str:
-    """A Python variable name for a DSL relation (DSL names may be back-quoted anything)."""
-    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
-    if not safe or safe[0].isdigit():
-        safe = "_" + safe
-    return "r_" + safe.lower()
+    """A Python variable name for a DSL relation, as close to the user's name as Python allows
+    (DSL names may be back-quoted anything): `paid` stays `paid`, `raw-orders` is `raw_orders`."""
+    safe = "".join(ch if (ch.isalnum() or ch == "_") and ("_" + ch).isidentifier() else "_" for ch in name)
+    return safe if safe.isidentifier() else "_" + safe

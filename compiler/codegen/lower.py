@@ -7,6 +7,8 @@ micro-batch (foreachBatch), everything before them as a streaming DataFrame.
 """
 from __future__ import annotations
 
+import builtins
+import keyword
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +73,16 @@ def _watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
     return found
 
 
+# Names the job itself uses (imports, constants, locals of main and of micro-batch functions),
+# Python's keywords and builtins: a relation variable never shadows one of them.
+_JOB_NAMES = frozenset({
+    "C", "FOLDER", "CHECKPOINT", "TRIGGER", "main", "spark", "metrics", "queries", "batch", "batch_id",
+    "batch_spark", "captured", "chains", "sinks", "state", "streaming", "sources", "python_source", "capture",
+    "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
+    *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
+})
+
+
 class _Lowering:
     """Visits the physical steps in order and writes the job."""
 
@@ -82,18 +94,23 @@ class _Lowering:
         self.streaming = self.plan.settings.mode == "STREAMING"
         self.per_batch = self.plan.per_micro_batch() if self.streaming else frozenset()
         self.var: dict[str, str] = {}
-        self._taken: set[str] = set()
+        self._taken: set[str] = set(_JOB_NAMES) | {f"micro_batch_{i}" for i in range(len(self.plan.sinks))}
         self.watermarks = _watermarks(self.plan)   # relation (lower case) -> its source's WATERMARK
         self.row_limits = {name.lower(): n for name, n in target.row_limits}
         if not target.writes and self.streaming:
             raise ValueError("a job that writes nothing runs in BATCH mode")
+        for node in self.plan.nodes:     # in definition order, as the user spelt them
+            self.v(node.name)
 
     def v(self, name: str) -> str:
-        """The Python variable holding relation `name`."""
+        """The Python variable holding relation `name`: the user's name, with `_df` (then a
+        number) only when that name is taken by the job, Python, or another relation."""
         key = name.lower()
         if key not in self.var:
             base = ident(name)
             candidate, n = base, 2
+            if candidate in self._taken:
+                base = candidate = f"{base}_df"
             while candidate in self._taken:
                 candidate, n = f"{base}_{n}", n + 1
             self.var[key] = candidate

@@ -13,28 +13,28 @@ def main() -> None:
     metrics = MetricsCollector(spark)
 
     # line 3: SOURCE readings FROM CSV 'readings/'
-    r_readings = (
+    readings = (
         spark.read.format('csv')
         .schema('`device` STRING, `value` DOUBLE')
         .options(**{'header': 'true'})
         .load(resolve(FOLDER, 'readings/'))
     )
-    r_readings.createOrReplaceTempView('readings')
+    readings.createOrReplaceTempView('readings')
 
     # line 4: SOURCE thresholds FROM CSV 'thresholds/'
-    r_thresholds = (
+    thresholds = (
         spark.read.format('csv')
         .schema('`device` STRING, `op` STRING, `limit` DOUBLE')
         .load(resolve(FOLDER, 'thresholds/'))
     )
-    r_thresholds.createOrReplaceTempView('thresholds')
+    thresholds.createOrReplaceTempView('thresholds')
 
     # line 5: BROADCAST limits FROM thresholds KEY device OP op
-    r_limits = state.changelog_state('limits', r_thresholds, key='device', op='op')
+    limits = state.changelog_state('limits', thresholds, key='device', op='op')
 
     # lines 6, 7, 8: chain#1 [a -> b -> c], one mapInArrow pass ('per_device' is a shuffle (GROUP BY / window))
-    r_c = chains.run_chain(
-        r_readings,
+    c = chains.run_chain(
+        readings,
         name='chain#1',
         operators=(
             C.Enrich(
@@ -60,19 +60,19 @@ def main() -> None:
                 states=('limits',), key_columns=('device',),
             ),
         ),
-        states={'limits': r_limits},
+        states={'limits': limits},
         metrics=metrics,
     )
-    r_c.createOrReplaceTempView('c')
+    c.createOrReplaceTempView('c')
 
     # line 9: STREAM per_device = SELECT ...
-    r_per_device = spark.sql(
+    per_device = spark.sql(
         'SELECT device, count(*) AS n FROM c WHERE over GROUP BY device'
     )
-    r_per_device.createOrReplaceTempView('per_device')
+    per_device.createOrReplaceTempView('per_device')
 
     # line 10: SINK per_device TO CONSOLE
-    sinks.write_batch(r_per_device, connector='CONSOLE', path=None, mode='APPEND', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(per_device, connector='CONSOLE', path=None, mode='APPEND', partition_by=(), options={}, folder=FOLDER)
 
     metrics.report()
 

@@ -13,22 +13,22 @@ def main() -> None:
     metrics = MetricsCollector(spark)
 
     # line 2: SOURCE orders FROM JSON 'orders/'
-    r_orders = (
+    orders = (
         spark.read.format('json')
         .schema('`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `note` STRING')
         .load(resolve(FOLDER, 'orders/'))
     )
-    r_orders.createOrReplaceTempView('orders')
+    orders.createOrReplaceTempView('orders')
 
     # line 5: STREAM enriched__filter = SELECT ...
-    r_enriched__filter = spark.sql(
+    enriched__filter = spark.sql(
         'SELECT * FROM orders WHERE amount > 500'
     )
-    r_enriched__filter.createOrReplaceTempView('enriched__filter')
+    enriched__filter.createOrReplaceTempView('enriched__filter')
 
     # line 3: chain#1 [enriched], one mapInArrow pass ('big' is Spark SQL)
-    r_enriched = chains.run_chain(
-        r_enriched__filter,
+    enriched = chains.run_chain(
+        enriched__filter,
         name='chain#1',
         operators=(
             C.Enrich(
@@ -43,16 +43,16 @@ def main() -> None:
         columns=('order_id', 'customer_id'),
         metrics=metrics,
     )
-    r_enriched.createOrReplaceTempView('enriched')
+    enriched.createOrReplaceTempView('enriched')
 
     # line 5: STREAM big = SELECT ...
-    r_big = spark.sql(
+    big = spark.sql(
         'SELECT order_id, tier FROM enriched WHERE NOT tier IS NULL'
     )
-    r_big.createOrReplaceTempView('big')
+    big.createOrReplaceTempView('big')
 
     # line 6: SINK big TO JSON 'out/big'
-    sinks.write_batch(r_big, connector='JSON', path=resolve(FOLDER, 'out/big'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(big, connector='JSON', path=resolve(FOLDER, 'out/big'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
 
     metrics.report()
 

@@ -16,31 +16,31 @@ def main() -> None:
     queries = []
 
     # line 4: SOURCE events FROM JSON 'in/events/'
-    r_events = (
+    events = (
         spark.readStream.format('json')
         .schema('`id` STRING, `user` STRING, `amount` DOUBLE, `ts` TIMESTAMP')
         .load(resolve(FOLDER, 'in/events/'))
         .withWatermark('ts', '10 seconds')
     )
-    r_events.createOrReplaceTempView('events')
+    events.createOrReplaceTempView('events')
 
     # line 6: SOURCE limit_updates FROM JSON 'in/limits/'
-    r_limit_updates = (
+    limit_updates = (
         spark.readStream.format('json')
         .schema('`user` STRING, `op` STRING, `max_amount` DOUBLE')
         .load(resolve(FOLDER, 'in/limits/'))
     )
-    r_limit_updates.createOrReplaceTempView('limit_updates')
+    limit_updates.createOrReplaceTempView('limit_updates')
 
     # line 7: BROADCAST limits FROM limit_updates KEY user OP op
-    r_limits = streaming.StreamingState(
+    limits = streaming.StreamingState(
         spark, 'limits', CHECKPOINT, key='user', op='op', ref=None, folder=FOLDER,
     )
-    queries.append(r_limits.start(r_limit_updates, TRIGGER))
+    queries.append(limits.start(limit_updates, TRIGGER))
 
     # line 8: chain#1 [scored], one mapInArrow pass ('scored' has 2 readers)
-    r_scored = chains.run_chain(
-        r_events,
+    scored = chains.run_chain(
+        events,
         name='chain#1',
         operators=(
             C.Enrich(
@@ -55,31 +55,31 @@ def main() -> None:
         watermark=C.Watermark('ts', 10.0),
         metrics=metrics,
     )
-    r_scored.createOrReplaceTempView('scored')
+    scored.createOrReplaceTempView('scored')
 
     # line 11: SINK scored TO JSON 'out/scored'
-    queries.append(streaming.write_stream(r_scored, 'sink0', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'out/scored'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(scored, 'sink0', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'out/scored'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
 
     # line 12: SINK over TO PARQUET 'out/over'
     def micro_batch_1(batch, batch_id):
         """One micro-batch of scored through over, then SINK (line 12)."""
         batch_spark = batch.sparkSession
-        r_scored = batch
+        scored = batch
         batch.createOrReplaceTempView('scored')
 
         # line 10: STREAM over = MATCH scored AGAINST limits AS l
-        r_over = state.match(
-            batch_spark, r_scored, input_name='scored',
-            state=r_limits.snapshot_for(batch_id), state_name='limits', alias='l',
+        over = state.match(
+            batch_spark, scored, input_name='scored',
+            state=limits.snapshot_for(batch_id), state_name='limits', alias='l',
             predicate='scored.user = l.user AND scored.amount > l.max_amount',
             state_schema='`user` STRING, `max_amount` DOUBLE',
             columns=(('user', 'l_user'), ('max_amount', 'max_amount')),
         )
-        r_over.createOrReplaceTempView('`over`')
+        over.createOrReplaceTempView('`over`')
 
-        sinks.write_micro_batch(r_over, batch_id, connector='PARQUET', path=resolve(FOLDER, 'out/over'), mode='APPEND', partition_by=(), options={}, folder=FOLDER)
+        sinks.write_micro_batch(over, batch_id, connector='PARQUET', path=resolve(FOLDER, 'out/over'), mode='APPEND', partition_by=(), options={}, folder=FOLDER)
 
-    queries.append(streaming.for_each_batch(r_scored, micro_batch_1, 'sink1', CHECKPOINT, TRIGGER))
+    queries.append(streaming.for_each_batch(scored, micro_batch_1, 'sink1', CHECKPOINT, TRIGGER))
 
     streaming.await_queries(spark, queries, TRIGGER)
     metrics.report()

@@ -16,44 +16,44 @@ def main() -> None:
     queries = []
 
     # line 7: SOURCE views FROM JSON 'data/views/'
-    r_views = (
+    views = (
         spark.readStream.format('json')
         .schema('`view_id` STRING, `user_id` STRING, `ip` STRING, `url` STRING, `duration_ms` BIGINT, `ts` TIMESTAMP')
         .load(resolve(FOLDER, 'data/views/'))
         .withWatermark('ts', '60 seconds')
     )
-    r_views.createOrReplaceTempView('views')
+    views.createOrReplaceTempView('views')
 
     # line 12: STREAM page_views = SELECT ...
-    r_page_views = spark.sql(
+    page_views = spark.sql(
         "SELECT view_id, user_id, ip, regexp_extract(url, '^/([a-z]*)', 1) AS section, duration_ms, ts\n"
         "  FROM views WHERE url NOT LIKE '/static/%' AND user_id IS NOT NULL"
     )
-    r_page_views.createOrReplaceTempView('page_views')
+    page_views.createOrReplaceTempView('page_views')
 
     # line 19: STREAM views_per_minute = SELECT ...
-    r_views_per_minute = spark.sql(
+    views_per_minute = spark.sql(
         "SELECT section, window(ts, '1 minute') AS w, count(*) AS views\n"
         "  FROM page_views GROUP BY section, window(ts, '1 minute')"
     )
-    r_views_per_minute.createOrReplaceTempView('views_per_minute')
+    views_per_minute.createOrReplaceTempView('views_per_minute')
 
     # line 36: STREAM located__filter = SELECT ...
-    r_located__filter = spark.sql(
+    located__filter = spark.sql(
         'SELECT * FROM page_views WHERE duration_ms >= 1000'
     )
-    r_located__filter.createOrReplaceTempView('located__filter')
+    located__filter.createOrReplaceTempView('located__filter')
 
     # line 39: SINK engaged TO PARQUET 'target/out/engaged'
     def micro_batch_0(batch, batch_id):
         """One micro-batch of located__filter through engaged, then SINK (line 39)."""
         batch_spark = batch.sparkSession
-        r_located__filter = batch
+        located__filter = batch
         batch.createOrReplaceTempView('located__filter')
 
         # line 25: chain#1 [located], one mapInArrow pass ('engaged' is Spark SQL)
-        r_located = chains.run_chain(
-            r_located__filter,
+        located = chains.run_chain(
+            located__filter,
             name='chain#1',
             operators=(
                 C.Enrich(
@@ -72,22 +72,22 @@ def main() -> None:
             metrics=metrics,
         )
         # computed once and kept in Spark's checkpoint folder: its dead letters are written apart from its rows
-        r_located = chains.keep(r_located)
-        r_located = chains.split_dead_letters(r_located, {'located': resolve(FOLDER, 'target/dlq/geo')})
-        r_located.createOrReplaceTempView('located')
+        located = chains.keep(located)
+        located = chains.split_dead_letters(located, {'located': resolve(FOLDER, 'target/dlq/geo')})
+        located.createOrReplaceTempView('located')
 
         # line 36: STREAM engaged = SELECT ...
-        r_engaged = batch_spark.sql(
+        engaged = batch_spark.sql(
             'SELECT view_id, user_id, section, country, city, ts FROM located'
         )
-        r_engaged.createOrReplaceTempView('engaged')
+        engaged.createOrReplaceTempView('engaged')
 
-        sinks.write_micro_batch(r_engaged, batch_id, connector='PARQUET', path=resolve(FOLDER, 'target/out/engaged'), mode='APPEND', partition_by=(), options={}, folder=FOLDER)
+        sinks.write_micro_batch(engaged, batch_id, connector='PARQUET', path=resolve(FOLDER, 'target/out/engaged'), mode='APPEND', partition_by=(), options={}, folder=FOLDER)
 
-    queries.append(streaming.for_each_batch(r_located__filter, micro_batch_0, 'sink0', CHECKPOINT, TRIGGER))
+    queries.append(streaming.for_each_batch(located__filter, micro_batch_0, 'sink0', CHECKPOINT, TRIGGER))
 
     # line 40: SINK views_per_minute TO JSON 'target/out/views_per_minute'
-    queries.append(streaming.write_stream(r_views_per_minute, 'sink1', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'target/out/views_per_minute'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(views_per_minute, 'sink1', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'target/out/views_per_minute'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
 
     streaming.await_queries(spark, queries, TRIGGER)
     metrics.report()

@@ -14,30 +14,30 @@ def main() -> None:
 
     # line 6: SOURCE readings FROM PYTHON 'devices:DeviceLogs'
     python_source.register(spark)
-    r_readings = (
+    readings = (
         spark.read.format('dslc_python')
         .schema('`device` STRING, `kind` STRING, `ts` TIMESTAMP, `temperature` DOUBLE')
         .options(**{'devices': '6', 'hours': '2', 'per_hour': '12', 'seed': '7', 'dslc.ref': 'devices:DeviceLogs', 'dslc.schema': '`device` STRING, `kind` STRING, `ts` TIMESTAMP, `temperature` DOUBLE', 'dslc.name': 'readings', 'dslc.line': '6'})
         .option('dslc.folder', FOLDER)
         .load()
     )
-    r_readings.createOrReplaceTempView('readings')
+    readings.createOrReplaceTempView('readings')
 
     # line 10: SOURCE threshold_updates FROM CSV 'data/thresholds/'
-    r_threshold_updates = (
+    threshold_updates = (
         spark.read.format('csv')
         .schema('`kind` STRING, `op` STRING, `max_temperature` DOUBLE')
         .options(**{'header': 'true'})
         .load(resolve(FOLDER, 'data/thresholds/'))
     )
-    r_threshold_updates.createOrReplaceTempView('threshold_updates')
+    threshold_updates.createOrReplaceTempView('threshold_updates')
 
     # line 14: BROADCAST thresholds FROM threshold_updates KEY kind OP op
-    r_thresholds = state.changelog_state('thresholds', r_threshold_updates, key='kind', op='op')
+    thresholds = state.changelog_state('thresholds', threshold_updates, key='kind', op='op')
 
     # line 16: chain#1 [checked], one mapInArrow pass ('checked' has 2 readers)
-    r_checked = chains.run_chain(
-        r_readings,
+    checked = chains.run_chain(
+        readings,
         name='chain#1',
         operators=(
             C.Process(
@@ -47,31 +47,31 @@ def main() -> None:
                 states=('thresholds',), key_columns=('device',),
             ),
         ),
-        states={'thresholds': r_thresholds},
+        states={'thresholds': thresholds},
         metrics=metrics,
     )
     # computed once and kept in Spark's checkpoint folder: read on 2 paths to the outputs
-    r_checked = chains.keep(r_checked)
-    r_checked.createOrReplaceTempView('checked')
+    checked = chains.keep(checked)
+    checked.createOrReplaceTempView('checked')
 
     # line 19: STREAM alerts = SELECT ...
-    r_alerts = spark.sql(
+    alerts = spark.sql(
         "SELECT device, ts, temperature, max_temperature FROM checked WHERE status = 'alert'"
     )
-    r_alerts.createOrReplaceTempView('alerts')
+    alerts.createOrReplaceTempView('alerts')
 
     # line 21: STREAM per_device = SELECT ...
-    r_per_device = spark.sql(
+    per_device = spark.sql(
         "SELECT device, count(*) AS readings, sum(CASE WHEN status = 'alert' THEN 1 ELSE 0 END) AS alerts\n"
         '  FROM checked GROUP BY device'
     )
-    r_per_device.createOrReplaceTempView('per_device')
+    per_device.createOrReplaceTempView('per_device')
 
     # line 24: SINK alerts TO PARQUET 'target/out/alerts'
-    sinks.write_batch(r_alerts, connector='PARQUET', path=resolve(FOLDER, 'target/out/alerts'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(alerts, connector='PARQUET', path=resolve(FOLDER, 'target/out/alerts'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
 
     # line 25: SINK per_device TO JSON 'target/out/per_device'
-    sinks.write_batch(r_per_device, connector='JSON', path=resolve(FOLDER, 'target/out/per_device'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(per_device, connector='JSON', path=resolve(FOLDER, 'target/out/per_device'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
 
     metrics.report()
 

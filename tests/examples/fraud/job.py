@@ -13,35 +13,35 @@ def main() -> None:
     metrics = MetricsCollector(spark)
 
     # line 6: SOURCE orders FROM JSON 'data/orders/'
-    r_orders = (
+    orders = (
         spark.read.format('json')
         .schema('`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `country` STRING, `ts` TIMESTAMP')
         .load(resolve(FOLDER, 'data/orders/'))
     )
-    r_orders.createOrReplaceTempView('orders')
+    orders.createOrReplaceTempView('orders')
 
     # line 10: SOURCE rule_updates FROM CSV 'data/rules/'
-    r_rule_updates = (
+    rule_updates = (
         spark.read.format('csv')
         .schema('`rule_id` STRING, `op` STRING, `country` STRING, `max_amount` DOUBLE')
         .options(**{'header': 'true'})
         .load(resolve(FOLDER, 'data/rules/'))
     )
-    r_rule_updates.createOrReplaceTempView('rule_updates')
+    rule_updates.createOrReplaceTempView('rule_updates')
 
     # line 14: BROADCAST rules FROM rule_updates KEY rule_id OP op
-    r_rules = state.changelog_state('rules', r_rule_updates, key='rule_id', op='op')
+    rules = state.changelog_state('rules', rule_updates, key='rule_id', op='op')
 
     # line 16: STREAM paid = SELECT ...
-    r_paid = spark.sql(
+    paid = spark.sql(
         'SELECT order_id, customer_id, amount, country, ts\n'
         '              FROM orders WHERE amount > 0'
     )
-    r_paid.createOrReplaceTempView('paid')
+    paid.createOrReplaceTempView('paid')
 
     # line 19: chain#1 [enriched], one mapInArrow pass ('flagged' is a MATCH (a join))
-    r_enriched = chains.run_chain(
-        r_paid,
+    enriched = chains.run_chain(
+        paid,
         name='chain#1',
         operators=(
             C.Enrich(
@@ -59,32 +59,32 @@ def main() -> None:
         metrics=metrics,
     )
     # computed once and kept in Spark's checkpoint folder: read on 2 paths to the outputs; its dead letters are written apart from its rows
-    r_enriched = chains.keep(r_enriched)
-    r_enriched = chains.split_dead_letters(r_enriched, {'enriched': resolve(FOLDER, 'target/dlq/enrich')})
-    r_enriched.createOrReplaceTempView('enriched')
+    enriched = chains.keep(enriched)
+    enriched = chains.split_dead_letters(enriched, {'enriched': resolve(FOLDER, 'target/dlq/enrich')})
+    enriched.createOrReplaceTempView('enriched')
 
     # line 29: STREAM flagged = MATCH enriched AGAINST rules AS r
-    r_flagged = state.match(
-        spark, r_enriched, input_name='enriched',
-        state=r_rules, state_name='rules', alias='r',
+    flagged = state.match(
+        spark, enriched, input_name='enriched',
+        state=rules, state_name='rules', alias='r',
         predicate='enriched.country = r.country AND enriched.amount > r.max_amount',
         state_schema='`rule_id` STRING, `country` STRING, `max_amount` DOUBLE',
         columns=(('rule_id', 'rule_id'), ('country', 'r_country'), ('max_amount', 'max_amount')),
     )
-    r_flagged.createOrReplaceTempView('flagged')
+    flagged.createOrReplaceTempView('flagged')
 
     # line 32: STREAM per_customer = SELECT ...
-    r_per_customer = spark.sql(
+    per_customer = spark.sql(
         "SELECT customer_id, window(ts, '1 minute') AS w, count(*) AS n\n"
         "  FROM flagged GROUP BY customer_id, window(ts, '1 minute')"
     )
-    r_per_customer.createOrReplaceTempView('per_customer')
+    per_customer.createOrReplaceTempView('per_customer')
 
     # line 35: SINK flagged TO PARQUET 'target/out/flagged'
-    sinks.write_batch(r_flagged, connector='PARQUET', path=resolve(FOLDER, 'target/out/flagged'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(flagged, connector='PARQUET', path=resolve(FOLDER, 'target/out/flagged'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
 
     # line 36: SINK per_customer TO JSON 'target/out/per_customer'
-    sinks.write_batch(r_per_customer, connector='JSON', path=resolve(FOLDER, 'target/out/per_customer'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(per_customer, connector='JSON', path=resolve(FOLDER, 'target/out/per_customer'), mode='OVERWRITE', partition_by=(), options={}, folder=FOLDER)
 
     metrics.report()
 

@@ -197,7 +197,8 @@ class Repl:
 
     # ---- commands
     def cmd_help(self, args: list[str]) -> None:
-        self.say(HELP)
+        runner = self.session.runner
+        self.say(HELP + (f"\nSpark's own output (start-up, warnings): {runner.log_path}" if runner else ""))
 
     def cmd_quit(self, args: list[str]) -> None:
         self.done = True

@@ -59,6 +59,8 @@ class SparkRunner:
         settings.set("spark.sql.session.timeZone", "UTC")
         settings.set("spark.ui.showConsoleProgress", "false")   # the REPL draws its own line
         settings.set("spark.log.level", "WARN")
+        # a cancelled task's Python worker (and the calls it is making) is killed without delay
+        settings.setIfMissing("spark.python.task.killTimeout", "0s")
         for key, value in dict(conf).items():
             settings.set(key, value)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,11 +149,15 @@ class _ProgressLine:
         self.stream = stream
         self.label = label
         self.width = 0
+        self.shown = ""
 
     def draw(self, status: str) -> None:
         if self.stream is None:
             return
         text = f"{self.label}: {status} (Ctrl-C cancels)"[:150]
+        if text == self.shown:
+            return
+        self.shown = text
         self.stream.write("\r" + text.ljust(self.width))
         self.stream.flush()
         self.width = max(self.width, len(text))
@@ -162,3 +168,4 @@ class _ProgressLine:
         self.stream.write("\r" + " " * self.width + "\r")
         self.stream.flush()
         self.width = 0
+        self.shown = ""

@@ -1,0 +1,140 @@
+"""Exploring has no side effects: the real REPL in a pseudo-terminal against a real HTTP service
+that counts its calls. `:show` computes only what it shows, writes nothing under the flow's
+folder, lets about n rows reach an ENRICH, is cancelled by Ctrl-C, and the screen holds no
+Spark log line."""
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import os
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pexpect = pytest.importorskip("pexpect")
+pytestmark = pytest.mark.spark
+
+PROMPT = "flow> "
+ROWS = 60
+FLOW = """\
+PIPELINE explore MODE BATCH;
+SOURCE orders FROM JSON 'data/orders/'
+  SCHEMA (order_id STRING, customer_id STRING, amount DOUBLE);
+STREAM paid = SELECT order_id, customer_id, amount FROM orders WHERE amount > 0;
+STREAM enriched = ENRICH paid WITH HTTP GET 'http://127.0.0.1:{port}/customers/{{customer_id}}'
+  RETURNS (tier STRING)
+  ON ERROR DEAD LETTER 'target/dlq/enrich';
+STREAM slow = ENRICH paid WITH HTTP GET 'http://127.0.0.1:{port}/slow/{{customer_id}}'
+  RETURNS (tier STRING) CAPACITY 2 TIMEOUT 60s;
+SINK enriched TO JSON 'target/out/enriched' MODE OVERWRITE;
+SINK slow TO JSON 'target/out/slow' MODE OVERWRITE;
+"""
+# What Spark prints on a terminal when nobody keeps it off the screen
+SPARK_NOISE = re.compile(r"log4j|WARN |INFO |NativeCodeLoader|hostname|loopback|Setting default log level"
+                         r"|\[Stage \d+", re.I)
+
+
+def _service(calls: Counter):
+    from aiohttp import web
+
+    async def customer(request):
+        calls["customers"] += 1
+        number = int(request.match_info["id"][1:])
+        if number % 4 == 1:
+            return web.Response(status=500, text="broken customer")
+        return web.json_response({"tier": "gold" if number % 2 else "silver"})
+
+    async def slow(request):
+        calls["slow"] += 1
+        await asyncio.sleep(1.0)
+        return web.json_response({"tier": "late"})
+
+    app = web.Application()
+    app.router.add_get("/customers/{id}", customer)
+    app.router.add_get("/slow/{id}", slow)
+    return app
+
+
+@pytest.fixture
+def explored(tmp_path: Path, serve_app):
+    """A flow folder, the service it calls, and the REPL started on it (its screen is recorded)."""
+    calls: Counter = Counter()
+    server = serve_app(_service(calls))
+    folder = tmp_path / "flow"
+    (folder / "data" / "orders").mkdir(parents=True)
+    (folder / "data" / "orders" / "part-0.json").write_text("".join(
+        json.dumps({"order_id": f"o{i:03}", "customer_id": f"c{i:03}", "amount": 10.0 + i}) + "\n"
+        for i in range(ROWS)))
+    (folder / "pipeline.flow").write_text(FLOW.format(port=server.port))
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    env = {**os.environ, "DSLC_HISTORY": str(tmp_path / "history"), "TERM": "dumb", "PYTHONUNBUFFERED": "1",
+           "DSLC_MASTER": "local[2]"}
+    screen = io.StringIO()
+    child = pexpect.spawn(sys.executable, ["-m", "dslc.compiler.cli", "repl", "pipeline.flow"], env=env,
+                          cwd=str(folder), timeout=180, encoding="utf-8", dimensions=(40, 250))
+    child.logfile_read = screen
+    child.expect_exact("ok: loaded 7 statements")
+    child.expect_exact(PROMPT)
+    yield child, calls, folder, before, screen
+    child.sendline(":quit")
+    child.expect(pexpect.EOF)
+    child.close()
+
+
+def _show(child, command: str) -> str:
+    child.send(command + "\r")
+    child.expect_exact(PROMPT)
+    return child.before
+
+
+def test_show_before_the_enrich_calls_nothing_and_writes_nothing(explored):
+    child, calls, folder, before, screen = explored
+    out = _show(child, ":show paid 3")
+    assert re.search(r"\|\s*o000\s*\|\s*c000\s*\|\s*10\.0\s*\|", out)
+    assert "only showing top 3 rows" in out
+    assert sum(calls.values()) == 0                      # neither ENRICH ran
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert not SPARK_NOISE.search(screen.getvalue()), screen.getvalue()
+
+
+def test_show_of_the_enrich_makes_about_n_calls_and_keeps_dead_letters_in_memory(explored):
+    child, calls, folder, before, screen = explored
+    out = _show(child, ":show enriched 5")
+    assert 5 <= calls["customers"] <= 7, calls             # a limit before the ENRICH, not one per input row
+    assert calls["slow"] == 0
+    shown = re.findall(r"\|\s*(o\d{3})\s*\|", out)
+    note = re.search(r"-- enriched: 5 rows in, \d+ calls, (\d+) dead letters? \(kept in memory, not written\)", out)
+    assert note and shown and len(shown) + int(note.group(1)) == 5
+    assert all(int(o[1:]) % 4 != 1 for o in shown)       # the failed calls went to the dead letters
+    letters = _show(child, ":show enriched 5 --dead-letters")
+    assert '"kind": "error"' in letters and '"operator": "enriched"' in letters
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before   # no target/dlq, no target/out
+    assert not SPARK_NOISE.search(screen.getvalue()), screen.getvalue()
+
+
+def test_ctrl_c_cancels_a_slow_show_and_the_session_goes_on(explored):
+    child, calls, folder, before, screen = explored
+    child.send(":show slow 40\r")
+    child.expect_exact("(Ctrl-C cancels)")                 # the progress line
+    deadline = time.monotonic() + 150                     # Spark's start-up on a busy machine
+    while calls["slow"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert calls["slow"] > 0
+    child.sendintr()
+    child.expect_exact("interrupted: the job was cancelled", timeout=60)
+    child.expect_exact(PROMPT)
+    assert 0 < calls["slow"] < 40
+    settled, seen = time.monotonic() + 20, -1
+    while calls["slow"] != seen and time.monotonic() < settled:   # Spark kills the task's Python worker
+        seen = calls["slow"]
+        time.sleep(3)
+    assert calls["slow"] == seen and seen < 40, calls      # the calls stopped with the job, before its end
+    out = _show(child, ":show paid 2")                     # same session, same JVM
+    assert re.search(r"\|\s*o001\s*\|", out)
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert not SPARK_NOISE.search(screen.getvalue()), screen.getvalue()

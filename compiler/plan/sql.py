@@ -10,7 +10,6 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
-from sqlglot.optimizer.annotate_types import annotate_types
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
@@ -21,6 +20,8 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.plan.logical import Field, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN
+from dslc.compiler.plan.spark_names import SparkNamer, generator_name
+from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
@@ -201,6 +202,9 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
     if isinstance(source, exp.Table):
         schema = schemas.get(source.name.lower())
         return None if schema is None else {f.name.lower() for f in schema}
+    if isinstance(source, Scope) and isinstance(source.expression, exp.Lateral):
+        alias = source.expression.args.get("alias")          # LATERAL VIEW explode(x) t AS a, b
+        return {c.name.lower() for c in alias.columns} if alias is not None and alias.columns else None
     if not isinstance(source, Scope) or not isinstance(source.expression, exp.Query):
         return None
     renamed = source.expression.parent.alias_column_names if source.expression.parent else []
@@ -241,7 +245,9 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
         # `SELECT amout` names itself and must not vouch for itself.
         aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
             if isinstance(scope.expression, exp.Select) else set()
-        for column in scope.columns:
+        if isinstance(scope.expression, exp.SetOperation):
+            continue            # its ORDER BY names the output columns; its queries are scopes too
+        for column in scope.expression.find_all(exp.Column):   # scope.columns leaves out HAVING's
             if id(column) in seen or not _owned_by(column, scope):
                 continue
             seen.add(id(column))
@@ -304,24 +310,78 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     mapping = {name: _columns_of(schema) for name in sorted(read) if (schema := schemas.get(name)) is not None}
     try:
         schema = MappingSchema(mapping, dialect="spark")
-        typed = annotate_types(qualify(tree.copy(), schema=schema, dialect="spark",
-                                       validate_qualify_columns=False, quote_identifiers=False),
-                               schema=schema, dialect="spark")
+        spellings: dict[str, str] = {}
+        qualified = qualify(_named_as_spark(tree.copy(), sql.text, spellings), schema=schema, dialect="spark",
+                            validate_qualify_columns=False, quote_identifiers=False)
+        annotator = SparkTypes(schema, expression_metadata=SPARK_METADATA)
+        typed = annotator.annotate(qualified)
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc).split("\n")[0]))
         return None
+    for columns in mapping.values():
+        spellings.update((c.lower(), c) for c in columns)
+    spellings.update((i.name.lower(), i.name) for i in tree.find_all(exp.Identifier))
+    set_types = annotator._get_setop_column_types(typed) if isinstance(typed, exp.SetOperation) else []
     fields: list[Field] = []
-    for projection in typed.selects:
+    for index, projection in enumerate(typed.selects):
         name = projection.alias_or_name.split(_REPEAT)[0]
+        name = spellings.get(name.lower(), name)    # sqlglot folds names to lower case; Spark keeps them
         inner = projection.unalias() if isinstance(projection, exp.Alias) else projection
+        generated = generator_name(inner)
+        if generated is not None and name.startswith("_col_"):
+            fields.extend(_generated_columns(generated, inner))
+            continue
         if isinstance(inner, exp.Anonymous) and inner.name.lower() in ("window", "session_window"):
             type_text = _WINDOW_TYPE
-        elif projection.type is None or projection.type.is_type(exp.DataType.Type.UNKNOWN):
-            type_text = UNKNOWN
+        elif index < len(set_types):        # a set operation's column: the wider type of its queries
+            type_text = _type_text(exp.DataType.build(set_types[index][1]) if not isinstance(
+                set_types[index][1], exp.DataType) else set_types[index][1])
         else:
-            type_text = projection.type.sql(dialect="spark")
+            type_text = _type_text(projection.type)
         fields.append(Field(name, type_text))
     return tuple(fields)
+
+
+def _named_as_spark(tree: exp.Expression, text: str, spellings: dict[str, str]) -> exp.Expression:
+    """Give every unaliased computed select item, in every query block, the name Spark gives it,
+    so that outer queries and later statements resolve `count(1)` as Spark does."""
+    namer = SparkNamer(text, tree)
+    for select in list(tree.find_all(exp.Select)):
+        for item in list(select.expressions):
+            if isinstance(item, (exp.Alias, exp.Star)) or item.is_star or generator_name(item) is not None:
+                continue
+            if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
+                continue
+            name = namer.name(item)
+            if isinstance(item, exp.Dot) and name == item.name:
+                continue
+            spellings[name.lower()] = name
+            item.replace(exp.alias_(item.copy(), exp.to_identifier(name, quoted=True)))
+    return tree
+
+
+def _type_text(data_type: exp.DataType | None) -> str:
+    if data_type is None or data_type.is_type(exp.DataType.Type.UNKNOWN):
+        return UNKNOWN
+    if data_type.is_type(exp.DataType.Type.NULL):
+        return "VOID"
+    return data_type.sql(dialect="spark")
+
+
+def _generated_columns(function: str, node: exp.Expression) -> list[Field]:
+    """The columns an unaliased generator adds, named as Spark names them (col, key and value,
+    pos, the struct's fields, c0...)."""
+    types = generated_types(node)
+    argument = node.this if not isinstance(node, exp.Anonymous) else (node.expressions or [None])[0]
+    arg_type = argument.type if argument is not None else None
+    if function.startswith("inline") and arg_type is not None and arg_type.expressions:
+        names = [f.name for f in arg_type.expressions[0].expressions]
+    elif function == "json_tuple":
+        names = [f"c{i}" for i in range(len(types))]
+    else:
+        is_map = arg_type is not None and arg_type.is_type(exp.DataType.Type.MAP)
+        names = (["pos"] if function.startswith("posexplode") else []) + (["key", "value"] if is_map else ["col"])
+    return [Field(name, _type_text(t)) for name, t in zip(names, types)]
 
 
 def analyze_condition(sql: ast.Sql, sides: Mapping[str, Schema], problems: list[Diagnostic]) -> bool:

@@ -40,4 +40,4 @@ def spark_schema(spark, sql: str) -> list[tuple[str, str]]:
     from dslc.compiler.plan.sqltypes import canonical
 
     fields = spark.sql(sql).schema.fields
-    return [(f.name, canonical(f.dataType.simpleString()) or f.dataType.simpleString()) for f in fields]
+    return [(f.name, canonical(f.dataType.simpleString()) or f.dataType.simpleString().upper()) for f in fields]

@@ -1,0 +1,392 @@
+"""Spark's names for unaliased select items: `count(1)`, `sum(x)`, `(a + b)`, `CAST((a + 1) AS STRING)`.
+
+Spark's analyzer names such a column by printing the resolved expression (`toPrettySQL`): column
+references without their qualifier, string literals without quotes, binary operators in
+parentheses, functions by the name they were called with and with the defaults Spark fills in
+(`round(x)` is `round(x, 0)`), windows with their full frame. The written query is printed the
+same way here, from sqlglot's tree and the source text (for the function names as written), so
+that later statements can refer to such a column by Spark's name. The conformance corpus in
+tests/sql/ compares these names with Spark's own.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from sqlglot import exp
+
+_BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "div",
+           exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.And: "AND",
+           exp.Or: "OR", exp.BitwiseAnd: "&", exp.BitwiseOr: "|", exp.BitwiseXor: "^",
+           exp.NullSafeEQ: "<=>"}
+
+# Functions whose printed name is not the name they were called with.
+_RENAMED = {"ceil": "CEIL", "floor": "FLOOR", "power": "POWER", "array_agg": "collect_list",
+            "dateadd": "date_add", "rank": "RANK", "dense_rank": "DENSE_RANK",
+            "percent_rank": "PERCENT_RANK", "current_date": "current_date",
+            "current_timestamp": "current_timestamp", "isnull": "isnull"}
+
+# Arguments Spark fills in when they are left out: name → (count written, defaults appended).
+_DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)), "locate": (2, ("1",)),
+             "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)), "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
+             "regexp_replace": (3, ("1",)), "sort_array": (1, ("true",)),
+             "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
+
+_GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
+               "json_tuple", "stack")
+_RANKING = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.RowNumber, exp.Ntile)
+
+
+class SparkNamer:
+    """Prints expressions of one query the way Spark names them."""
+
+    def __init__(self, text: str, tree: exp.Expression):
+        self.text = text
+        self.relations = {t.alias_or_name.lower() for t in tree.find_all(exp.Table)} | \
+                         {s.alias.lower() for s in tree.find_all(exp.Subquery) if s.alias} | \
+                         {c.alias.lower() for c in tree.find_all(exp.CTE)}
+        self.lambda_vars: list[set[str]] = []
+
+    # ---- the name of a select item
+    def name(self, item: exp.Expression) -> str:
+        """The column name Spark gives an unaliased select item."""
+        if isinstance(item, exp.Column):
+            return item.name
+        if isinstance(item, exp.Dot):
+            return item.name
+        if isinstance(item, (exp.Cast, exp.TryCast)) and self._cast_written(item) \
+                and isinstance(item.this, exp.Column) and self._is_attribute(item.this):
+            return item.this.name       # CAST(x AS T) keeps the name of the column x
+        if isinstance(item, exp.Anonymous) and item.name.lower() in ("window", "session_window"):
+            return item.name.lower()
+        return self.sql(item)
+
+    # ---- printing
+    def sql(self, node: exp.Expression) -> str:
+        if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp)) and node.meta.get("start") is None \
+                and _first_position(node.this) is not None and self._written_call(node.this):
+            return self.sql(node.this)      # sqlglot's own wrapper: year(ts) is Year(TsOrDsToDate(ts))
+        if isinstance(node, exp.Paren):
+            return self.sql(node.this)
+        if isinstance(node, exp.Column):
+            return self._column(node)
+        if isinstance(node, exp.Dot):
+            return f"{self.sql(node.this)}.{node.name}"
+        if isinstance(node, exp.Literal):
+            return self._literal(node)
+        if isinstance(node, exp.Boolean):
+            return "true" if node.this else "false"
+        if isinstance(node, exp.Null):
+            return "NULL"
+        if isinstance(node, exp.HexString):
+            return f"X'{node.this.upper()}'"
+        if isinstance(node, exp.Star):
+            return "1"                  # count(*) is count(1)
+        if isinstance(node, exp.Interval):
+            return self._interval(node)
+        if isinstance(node, (exp.Cast, exp.TryCast)):
+            return self._cast(node)
+        if isinstance(node, exp.Neg):
+            if isinstance(node.this, exp.Literal) and not node.this.is_string:
+                return "-" + self._literal(node.this)
+            return f"(- {self.sql(node.this)})"
+        if isinstance(node, exp.BitwiseNot):
+            return f"~{self.sql(node.this)}"
+        if isinstance(node, exp.Not):
+            inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+            if isinstance(inner, exp.Is):
+                return f"({self.sql(inner.this)} IS NOT NULL)"
+            return f"(NOT {self.sql(inner)})"
+        if isinstance(node, exp.NEQ):
+            return f"(NOT ({self.sql(node.left)} = {self.sql(node.right)}))"
+        if isinstance(node, exp.Is):
+            return f"({self.sql(node.this)} IS NULL)"
+        if isinstance(node, exp.DPipe):
+            return f"concat({self.sql(node.left)}, {self.sql(node.right)})"
+        if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
+                                                     or isinstance(node.right, exp.Interval)):
+            op = "+" if isinstance(node, exp.Add) else "-"
+            return f"{self.sql(node.left)} {op} {self.sql(node.right)}"
+        if type(node) in _BINARY:
+            return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
+        if isinstance(node, exp.Like):
+            return f"{self.sql(node.this)} LIKE {self.sql(node.expression)}"
+        if isinstance(node, exp.RegexpLike):
+            return f"RLIKE({self.sql(node.this)}, {self.sql(node.expression)})"
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None:
+                return f"({self.sql(node.this)} IN (listquery({self._outer(node.args['query'])})))"
+            return f"({self.sql(node.this)} IN ({self._list(node.expressions)}))"
+        if isinstance(node, exp.Between):
+            return f"between({self.sql(node.this)}, {self.sql(node.args['low'])}, {self.sql(node.args['high'])})"
+        if isinstance(node, exp.Case):
+            return self._case(node)
+        if isinstance(node, exp.If):
+            otherwise = node.args.get("false")
+            parts = [node.this, node.args["true"]] + ([otherwise] if otherwise is not None else [])
+            return f"(IF({self._list(parts)}))"
+        if isinstance(node, exp.Subquery):
+            return f"scalarsubquery({self._outer(node)})"
+        if isinstance(node, exp.Exists):
+            return f"exists({self._outer(node)})"
+        if isinstance(node, exp.Bracket):
+            return f"{self.sql(node.this)}[{self._list(node.expressions)}]"
+        if isinstance(node, exp.Window):
+            return self._window(node)
+        if isinstance(node, exp.Filter):
+            return f"{self.sql(node.this)} FILTER (WHERE {self.sql(node.expression.this)})"
+        if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
+            return self.sql(node.this)
+        if isinstance(node, exp.Distinct):
+            return "DISTINCT " + self._list(node.expressions)
+        if isinstance(node, exp.Lambda):
+            return self._lambda(node)
+        if isinstance(node, exp.Extract):
+            return f"extract({node.this.name.upper()} FROM {self.sql(node.expression)})"
+        if isinstance(node, exp.Trim) and node.args.get("position"):
+            where = f"{node.args['position']} {self.sql(node.expression)} FROM " if node.expression else ""
+            return f"TRIM({where}{self.sql(node.this)})"
+        if isinstance(node, exp.StrPosition):
+            args = [node.args["substr"], node.this] + ([node.args["position"]] if node.args.get("position") else [])
+            return f"locate({self._list(args)}{'' if node.args.get('position') else ', 1'})"
+        if isinstance(node, exp.Anonymous) and node.name.lower() in ("isnull", "isnotnull"):
+            return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
+        if isinstance(node, exp.Func):
+            return self._function(node)
+        if isinstance(node, exp.Identifier):
+            if self.lambda_vars and node.name.lower() in self.lambda_vars[-1]:
+                return "namedlambdavariable()"
+            return node.name
+        if isinstance(node, exp.Var):
+            return node.name
+        return node.sql(dialect="spark")
+
+    def _list(self, nodes: Iterable[exp.Expression]) -> str:
+        return ", ".join(self.sql(n) for n in nodes)
+
+    def _is_attribute(self, column: exp.Column) -> bool:
+        """A column of a relation (`t.a`, `a`), not a struct field (`address.city`)."""
+        return not column.table or column.table.lower() in self.relations
+
+    def _column(self, column: exp.Column) -> str:
+        if self.lambda_vars and not column.table and column.name.lower() in self.lambda_vars[-1]:
+            return "namedlambdavariable()"
+        parts = [p.name for p in column.parts]
+        if column.table and column.table.lower() in self.relations and not column.args.get("db"):
+            parts = parts[1:]
+        elif column.args.get("db") and column.args["db"].name.lower() in self.relations:
+            parts = parts[1:]
+        if self.lambda_vars and parts[0].lower() in self.lambda_vars[-1]:
+            parts[0] = "namedlambdavariable()"
+        return ".".join(parts)
+
+    def _literal(self, literal: exp.Literal) -> str:
+        written = self._written(literal)
+        if literal.is_string:
+            if written and written[-2:].upper() == "BD":    # 3.0BD, a decimal literal
+                return written[:-2]
+            return literal.this
+        text = literal.this
+        if written and written[-1:].upper() in ("L", "S", "Y", "D", "F") and written[:-1] == text:
+            return text
+        if "e" in text.lower():
+            return repr(float(text))
+        if text.startswith("."):
+            return "0" + text
+        return text
+
+    def _written_call(self, argument: exp.Expression) -> bool:
+        """True when the text before `argument` opens an outer call, not a to_date( of its own."""
+        before = self.text[:_first_position(argument)].rstrip()
+        return not before.lower().endswith(("to_date(", "to_timestamp("))
+
+    def _written(self, node: exp.Expression) -> str | None:
+        if node.meta.get("start") is None:
+            return None
+        return self.text[node.meta["start"]:node.meta["end"] + 1]
+
+    def _interval(self, node: exp.Interval) -> str:
+        unit = node.args.get("unit")
+        if isinstance(unit, exp.IntervalSpan):
+            unit_text = f"{unit.this.name.upper()} TO {unit.expression.name.upper()}"
+        else:
+            unit_text = unit.name.upper() if unit is not None else ""
+        value = node.this.name if node.this is not None else ""
+        return f"INTERVAL '{value}' {unit_text}".strip()
+
+    def _cast_written(self, node: exp.Cast) -> bool:
+        """True for CAST(...)/TRY_CAST(...)/x::T; False for a typed literal (DATE '...', 2L)."""
+        child = node.this
+        start = _first_position(child)
+        if start is None:
+            return True
+        before = self.text[:start].rstrip()
+        if isinstance(child, exp.Literal) and not before.endswith("(") and \
+                before.upper().endswith(("DATE", "TIMESTAMP", "TIMESTAMP_NTZ", "TIMESTAMP_LTZ")):
+            return False
+        if isinstance(child, exp.Literal) and self._written(child) and self._written(child)[-1:].isalpha():
+            return False
+        return True
+
+    def _cast(self, node: exp.Cast) -> str:
+        if not self._cast_written(node):
+            if isinstance(node.this, exp.Literal) and node.this.is_string and not self._written(node.this)[-2:].upper() == "BD":
+                word = self.text[:_first_position(node.this)].rstrip().split()[-1].upper()
+                return f"{word} '{node.this.this}'"
+            return self._literal(node.this)
+        to = node.to.sql(dialect="spark").replace(", ", ",")
+        word = "TRY_CAST" if isinstance(node, exp.TryCast) and self._try_cast_written(node) else "CAST"
+        return f"{word}({self.sql(node.this)} AS {to})"
+
+    def _try_cast_written(self, node: exp.TryCast) -> bool:
+        start = _first_position(node.this)
+        return start is not None and self.text[:start].rstrip().rstrip("(").rstrip().upper().endswith("TRY_CAST")
+
+    def _case(self, node: exp.Case) -> str:
+        operand = node.this
+        parts = ["CASE"]
+        for branch in node.args.get("ifs") or []:
+            condition = self.sql(branch.this)
+            if operand is not None:
+                condition = f"({self.sql(operand)} = {condition})"
+            parts.append(f"WHEN {condition} THEN {self.sql(branch.args['true'])}")
+        if node.args.get("default") is not None:
+            parts.append(f"ELSE {self.sql(node.args['default'])}")
+        parts.append("END")
+        return " ".join(parts)
+
+    def _outer(self, node: exp.Expression) -> str:
+        """The outer columns a subquery refers to, as Spark lists them in its name."""
+        inner = {t.alias_or_name.lower() for t in node.find_all(exp.Table)}
+        outer = [c for c in node.find_all(exp.Column) if c.table and c.table.lower() not in inner
+                 and c.table.lower() in self.relations]
+        return ", ".join(dict.fromkeys(c.name for c in outer))
+
+    def _lambda(self, node: exp.Lambda) -> str:
+        names = {v.name.lower() for v in node.expressions}
+        self.lambda_vars.append(names | (self.lambda_vars[-1] if self.lambda_vars else set()))
+        try:
+            body = self.sql(node.this)
+        finally:
+            self.lambda_vars.pop()
+        return f"lambdafunction({body}, {', '.join('namedlambdavariable()' for _ in node.expressions)})"
+
+    def _function(self, node: exp.Func) -> str:
+        name = self._function_name(node)
+        args = self._arguments(node)
+        if isinstance(node, exp.Count) and node.this is None and not args:
+            args = ["1"]
+        if name in ("first", "last", "first_value", "last_value") and len(args) > 1:
+            args = args[:1]
+        if name == "from_json":
+            args = args[:1]
+        if name == "aggregate" and len(args) == 3:
+            args.append("lambdafunction(namedlambdavariable(), namedlambdavariable())")
+        written, defaults = _DEFAULTS.get(name, (None, ()))
+        if written is not None and len(args) == written:
+            args += list(defaults)
+        return f"{name}({', '.join(args)})"
+
+    def _function_name(self, node: exp.Func) -> str:
+        written = self._written(node)
+        if written and written.replace("_", "").isalnum():
+            name = written.lower()
+        elif isinstance(node, exp.Anonymous):
+            name = node.name.lower()
+        else:
+            name = node.sql(dialect="spark").split("(")[0].lower()
+        return _RENAMED.get(name, name)
+
+    def _arguments(self, node: exp.Func) -> list[str]:
+        """The arguments in the order they were written (sqlglot keeps them by role)."""
+        children = [c for c in node.iter_expressions() if not isinstance(c, (exp.DataType,))
+                    and not (isinstance(c, exp.Var) and c.meta.get("start") is None and isinstance(node, exp.TsOrDsAdd))]
+        if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
+            return [self.sql(node.this)]
+        ranked = sorted(enumerate(children), key=lambda ic: (_first_position(ic[1]) is None,
+                                                            _first_position(ic[1]) or 0, ic[0]))
+        return [self.sql(c) for _, c in ranked]
+
+    def _window(self, node: exp.Window) -> str:
+        function = node.this
+        inner = function.this if isinstance(function, (exp.IgnoreNulls, exp.RespectNulls)) else function
+        spec = node
+        if not node.args.get("partition_by") and not node.args.get("order") and node.alias:
+            named = _named_window(node, node.alias)
+            if named is not None:
+                spec = named
+        if isinstance(inner, (exp.Lag, exp.Lead)):
+            offset = inner.args.get("offset")
+            default = inner.args.get("default")
+            head = (f"{'lag' if isinstance(inner, exp.Lag) else 'lead'}({self.sql(inner.this)}, "
+                    f"{self.sql(offset) if offset is not None else '1'}, "
+                    f"{self.sql(default) if default is not None else 'NULL'})")
+        elif isinstance(inner, (exp.Rank, exp.DenseRank, exp.PercentRank)) and not inner.expressions:
+            head = f"{self._function_name(inner).upper()}()"
+        else:
+            head = self.sql(function)
+        parts = []
+        if spec.args.get("partition_by"):
+            parts.append("PARTITION BY " + self._list(spec.args["partition_by"]))
+        order = spec.args.get("order")
+        if order is not None:
+            parts.append("ORDER BY " + ", ".join(self._ordered(o) for o in order.expressions))
+        parts.append(self._frame(spec.args.get("spec"), inner, order is not None))
+        return f"{head} OVER ({' '.join(parts)})"
+
+    def _ordered(self, ordered: exp.Ordered) -> str:
+        desc = bool(ordered.args.get("desc"))
+        nulls_first = ordered.args.get("nulls_first")
+        if nulls_first is None:
+            nulls_first = not desc
+        return f"{self.sql(ordered.this)} {'DESC' if desc else 'ASC'} NULLS {'FIRST' if nulls_first else 'LAST'}"
+
+    def _frame(self, frame: exp.WindowSpec | None, function: exp.Expression, ordered: bool) -> str:
+        if frame is not None:
+            start = self._bound(frame.args.get("start"), frame.args.get("start_side"))
+            end = self._bound(frame.args.get("end"), frame.args.get("end_side")) if frame.args.get("end") \
+                else "CURRENT ROW"
+            return f"{frame.args.get('kind', 'ROWS').upper()} BETWEEN {start} AND {end}"
+        if isinstance(function, (exp.Lag, exp.Lead)):
+            offset = function.args.get("offset")
+            n = int(offset.name) if isinstance(offset, exp.Literal) and not offset.is_string else 1
+            n = -n if isinstance(function, exp.Lag) else n
+            return f"ROWS BETWEEN {n} FOLLOWING AND {n} FOLLOWING"
+        if isinstance(function, _RANKING):
+            return "ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+        if ordered:
+            return "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
+        return "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+
+    def _bound(self, value, side) -> str:
+        if isinstance(value, str):
+            text = value.upper()
+        else:
+            text = self.sql(value)
+        if text == "CURRENT ROW":
+            return text
+        return f"{text} {str(side).upper()}" if side else text
+
+
+def generator_name(item: exp.Expression) -> str | None:
+    """The function name when an unaliased select item is a generator (explode, inline, ...)."""
+    if isinstance(item, exp.Explode):
+        outer = "_outer" if isinstance(item, exp.ExplodeOuter) or isinstance(item, exp.PosexplodeOuter) else ""
+        return ("posexplode" if isinstance(item, (exp.Posexplode, exp.PosexplodeOuter)) else "explode") + outer
+    if isinstance(item, exp.Inline):
+        return "inline"
+    if isinstance(item, exp.Anonymous) and item.name.lower() in _GENERATORS:
+        return item.name.lower()
+    return None
+
+
+def _named_window(node: exp.Window, name: str) -> exp.Window | None:
+    select = node.find_ancestor(exp.Select)
+    for window in (select.args.get("windows") or []) if select is not None else []:
+        if window.alias_or_name.lower() == name.lower() or window.name.lower() == name.lower():
+            return window
+    return None
+
+
+def _first_position(node: exp.Expression) -> int | None:
+    starts = [n.meta["start"] for n in node.walk() if n.meta.get("start") is not None]
+    return min(starts) if starts else None

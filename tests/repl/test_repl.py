@@ -64,7 +64,7 @@ def test_load_is_all_or_nothing(tmp_path: Path):
     assert len(session.statements) == 3
     # :show leaves the session's own sinks out and writes nothing: the job hands `paid` back
     job = session.show_job("paid", 3, str(tmp_path))
-    assert job.name == "paid" and "captured.output('paid', r_paid)" in job.code
+    assert job.name == "paid" and "captured.output('paid', paid)" in job.code
     assert "write_" not in job.code and "sinks" not in job.code
 
 

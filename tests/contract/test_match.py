@@ -1,0 +1,62 @@
+"""MATCH, as the contract states it, in BATCH and STREAMING."""
+from __future__ import annotations
+
+import pytest
+
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.pipeline import check_file
+
+from contract.support import by
+
+pytestmark = pytest.mark.spark
+
+PIPE = """
+SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, country STRING, amount DOUBLE);
+SOURCE rule_updates FROM JSON 'in/rules/' SCHEMA (rule_id STRING, op STRING, country STRING, max_amount DOUBLE);
+BROADCAST rules FROM rule_updates KEY rule_id OP op;
+"""
+ORDERS = [{"id": "o1", "country": "NL", "amount": 50.0}, {"id": "o2", "country": "NL", "amount": 5.0},
+          {"id": "o3", "country": "DE", "amount": 500.0}, {"id": "o4", "country": "FR", "amount": 1.0}]
+RULES = [{"rule_id": "r1", "op": "set", "country": "NL", "max_amount": 10.0},
+         {"rule_id": "r2", "op": "set", "country": "NL", "max_amount": 20.0},
+         {"rule_id": "r3", "op": "set", "country": "DE", "max_amount": 100.0}]
+
+
+def test_one_row_per_input_row_and_matching_entry_with_renamed_state_columns(flow, mode):
+    """"MATCH emits one row per (input row, matching state entry): every input column, then the
+    state's columns (the KEY column included, the OP column left out); a state column whose name
+    an input column already has is renamed `<alias>_<column>` (`r_country`)."""
+    flow.rows_file("in/orders/1.json", ORDERS)
+    flow.rows_file("in/rules/1.json", RULES)
+    flow.run(PIPE + """
+STREAM flagged = MATCH orders AGAINST rules AS r WHERE orders.country = r.country AND orders.amount > r.max_amount;
+SINK flagged TO PARQUET 'out/flagged';""", mode)
+    rows = flow.read("out/flagged")
+    assert list(rows[0]) == ["id", "country", "amount", "rule_id", "r_country", "max_amount"]
+    assert by(rows, "id", "rule_id", "r_country") == [("o1", "r1", "NL"), ("o1", "r2", "NL"), ("o3", "r3", "DE")]
+
+
+def test_the_alias_defaults_to_the_state_name(flow):
+    """docs/language.md: "`AS alias` defaults to the state's name. In the predicate, refer to the
+    input by its stream name and to the state by the alias."""
+    flow.rows_file("in/orders/1.json", ORDERS)
+    flow.rows_file("in/rules/1.json", RULES)
+    flow.run(PIPE + """
+STREAM flagged = MATCH orders AGAINST rules WHERE orders.country = rules.country AND orders.amount > rules.max_amount;
+SINK flagged TO PARQUET 'out/flagged';""", "BATCH")
+    assert by(flow.read("out/flagged"), "id", "rules_country") == [("o1", "NL"), ("o1", "NL"), ("o3", "DE")]
+
+
+def test_a_renamed_column_that_is_taken_is_reported_by_check(flow):
+    """docs/language.md: "A renamed name that is still taken (two MATCHes with the same alias over
+    states that share a column ...) is E0211 with a hint to pick another alias." (issue #16 item 1)"""
+    path = flow.write(PIPE + """
+SOURCE owner_updates FROM JSON 'in/owners/' SCHEMA (owner STRING, country STRING);
+BROADCAST owners FROM owner_updates KEY owner;
+STREAM a = MATCH orders AGAINST rules AS r WHERE orders.country = r.country;
+STREAM b = MATCH a AGAINST owners AS r WHERE a.country = r.country;
+SINK b TO CONSOLE;""")
+    with pytest.raises(CompileError) as failed:
+        check_file(path)
+    [problem] = failed.value.diagnostics
+    assert problem.code == "E0211" and "r_country" in problem.message and "alias" in problem.hint

@@ -5,6 +5,9 @@ from contextlib import contextmanager
 from typing import Iterable, Iterator
 
 
+WIDTH = 100     # generated lines longer than this are broken (calls, method chains)
+
+
 class Emitter:
     """Collects generated lines; `with indent():` nests them."""
 
@@ -29,6 +32,34 @@ class Emitter:
         """A docstring: triple-quoted when that is safe, else repr() (DSL names may hold quotes)."""
         safe = printable(text) == text and '"' not in text and "\\" not in text
         self.line(f'"""{text}"""' if safe else lit(text))
+
+    def call(self, head: str, args: list[str], tail: str = "") -> None:
+        """`head(arg, ...)tail` on one line when it fits in WIDTH characters, else one argument a
+        line (each argument is already Python text)."""
+        one = f"{head}({', '.join(args)}){tail}"
+        if not args or len("    " * self._depth + one) <= WIDTH:
+            self.line(one)
+            return
+        self.line(f"{head}(")
+        with self.indent():
+            for arg in args:
+                self.line(f"{arg},")
+        self.line(f"){tail}")
+
+    def chain(self, head: str, calls: list[str]) -> None:
+        """A method chain `head.call().call()`: one line when it fits in WIDTH characters, else
+        in parentheses with one call a line, as Spark's own examples write readers and writers."""
+        one = head + "".join(calls)
+        if len("    " * self._depth + one) <= WIDTH:
+            self.line(one)
+            return
+        assign, _, receiver = head.rpartition(" = ")
+        self.line(f"{assign} = (" if assign else "(")
+        with self.indent():
+            self.line(receiver + calls[0] if receiver else calls[0])
+            for call in calls[1:]:
+                self.line(call)
+        self.line(")")
 
     @contextmanager
     def indent(self) -> Iterator[None]:

@@ -19,6 +19,8 @@ from dslc.compiler.plan.connectors import SINKS
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen.emitter import Emitter, ident, lit, lit_dict, multiline
 
+# SINK connector -> Spark data source format, for the sinks a job writes with df.write itself
+_WRITE_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
 _READ_FORMATS = {"JSON": "json", "CSV": "csv", "PARQUET": "parquet", "TEXT": "text", "RATE": "rate",
                  "KAFKA": "kafka", "PYTHON": "dslc_python"}
 
@@ -178,7 +180,10 @@ class _Lowering:
     def _runtime_modules(self) -> list[str]:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
-        writes_batches = [k for k in self.plan.sinks if not self.streaming or k.input.lower() in self.per_batch]
+        if self.streaming:
+            writes_batches = [k for k in self.plan.sinks if k.input.lower() in self.per_batch]
+        else:
+            writes_batches = [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]   # others: df.write
         used = {"sinks"} if writes_batches and self.target.writes else set()
         if not self.target.writes:
             used.add("capture")
@@ -214,26 +219,24 @@ class _Lowering:
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
             o.line("python_source.register(spark)")
-        o.line(f"{self.v(node.name)} = (")
-        with o.indent():
-            o.line(f"spark.{reader}.format({lit(_READ_FORMATS[node.connector])})")
-            if node.connector not in ("TEXT", "RATE", "KAFKA"):
-                o.line(f".schema({lit(_ddl(node.schema))})")
-            options = dict(node.options)
-            if node.connector == "PYTHON":
-                options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema),
-                           "dslc.name": node.name, "dslc.line": str(node.line)}
-            if options:
-                o.line(f".options(**{lit_dict(options.items())})")
-            if node.connector == "PYTHON":
-                o.line(".option('dslc.folder', FOLDER)")
-            if node.path and node.connector not in ("PYTHON",):
-                o.line(f".load(resolve(FOLDER, {lit(node.path)}))")
-            else:
-                o.line(".load()")
-            if node.watermark and self.streaming:
-                o.line(f".withWatermark({lit(sql_name(node.watermark.column))}, {lit(f'{node.watermark.delay_s:g} seconds')})")
-        o.line(")")
+        calls = [f".format({lit(_READ_FORMATS[node.connector])})"]
+        if node.connector not in ("TEXT", "RATE", "KAFKA"):
+            calls.append(f".schema({lit(_ddl(node.schema))})")
+        options = dict(node.options)
+        if node.connector == "PYTHON":
+            options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema),
+                       "dslc.name": node.name, "dslc.line": str(node.line)}
+        calls += [f".option({lit(k)}, {lit(v)})" for k, v in options.items()]
+        if node.connector == "PYTHON":
+            calls.append(".option('dslc.folder', FOLDER)")
+        if node.path and node.connector not in ("PYTHON",):
+            calls.append(f".load(resolve(FOLDER, {lit(node.path)}))")
+        else:
+            calls.append(".load()")
+        if node.watermark and self.streaming:
+            calls.append(f".withWatermark({lit(sql_name(node.watermark.column))}, "
+                         f"{lit(f'{node.watermark.delay_s:g} seconds')})")
+        o.chain(f"{self.v(node.name)} = spark.{reader}", calls)
         o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
 
     def visit_State(self, step: physical.State, session: str) -> None:
@@ -362,11 +365,26 @@ class _Lowering:
         o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
 
     # ---- sinks
-    def _sink_args(self, sink: plan.Sink) -> str:
+    def _sink_kwargs(self, sink: plan.Sink) -> list[str]:
         path = f"resolve(FOLDER, {lit(sink.path)})" if sink.path and sink.connector != "PYTHON" else lit(sink.path)
-        options = lit_dict(sink.options)
-        return (f"connector={lit(sink.connector)}, path={path}, mode={lit(sink.mode)}, "
-                f"partition_by={lit(sink.partition_by)}, options={options}, folder=FOLDER")
+        return [f"connector={lit(sink.connector)}", f"path={path}", f"mode={lit(sink.mode)}",
+                f"partition_by={lit(sink.partition_by)}", f"options={lit_dict(sink.options)}", "folder=FOLDER"]
+
+    def _sink_args(self, sink: plan.Sink) -> str:
+        return ", ".join(self._sink_kwargs(sink))
+
+    def _batch_write(self, sink: plan.Sink) -> None:
+        """A file or Kafka sink as Spark's own writer; CONSOLE and PYTHON sinks through the
+        runtime, which carries their logic (show's options, a function per partition)."""
+        if sink.connector not in _WRITE_FORMATS:
+            self.out.call("sinks.write_batch", [self.v(sink.input), *self._sink_kwargs(sink)])
+            return
+        calls = [f".format({lit(_WRITE_FORMATS[sink.connector])})", f".mode({lit(sink.mode.lower())})"]
+        calls += [f".option({lit(k)}, {lit(v)})" for k, v in sink.options]
+        if sink.partition_by:
+            calls.append(f".partitionBy({', '.join(lit(c) for c in sink.partition_by)})")
+        calls.append(f".save(resolve(FOLDER, {lit(sink.path)}))" if sink.path else ".save()")
+        self.out.chain(f"{self.v(sink.input)}.write", calls)
 
     def visit_sink(self, index: int, sink: plan.Sink) -> None:
         o = self.out
@@ -375,7 +393,7 @@ class _Lowering:
             o.line(f"captured.output({lit(sink.input)}, {self.v(sink.input)})  # handed back, not written")
             return
         if not self.streaming:
-            o.line(f"sinks.write_batch({self.v(sink.input)}, {self._sink_args(sink)})")
+            self._batch_write(sink)
             return
         if sink.input.lower() not in self.per_batch:
             o.line(f"queries.append(streaming.write_stream({self.v(sink.input)}, {lit(f'sink{index}')}, "

@@ -16,7 +16,7 @@ def main() -> None:
     readings = (
         spark.read.format('csv')
         .schema('`device` STRING, `value` DOUBLE')
-        .options(**{'header': 'true'})
+        .option('header', 'true')
         .load(resolve(FOLDER, 'readings/'))
     )
     readings.createOrReplaceTempView('readings')
@@ -72,7 +72,15 @@ def main() -> None:
     per_device.createOrReplaceTempView('per_device')
 
     # line 10: SINK per_device TO CONSOLE
-    sinks.write_batch(per_device, connector='CONSOLE', path=None, mode='APPEND', partition_by=(), options={}, folder=FOLDER)
+    sinks.write_batch(
+        per_device,
+        connector='CONSOLE',
+        path=None,
+        mode='APPEND',
+        partition_by=(),
+        options={},
+        folder=FOLDER,
+    )
 
     metrics.report()
 

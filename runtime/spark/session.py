@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from .runtime_zip import RuntimeZipError, runtime_zip
 
 
 def flow_folder(job_file: str, relative: str) -> str:
@@ -55,27 +55,15 @@ def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> 
             context.addPyFile(str(path))
             shipped.add(str(path))
     if not _in_process(context.master) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
-        context.addPyFile(runtime_zip())
+        try:
+            context.addPyFile(runtime_zip())
+        except RuntimeZipError as exc:
+            raise SystemExit(str(exc)) from None
 
 
 def _in_process(master: str) -> bool:
     """`local` and `local[...]` run executors in this JVM; `local-cluster[...]` starts real ones."""
     return master == "local" or master.startswith("local[")
-
-
-def runtime_zip() -> str:
-    """A zip of dslc.runtime for executors where dslc is not installed."""
-    import dslc.runtime as runtime_package
-
-    root = Path(runtime_package.__file__).resolve().parent
-    target = Path(tempfile.gettempdir()) / "dslc_runtime.zip"
-    handle, partial = tempfile.mkstemp(suffix=".zip", dir=target.parent)
-    os.close(handle)
-    with zipfile.ZipFile(partial, "w") as archive:
-        for file in sorted(root.rglob("*.py")):
-            archive.write(file, Path("dslc") / "runtime" / file.relative_to(root))
-    os.replace(partial, target)   # atomic: a job starting at the same time never ships half a zip
-    return str(target)
 
 
 def require_kafka(spark: SparkSession, uses: tuple[str, ...]) -> None:

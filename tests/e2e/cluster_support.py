@@ -1,0 +1,111 @@
+"""A Python for executors without dslc, and a Spark standalone cluster on 127.0.0.1, for the e2e tests.
+
+The executor Python is built as a cluster admin would: a venv with the driver's versions of
+pyspark, pyarrow and aiohttp installed by pip (from the same index and wheel cache as the
+driver's). It is cached between test runs under $DSLC_TEST_CACHE (default ~/.cache/dslc-tests)
+and rebuilt when those versions change.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+EXECUTOR_PACKAGES = ("pyspark", "pyarrow", "aiohttp")
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def executor_python() -> Path:
+    """bin/python of a venv with pyspark, pyarrow and aiohttp (the driver's versions) but no dslc."""
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in EXECUTOR_PACKAGES]
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins)
+    cache = Path(os.environ.get("DSLC_TEST_CACHE") or Path.home() / ".cache" / "dslc-tests")
+    venv = cache / f"executor-{tag}"
+    python = venv / "bin" / "python"
+    done = venv / ".complete"
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"executor-{tag}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)      # parallel test workers build it once
+        if not done.is_file():
+            shutil.rmtree(venv, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],
+                           check=True, timeout=1200)
+            done.write_text("\n".join(pins) + "\n")
+    return python
+
+
+def spark_class() -> Path:
+    """pyspark's own launcher of Spark's JVM classes."""
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "bin" / "spark-class"
+
+
+class StandaloneCluster:
+    """A Spark standalone master and one worker (2 cores) on 127.0.0.1, started with spark-class."""
+
+    def __init__(self, folder: Path, cores: int = 2, memory: str = "2g") -> None:
+        self.folder = folder
+        self.port, self.master_ui, self.worker_ui = free_port(), free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.work_dir = folder / "work"
+        self.processes: list[subprocess.Popen] = []
+        self.logs: list[Path] = []
+        env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_NO_DAEMONIZE": "1",
+               "SPARK_LOG_DIR": str(folder / "logs")}
+        try:
+            self._start(["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                         str(self.port), "--webui-port", str(self.master_ui)], env, "master.log",
+                        r"I have been elected leader")
+            self._start(["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", str(cores),
+                         "--memory", memory, "--webui-port", str(self.worker_ui), "--work-dir", str(self.work_dir),
+                         self.url], env, "worker.log", r"Successfully registered with master")
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, args: list[str], env: dict, log_name: str, ready: str, timeout: float = 90) -> None:
+        log = self.folder / log_name
+        self.logs.append(log)
+        with open(log, "wb") as out:
+            process = subprocess.Popen([str(spark_class()), *args], stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.processes.append(process)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            text = log.read_text(errors="replace")
+            if re.search(ready, text):
+                return
+            if process.poll() is not None:
+                break
+            time.sleep(0.2)
+        raise RuntimeError(f"{args[0]} did not start (waited for {ready!r}):\n{log.read_text(errors='replace')[-3000:]}")
+
+    def stop(self) -> None:
+        """Stop the worker (and its executors), then the master; never leave a JVM behind."""
+        for process in reversed(self.processes):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(10)
+        self.processes.clear()

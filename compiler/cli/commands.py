@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
+from dslc.runtime.metrics import format_table
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -42,32 +43,29 @@ def spark_submit() -> list[str]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """dslc run FILE [--mode ...] [--trigger ...] [--master URL] [-- spark-submit args]: compile to a
-    temporary job and run it with spark-submit."""
-    folder = Path(tempfile.mkdtemp(prefix="dslc-run-"))
-    job = folder / (Path(args.file).stem + "_job.py")
+    temporary job and run it with spark-submit; the temporary folder goes away however the run ends."""
     trigger = args.trigger
     if trigger and trigger != "available-now" and not trigger.startswith("every="):
         print(f"dslc: --trigger must be available-now or every=<duration>, got {trigger!r}", file=sys.stderr)
         return 2
-    job.write_text(compile_file(args.file, job_folder=str(folder), mode=args.mode, trigger=trigger))
-    extra = args.spark_args
-    command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
-                                *extra, str(job)]
-    metrics_file = folder / "metrics.json"
-    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent), "DSLC_METRICS_FILE": str(metrics_file)}
     calls = _record_replay_env(args)
-    if calls:
-        env.update(calls)
-        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
-        command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
-    code = subprocess.call(command, env=env)
+    with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
+        job = Path(folder) / (Path(args.file).stem + "_job.py")
+        job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        extra = args.spark_args
+        command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
+                                    *_driver_python(extra), *extra, str(job)]
+        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+               "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
+        if calls:
+            env.update(calls)
+            # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
+            command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
+        code = _call(command, env)
     if getattr(args, "record", None):
         from dslc.runtime.recording import consolidate
         written = consolidate(args.record)
         print(f"dslc: recorded the calls of {len(written)} ENRICH operator(s) in {args.record}", file=sys.stderr)
-    if metrics_file.is_file():
-        print(render_metrics(json.loads(metrics_file.read_text())))
     return code
 
 
@@ -95,18 +93,50 @@ def cmd_test(args: argparse.Namespace) -> int:
     return run_paths(args.paths, keep=args.keep)
 
 
-def render_metrics(metrics: dict[str, dict]) -> str:
-    """The per-operator summary `dslc run` prints at the end."""
-    columns = ("elements_in", "elements_out", "calls", "retries", "timeouts", "misses", "errors",
-               "dead_letters", "cache_hits", "max_in_flight", "blocked_seconds", "p50_ms", "p99_ms")
-    width = max(len("operator"), *(len(n) for n in metrics))
-    head = "operator".ljust(width) + "  " + "  ".join(c for c in columns)
-    lines = ["dslc: per-operator metrics", head]
-    for name in sorted(metrics):
-        m = metrics[name]
-        cells = ("-" if m.get(c) is None else str(m[c]) for c in columns)   # no calls: no latency
-        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, columns)))
-    return "\n".join(lines)
+def _driver_python(extra: list[str]) -> list[str]:
+    """The job's driver must be this Python (it has dslc) even when `spark.pyspark.python` names the
+    executors' Python, which spark-submit would otherwise use for the driver too."""
+    if any("spark.pyspark.driver.python" in a for a in extra) or os.environ.get("PYSPARK_DRIVER_PYTHON"):
+        return []
+    return ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
+
+
+def _call(command: list[str], env: dict[str, str]) -> int:
+    """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143."""
+    process = subprocess.Popen(command, env=env)
+
+    def terminated(signum, frame):
+        raise _Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminated)
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        _stop(process, signal.SIGINT)
+        return 130
+    except _Terminated:
+        _stop(process, signal.SIGTERM)
+        return 143
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(Exception):
+    """SIGTERM reached `dslc run`."""
+
+
+def _stop(process: subprocess.Popen, signum: int) -> None:
+    """Pass the signal on, give spark-submit 30 s to stop its job, then kill it."""
+    if process.poll() is None:
+        process.send_signal(signum)
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+render_metrics = format_table   # the table the job prints at its end (kept for callers of the old name)
 
 
 def cmd_repl(args: argparse.Namespace) -> int:

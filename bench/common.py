@@ -71,7 +71,7 @@ def run_flow(flow: Path, **options: Any) -> FlowRun:
             seconds = time.perf_counter() - started
     finally:
         os.environ.pop("DSLC_METRICS_FILE", None)
-    metrics = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
+    metrics = json.loads(metrics_file.read_text())["operators"] if metrics_file.exists() else {}
     return FlowRun(seconds, job.read_text(), metrics)
 
 

@@ -75,6 +75,12 @@ class OperatorMetrics:
         self.max_in_flight = 0
         self.blocked_seconds = 0.0
         self.latency = Histogram()
+        self.first_error: str | None = None
+
+    def note_error(self, message: str) -> None:
+        """Keep the first error (or timeout) of this task, for the end-of-run warning."""
+        if self.first_error is None:
+            self.first_error = message[:500]
 
     def add(self, counter: str, n: int = 1) -> None:
         """Increment a counter."""
@@ -93,6 +99,7 @@ class OperatorMetrics:
             "max_in_flight": self.max_in_flight,
             "blocked_seconds": round(self.blocked_seconds, 6),
             "latency_histogram": self.latency.to_dict(),
+            **({"first_error": self.first_error} if self.first_error is not None else {}),
         }
 
 
@@ -109,6 +116,9 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     for k, v in b.get("latency_histogram", {}).items():
         hist[k] = hist.get(k, 0) + v
     out["latency_histogram"] = {k: hist[k] for k in sorted(hist, key=int)}
+    first_error = a.get("first_error") or b.get("first_error")
+    if first_error:
+        out["first_error"] = first_error
     return out
 
 
@@ -138,3 +148,34 @@ def format_summary(d: dict[str, Any]) -> str:
                                      "coalesced", "max_in_flight", "blocked_seconds",
                                      "p50_ms", "p95_ms", "p99_ms") if k in s]
     return f"{s.get('operator', '?')}: " + " ".join(parts)
+
+
+TABLE_COLUMNS: tuple[str, ...] = (
+    "elements_in", "elements_out", "calls", "retries", "timeouts", "misses", "errors", "dead_letters",
+    "cache_hits", "max_in_flight", "blocked_seconds", "p50_ms", "p99_ms")
+
+
+def format_table(metrics: dict[str, dict[str, Any]]) -> str:
+    """The per-operator summary table printed at the end of a run (summaries, see `summary`)."""
+    width = max(len("operator"), *(len(n) for n in metrics))
+    head = "operator".ljust(width) + "  " + "  ".join(TABLE_COLUMNS)
+    lines = ["dslc: per-operator metrics", head]
+    for name in sorted(metrics):
+        m = metrics[name]
+        cells = ("-" if m.get(c) is None else str(m[c]) for c in TABLE_COLUMNS)   # no calls: no latency
+        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, TABLE_COLUMNS)))
+    return "\n".join(lines)
+
+
+def all_failed_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
+    """A warning per operator that ended every element in an error or a timeout (a service down):
+    its ON ERROR policy kept the job going, so nothing else would say so."""
+    warnings = []
+    for name in sorted(metrics):
+        m = metrics[name]
+        elements, failed = int(m.get("elements_in") or 0), int(m.get("errors") or 0) + int(m.get("timeouts") or 0)
+        if elements and failed >= elements:
+            first = m.get("first_error") or "unknown"
+            warnings.append(f"operator '{name}' answered every element with an error: {elements} of {elements} "
+                            f"(100%); first error: {first}")
+    return warnings

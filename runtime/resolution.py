@@ -198,6 +198,8 @@ class ElementResolver:
     def policy(self, outcome: Outcome, kind: str, error: str, row: Row, attempts: int,
                cause: BaseException | None = None) -> Resolution:
         """What a miss, timeout or error becomes under `outcome`."""
+        if kind != "miss":
+            self.metrics.note_error(f"{kind}: {error}")
         if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
             return Rows([self.output_row(row, {})])
         if outcome is Outcome.DROP:

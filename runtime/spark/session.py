@@ -36,8 +36,18 @@ def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    spark.conf.set("spark.dslc.flow.folder", folder)   # where the run's metrics file goes by default
+    quiet_by_default(spark)
     ship_modules(spark, folder, modules)
     return spark
+
+
+def quiet_by_default(spark: SparkSession) -> None:
+    """Spark logs at WARN unless `spark.log.level` was given (`--conf`, SET): the same under `dslc run`,
+    spark-submit and `python job.py`."""
+    context = spark.sparkContext
+    if context.getConf().get("spark.log.level") is None:
+        context.setLogLevel("WARN")
 
 
 def _submitted() -> bool:

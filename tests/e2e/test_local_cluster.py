@@ -1,6 +1,6 @@
 """One pipeline on `local-cluster[2,1,1024]`: two executor JVMs in their own processes, as on a
 real cluster. ENRICH (a user module), BROADCAST state and MATCH must work there, with the user
-module and the dslc runtime shipped to the executors by the job itself."""
+module and the dslc runtime shipped to the executors by the job itself (their Python has no dslc)."""
 from __future__ import annotations
 
 import json
@@ -38,7 +38,8 @@ async def locate(row):
 '''
 
 
-def test_enrich_broadcast_and_user_module_on_separate_executors(tmp_path):
+def test_enrich_broadcast_and_user_module_on_separate_executors(tmp_path, executor_python):
+    """The executors run a Python without dslc: the runtime comes from the shipped zip."""
     (tmp_path / "pipeline.flow").write_text(FLOW)
     (tmp_path / "where_am_i.py").write_text(WHERE_AM_I)
     users = ["a", "b", "c"]
@@ -51,11 +52,10 @@ def test_enrich_broadcast_and_user_module_on_separate_executors(tmp_path):
     (tmp_path / "in/limits/1.csv").write_text("user,op,max_amount\na,set,100\nb,set,10\nc,set,0\n")
     (tmp_path / "in/limits/2.csv").write_text("user,op,max_amount\nc,delete,\n")
 
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    env.pop("DSLC_FLOW_FOLDER", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON")}
     result = subprocess.run(
         [sys.executable, "-m", "dslc.compiler.cli", "run", str(tmp_path / "pipeline.flow"),
-         "--master", "local-cluster[2,1,1024]"],
+         "--master", "local-cluster[2,1,1024]", "--", "--conf", f"spark.pyspark.python={executor_python}"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
 

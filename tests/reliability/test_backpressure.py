@@ -47,7 +47,7 @@ def test_http_in_flight_never_exceeds_capacity_per_task(spark, flaky, tmp_path):
     assert max(parts.values()) <= CAPACITY, parts               # never more than CAPACITY per task
     assert min(parts.values()) >= CAPACITY - 1, parts           # and the window was really used
     assert service.max_in_flight <= 2 * CAPACITY
-    metrics = json.loads((tmp_path / "metrics.json").read_text())["enriched"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())["operators"]["enriched"]
     assert metrics["max_in_flight"] <= CAPACITY and metrics["elements_in"] == 600
     assert metrics["blocked_seconds"] > 0                       # the input waited: back-pressure
 
@@ -141,7 +141,7 @@ def test_one_million_rows_through_a_slow_service_in_bounded_memory(spark, tmp_pa
     growth_mb = {r["pid"]: (r["hwm_kb"] - r["base_kb"]) / 1024 for r in records}
     assert max(growth_mb.values()) < MEMORY_GROWTH_BOUND_MB, (growth_mb, records)
     assert max(r["hwm_kb"] for r in records) / 1024 < PEAK_RSS_BOUND_MB, records
-    metrics = json.loads((tmp_path / "metrics.json").read_text())["enriched"]
+    metrics = json.loads((tmp_path / "metrics.json").read_text())["operators"]["enriched"]
     assert metrics["max_in_flight"] <= BIG_CAPACITY and metrics["blocked_seconds"] > 1
     print("peak RSS growth per worker (MB):", {k: round(v, 1) for k, v in growth_mb.items()},
           "peak RSS (MB):", max(r["hwm_kb"] for r in records) // 1024)

@@ -223,3 +223,32 @@ def test_defaults_are_the_contracts(flow, capsys):
     assert enrich["mode"] == "ORDERED" and enrich["capacity"] == 100 and enrich["timeout_s"] == 30
     assert enrich["retry"] is None and enrich["cache"] is None and enrich["rate"] is None
     assert (enrich["on_miss"], enrich["on_timeout"], enrich["on_error"]) == ("NULL", "FAIL", "FAIL")
+
+
+def test_dead_letter_record_fields(flow, service, mode):
+    """spec: "ON ERROR FAIL; -- same choices as ON TIMEOUT" (DEAD LETTER 'path'); docs/runtime.md: "A
+    dead letter is one JSON line" with `operator`, `line`, `kind`, `error`, `attempts`, `key`, `row`."""
+    service.script("b", Reply(status=503, body="busy"))
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "key": "a"}, {"id": "o2", "key": "b"}])
+    flow.run(SOURCE + f"""
+STREAM enriched = ENRICH orders WITH HTTP GET '{service.url}/kv/{{key}}' RETURNS (value STRING)
+  RETRY 1 BACKOFF 10ms ON ERROR DEAD LETTER 'dlq';
+SINK enriched TO PARQUET 'out/e';""", mode)
+    assert by(flow.read("out/e"), "id", "value") == [("o1", "v-a")]
+    lines = [json.loads(line) for p in sorted((flow.folder / "dlq").rglob("part-*")) for line in p.read_text().splitlines()]
+    assert len(lines) == 1
+    letter = lines[0]
+    assert letter["operator"] == "enriched" and letter["line"] == 4 and letter["kind"] == "error"
+    assert letter["attempts"] == 2 and letter["key"] == {"key": "b"} and letter["row"] == {"id": "o2", "key": "b"}
+    assert letter["error"].startswith("CallError: HTTP 503") or "HTTP 503" in letter["error"]
+    assert service.calls["b"] == 2
+
+
+def test_modules_beside_the_flow_file_come_first(flow):
+    """"Modules are looked up beside the .flow file first, then on `sys.path`.": a module named like
+    one of the standard library's (`colorsys`) is the one beside the file."""
+    (flow.folder / "colorsys.py").write_text("def lookup(row):\n    return {'value': 'beside'}\n")
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "key": "k"}])
+    flow.run(SOURCE + """STREAM e = ENRICH orders WITH PYTHON 'colorsys:lookup' RETURNS (value STRING);
+SINK e TO PARQUET 'out/e';""", "BATCH")
+    assert flow.read("out/e") == [{"id": "o1", "key": "k", "value": "beside"}]

@@ -57,3 +57,11 @@ def test_without_set_the_session_time_zone_is_utc(flow):
     finally:
         flow.spark.conf.set("spark.sql.session.timeZone", "UTC")
     assert flow.read("out/h") == [{"id": "o1", "hour": 12}]
+
+
+def test_streaming_console_only_needs_no_checkpoint(flow):
+    """docs/language.md: CHECKPOINT is "Required in STREAMING when a sink is not CONSOLE (E0308).
+    Without it, `target/checkpoint/<name>` is used."""
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "key": "k"}])
+    flow.run("PIPELINE loose MODE STREAMING TRIGGER AVAILABLE NOW;\n" + SOURCE + "SINK orders TO CONSOLE;")
+    assert (flow.folder / "target/checkpoint/loose").is_dir()

@@ -81,3 +81,20 @@ class Score:
 STREAM s = PROCESS orders WITH BROADCAST sa, sb USING PYTHON 'klass:Score' RETURNS (id STRING, state STRING);
 SINK s TO PARQUET 'out/s';""", mode)
     assert by(flow.read("out/s"), "id", "state") == [("o1", "open"), ("o2", "open")]
+
+
+def test_consecutive_python_operators_run_in_one_python_pass(flow, mode):
+    """"Chaining: ... consecutive Python operators (ENRICH, PROCESS, Python MAP) run in one Python pass over the rows.\""""
+    flow.module("chain", """
+import os
+async def tag(row):
+    return {"enrich_pid": os.getpid()}
+def process(row):
+    return {"id": row["id"], "enrich_pid": row["enrich_pid"], "process_pid": os.getpid()}
+""")
+    flow.rows_file("in/orders/1.json", [{"id": f"o{i}", "key": "k"} for i in range(5)])
+    flow.run("SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, key STRING);\n" + """STREAM e = ENRICH orders WITH PYTHON 'chain:tag' RETURNS (enrich_pid INT);
+STREAM p = PROCESS e USING PYTHON 'chain:process' RETURNS (id STRING, enrich_pid INT, process_pid INT);
+SINK p TO PARQUET 'out/p';""", mode)
+    rows = flow.read("out/p")
+    assert len(rows) == 5 and all(r["enrich_pid"] == r["process_pid"] for r in rows)

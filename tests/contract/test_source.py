@@ -88,3 +88,40 @@ def test_relative_paths_resolve_against_the_flow_folder(flow, tmp_path_factory, 
     flow.rows_file("in/orders/1.json", [{"id": "o1"}])
     flow.run("SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING);\nSINK orders TO JSON 'out/o';", "BATCH")
     assert flow.read("out/o", "json") == [{"id": "o1"}]
+
+
+def test_rate_source_in_batch_is_a_fixed_run_of_num_rows(flow):
+    """"RATE" source; docs/language.md: "`timestamp TIMESTAMP, value BIGINT`; ... in BATCH (Spark's
+    rate source is streaming-only) dslc generates a fixed run of `numRows` rows"."""
+    flow.run("SOURCE ticks FROM RATE OPTIONS (rowsPerSecond = '5', numRows = '7');\n"
+             "SINK ticks TO PARQUET 'out/t';", "BATCH")
+    rows = flow.read("out/t")
+    assert sorted(r["value"] for r in rows) == list(range(7)) and set(rows[0]) == {"timestamp", "value"}
+
+
+FILE_SPLITS = """
+import os
+class Files:
+    def __init__(self, options):
+        self.folder = options["folder"]
+    def splits(self):
+        return sorted(os.listdir(self.folder))
+    def discover(self, known):
+        return [s for s in self.splits() if s not in known]
+    def read(self, split):
+        for line in open(os.path.join(self.folder, split)):
+            yield {"split": split, "line": line.strip()}
+"""
+
+
+def test_python_source_streaming_reads_each_split_once_across_runs(flow):
+    """"In STREAMING mode each split is read exactly once; the splits already handed out are the
+    source's offset, kept in the checkpoint."; "discover(self, known) ... STREAMING (optional): new splits"."""
+    flow.module("files", FILE_SPLITS)
+    flow.text_file("raw/a.txt", "1\n2\n")
+    text = (f"SOURCE f FROM PYTHON 'files:Files' OPTIONS (folder = '{flow.folder / 'raw'}') "
+            "SCHEMA (split STRING, line STRING);\nSINK f TO PARQUET 'out/f';")
+    flow.run(text, "STREAMING")
+    flow.text_file("raw/b.txt", "3\n")
+    flow.run(text, "STREAMING")
+    assert by(flow.read("out/f"), "split", "line") == [("a.txt", "1"), ("a.txt", "2"), ("b.txt", "3")]

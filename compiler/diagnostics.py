@@ -30,6 +30,7 @@ MESSAGES: dict[str, str] = {
     "E0209": "'{name}' is a {actual}, but {statement} needs a {expected}",
     "E0210": "PIPELINE is given twice",
     "E0211": "column '{column}' is declared twice in {where}",
+    "E0212": "Spark rejects this query ({condition}): {detail}",
     # values and options
     "E0301": "bad duration '{text}': expected a whole number with ms, s, m or h",
     "E0302": "{option} must be {rule}, got '{text}'",

@@ -16,9 +16,22 @@ def _read_error(path: str) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """dslc check FILE."""
-    from dslc.compiler.pipeline import check_file
-    check_file(args.file)
+    """dslc check FILE [--spark]."""
+    from dslc.compiler.pipeline import check_source
+    from dslc.compiler.source import SourceFile
+    source = SourceFile.read(args.file)
+    checked = check_source(source)
+    if getattr(args, "spark", False):
+        from dslc.compiler.cli.repl_spark import SparkRunner
+        from dslc.compiler.plan.dry_run import dry_run
+        spark = SparkRunner().session({"spark.master": "local[1]", **dict(checked.settings.conf)})
+        problems, mismatches = dry_run(checked, source, spark)
+        for m in mismatches:
+            print(f"{args.file}: note: dslc inferred the columns of '{m.name}' as "
+                  f"{', '.join(f'{n} {t}' for n, t in m.dslc)}; Spark says {', '.join(f'{n} {t}' for n, t in m.spark)} "
+                  "(Spark's are what the job gets; please report this to dslc)", file=sys.stderr)
+        if problems:
+            raise CompileError(source, problems)
     print(f"{args.file}: ok")
     return 0
 
@@ -47,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="check a .flow file and report every problem")
     check.add_argument("file")
+    check.add_argument("--spark", action="store_true",
+                       help="also run every query through Spark's analyzer on empty tables (starts a JVM)")
     explain = sub.add_parser("explain", help="print the plan of a .flow file")
     explain.add_argument("file")
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")

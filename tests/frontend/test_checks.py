@@ -478,3 +478,16 @@ def test_a_query_may_start_with_a_parenthesis():
     text = ORDERS + ("STREAM s = (SELECT order_id FROM orders) UNION ALL (SELECT customer_id FROM orders);\n"
                      "SINK s TO CONSOLE;")
     assert schema(text, "s") == [("order_id", "STRING")]
+
+
+def test_later_statements_see_the_names_spark_gives():
+    """`count(*)` is the column `count(1)` in Spark, not a made-up `_col_1`."""
+    text = (ORDERS + "STREAM a = SELECT country, count(*), sum(amount), amount > 10 FROM orders\n"
+            "  GROUP BY country, amount > 10;\n"
+            "STREAM b = SELECT `count(1)` AS n, `sum(amount)` AS total, `(amount > 10)` AS big FROM a;\n"
+            "SINK b TO CONSOLE;")
+    assert schema(text, "a") == [("country", "STRING"), ("count(1)", "BIGINT"), ("sum(amount)", "DOUBLE"),
+                                 ("(amount > 10)", "BOOLEAN")]
+    assert schema(text, "b") == [("n", "BIGINT"), ("total", "DOUBLE"), ("big", "BOOLEAN")]
+    broken = text.replace("`count(1)` AS n", "_col_1 AS n")
+    expect(broken, ("E0204", "_col_1"))

@@ -1,0 +1,123 @@
+"""`dslc check` time: this tree against an earlier revision (default a0d6f02, before the SQL
+checker learned Spark's names and types, issue #18), measured in one run on the same machine.
+
+Workloads: each example's pipeline.flow, and the conformance corpus of tests/sql/ as pipelines
+(TPC-H's 22 queries as 22 streams; the hand-written queries as one stream each). For each
+revision, in a fresh process: the time of one whole `dslc check` process (interpreter start,
+imports, check), the same with `--spark` (this tree only: it starts a JVM and runs Spark's
+analyzer on every query), and the in-process time of `check_file` (best of 5 after one warm-up), which
+is what an editor or the REPL pays per check. The baseline rejects some corpus queries (false
+errors); its time is then the time to check and report them.
+
+    .venv/bin/python -m bench.check_time [--baseline REV]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "tests" / "sql"
+
+_TIMER = r"""
+import json, sys, time
+from dslc.compiler.pipeline import check_file
+from dslc.compiler.diagnostics import CompileError
+out = {}
+for path in sys.argv[1:]:
+    def once():
+        try:
+            check_file(path)
+            return 0
+        except CompileError as exc:
+            return len(exc.diagnostics)
+    errors = once()
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        once()
+        best = min(best, time.perf_counter() - t0)
+    out[path] = {"seconds": best, "errors": errors}
+print(json.dumps(out))
+"""
+
+_CLI = "import sys; from dslc.compiler.cli.main import main; sys.exit(main(['check', *sys.argv[1:]]))"
+
+
+def workloads(folder: Path) -> dict[str, Path]:
+    """name → .flow file: the examples, and the corpus written out as pipelines."""
+    flows = {f"example {p.parent.name}": p for p in sorted((ROOT / "examples").glob("*/pipeline.flow"))}
+    tables = (CORPUS / "tables.flow").read_text(encoding="utf-8")
+    # The baseline's grammar cannot parse a query that starts with '(' (one whole-file syntax
+    # error would leave nothing to check), so those queries stay out of both runs.
+    written = [p for p in sorted((CORPUS / "queries").glob("*.sql")) if not p.read_text().lstrip().startswith("(")]
+    for name, queries in (("TPC-H, 22 streams", sorted((CORPUS / "tpch").glob("*.sql"))),
+                          (f"hand-written, {len(written)} streams", written)):
+        body = "".join(f"STREAM {p.stem} =\n{p.read_text(encoding='utf-8').rstrip()};\nSINK {p.stem} TO CONSOLE;\n"
+                       for p in queries)
+        path = folder / f"{name.split(',')[0].replace(' ', '_').lower()}.flow"
+        path.write_text(tables + body, encoding="utf-8")
+        flows[name] = path
+    return flows
+
+
+def baseline_tree(revision: str, folder: Path) -> Path:
+    """A copy of `revision` importable as the `dslc` package (a folder to put first on sys.path)."""
+    source = folder / "src"
+    source.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive, check=True)
+    package = folder / "path" / "dslc"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    for part in ("compiler", "grammar", "runtime", "testing"):
+        if (source / part).exists():
+            (package / part).symlink_to(source / part)
+    return folder / "path"
+
+
+def measure(path_first: Path | None, flows: dict[str, Path], spark: bool = False) -> dict[str, dict]:
+    env_path = [str(path_first)] if path_first else []
+    prefix = f"import sys; sys.path[:0] = {env_path!r}; "
+    timed = json.loads(subprocess.run([sys.executable, "-c", prefix + _TIMER, *map(str, flows.values())],
+                                      check=True, capture_output=True, text=True, cwd=ROOT).stdout)
+    result = {}
+    for name, path in flows.items():
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", prefix + _CLI, str(path)], capture_output=True, cwd=ROOT)
+        result[name] = {**timed[str(path)], "process": time.perf_counter() - start}
+        if spark:           # the dry run: a JVM per process, Spark's analyzer on every query
+            start = time.perf_counter()
+            subprocess.run([sys.executable, "-c", prefix + _CLI, "--spark", str(path)], capture_output=True, cwd=ROOT)
+            result[name]["spark"] = time.perf_counter() - start
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="a0d6f02")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        flows = workloads(Path(tmp))
+        before = measure(baseline_tree(args.baseline, Path(tmp) / "base"), flows)
+        after = measure(None, flows, spark=True)
+    print(f"dslc check, {args.baseline} (before) against this tree (after); in-process best of 5, "
+          "and one whole process")
+    print(f"| workload | before ms | after ms | after/before | errors before | errors after "
+          f"| process before s | process after s | process --spark s | --spark/fast |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in flows:
+        b, a = before[name], after[name]
+        print(f"| {name} | {b['seconds'] * 1000:.1f} | {a['seconds'] * 1000:.1f} | "
+              f"{a['seconds'] / b['seconds']:.2f} | {b['errors']} | {a['errors']} | "
+              f"{b['process']:.2f} | {a['process']:.2f} | {a['spark']:.2f} | {a['spark'] / a['process']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

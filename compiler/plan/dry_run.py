@@ -1,0 +1,106 @@
+"""`dslc check --spark`: Spark's own analyzer as the last word on every query, before any data.
+
+The fast check (sqlglot, compiler/plan/sql.py) knows tables, columns, SQL syntax and Spark's
+output names and types; it does not know every function's signature, type rule or aggregation
+rule. This pass runs each STREAM's query through Spark's analyzer over empty tables with the
+declared schemas (a dry run, as Spark Declarative Pipelines' `dry-run` does), in statement
+order, so each query sees exactly the columns the one before it produces, and maps Spark's
+error (its condition and the query context's character range) back to the `.flow` file.
+It needs a JVM: a second or more the first time (see bench/check_time.py), so editors and the
+REPL use the fast check and `dslc check --spark` (or a caller holding a session) adds this.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+from dslc.compiler.diagnostics import Diagnostic, error
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan.names import sql_name
+from dslc.compiler.source import SourceFile, Span
+
+_POSITION = re.compile(r"line (\d+),? pos (\d+)")
+_STATE = re.compile(r"\s*SQLSTATE: \w+\s*;?.*", re.S)
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A query whose schema dslc inferred differently from Spark (a dslc bug to report)."""
+
+    name: str
+    dslc: tuple[tuple[str, str], ...]
+    spark: tuple[tuple[str, str], ...]
+
+
+def dry_run(checked: plan.Plan, source: SourceFile, spark) -> tuple[list[Diagnostic], list[Mismatch]]:
+    """Spark's analyzer on every query of a checked plan: E0212 for each query it rejects, and
+    the queries whose output schema differs from dslc's."""
+    from dslc.compiler.plan.sqltypes import canonical
+
+    session = spark.newSession()            # its own temp views; same JVM
+    logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)   # PySpark logs each
+    problems: list[Diagnostic] = []
+    mismatches: list[Mismatch] = []
+    failed: set[str] = set()
+    for node in checked.nodes:
+        if not isinstance(node, plan.Query):
+            ddl = ", ".join(f"{sql_name(f.name)} {f.type}" for f in node.schema) if node.schema else None
+            if ddl is None or "?" in ddl:
+                failed.add(node.name.lower())
+                continue
+            session.createDataFrame([], ddl).createOrReplaceTempView(sql_name(node.name))
+            continue
+        if any(r.lower() in failed for r in node.reads):
+            failed.add(node.name.lower())           # reported where its input failed
+            continue
+        try:
+            frame = session.sql(node.sql)
+            fields = frame.schema.fields
+        except Exception as exc:    # noqa: BLE001 - Spark's AnalysisException/ParseException, via Py4J
+            if not hasattr(exc, "getCondition"):
+                raise
+            problems.append(_diagnostic(exc, node, source))
+            failed.add(node.name.lower())
+            continue
+        frame.createOrReplaceTempView(sql_name(node.name))
+        theirs = tuple((f.name, canonical(f.dataType.simpleString()) or f.dataType.simpleString().upper())
+                       for f in fields)
+        ours = tuple((f.name, f.type) for f in node.schema)
+        if theirs != ours:
+            mismatches.append(Mismatch(node.name, ours, theirs))
+    return problems, mismatches
+
+
+def _diagnostic(exc, node: plan.Query, source: SourceFile) -> Diagnostic:
+    """E0212 at the characters Spark's query context names (else the line/pos of its message,
+    else the start of the query)."""
+    start = source.text.find(node.sql, node.span.start)
+    start = node.span.start if start < 0 else start
+    where = Span(start, start + 6)
+    contexts = [c for c in (exc.getQueryContext() or []) if c.startIndex() >= 0]
+    message = _STATE.sub("", exc.getMessage() if hasattr(exc, "getMessage") else str(exc)).strip()
+    message = re.sub(r"^\[[A-Z_.]+\]\s*", "", message).split("\n")[0]
+    if contexts:
+        context = contexts[0]
+        where = Span(start + context.startIndex(), start + context.stopIndex() + 1)
+    elif match := _POSITION.search(exc.getMessage() if hasattr(exc, "getMessage") else str(exc)):
+        line, pos = int(match[1]), int(match[2])
+        offset = sum(len(l) + 1 for l in node.sql.split("\n")[: line - 1]) + pos
+        where = Span(start + offset, start + offset + 1)
+    else:
+        where = _mentioned(exc, node.sql, start) or where
+    condition = exc.getCondition() or "error"
+    return error("E0212", where, condition=condition, detail=message,
+                 hint="Spark's analyzer found this over empty tables of the declared schemas")
+
+
+def _mentioned(exc, sql: str, start: int) -> Span | None:
+    """Where the query writes the expression an error names (MISSING_AGGREGATION says which
+    expression but gives no position)."""
+    for value in (exc.getMessageParameters() or {}).values():
+        text = str(value).strip('"').strip("`")
+        at = re.search(rf"(?<![\w.`]){re.escape(text)}(?![\w`])", sql) if text else None
+        if at is not None:
+            return Span(start + at.start(), start + at.end())
+    return None

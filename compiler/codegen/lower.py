@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlglot import exp
+
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import SINKS
@@ -200,6 +202,11 @@ class _Lowering:
             used.add("sources")
         return sorted(used)
 
+    def _view(self, var: str, name: str) -> None:
+        """Register relation `name` for Spark SQL, when a query reads it (no one else looks)."""
+        if any(isinstance(reader, plan.Query) for reader in self.plan.consumers(name)):
+            self.out.line(f"{var}.createOrReplaceTempView({lit(sql_name(name))})")
+
     def comment(self, lines: list[int], what: str) -> None:
         where = "line" if len(lines) == 1 else "lines"
         self.out.comment(f"{where} {', '.join(str(n) for n in lines)}: {what}")
@@ -214,7 +221,7 @@ class _Lowering:
         self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
         if node.connector == "RATE" and not self.streaming:
             o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
-            o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
+            self._view(self.v(node.name), node.name)
             return
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
@@ -237,7 +244,7 @@ class _Lowering:
             calls.append(f".withWatermark({lit(sql_name(node.watermark.column))}, "
                          f"{lit(f'{node.watermark.delay_s:g} seconds')})")
         o.chain(f"{self.v(node.name)} = spark.{reader}", calls)
-        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
+        self._view(self.v(node.name), node.name)
 
     def visit_State(self, step: physical.State, session: str) -> None:
         node = step.node
@@ -253,21 +260,30 @@ class _Lowering:
             o.line(")")
             o.line(f"queries.append({self.v(node.name)}.start({source}, TRIGGER))")
         elif node.using is None:
-            o.line(f"{self.v(node.name)} = state.changelog_state({lit(node.name)}, {source}, "
-                   f"key={lit(node.key)}, op={lit(node.op)})")
+            o.comment(f"an action: collects the rows of {node.source} to the driver and applies them in order")
+            o.call(f"{self.v(node.name)} = state.changelog_state",
+                   [lit(node.name), source, f"key={lit(node.key)}", f"op={lit(node.op)}"])
         else:
-            o.line(f"{self.v(node.name)} = state.function_state({lit(node.name)}, {source}, "
-                   f"ref={lit(node.using)}, folder=FOLDER)")
+            o.comment(f"an action: collects the rows of {node.source} to the driver, applies each with {node.using}")
+            o.call(f"{self.v(node.name)} = state.function_state",
+                   [lit(node.name), source, f"ref={lit(node.using)}", "folder=FOLDER"])
 
     def visit_Sql(self, step: physical.Sql, session: str) -> None:
         node = step.node
         o = self.out
+        if node.origin is not None and isinstance(node.tree, exp.Select) and node.tree.args.get("where"):
+            # a filter an optimiser rule moved: said as what it is, on the DataFrame it filters
+            o.comment(f"{node.origin} (fewer rows reach the calls)")
+            condition = node.tree.args["where"].this.sql(dialect="spark")
+            o.line(f"{self.v(node.name)} = {self.v(node.reads[0])}.where({lit(condition)})")
+            self._view(self.v(node.name), node.name)
+            return
         self.comment([node.line], f"STREAM {node.name} = SELECT ...")
         o.line(f"{self.v(node.name)} = {session}.sql(")
         with o.indent():
             o.lines(multiline(node.sql))
         o.line(")")
-        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
+        self._view(self.v(node.name), node.name)
 
     def _state_ref(self, name: str) -> str:
         var = self.v(name)
@@ -310,8 +326,9 @@ class _Lowering:
             o.line(f"{out_var} = captured.hold_dead_letters({out_var}, {lit(tuple(sorted(dead)))})  # not written")
         elif dead:
             paths = "{" + ", ".join(f"{lit(k)}: resolve(FOLDER, {lit(v)})" for k, v in sorted(dead.items())) + "}"
-            o.line(f"{out_var} = chains.split_dead_letters({out_var}, {paths})")
-        o.line(f"{out_var}.createOrReplaceTempView({lit(sql_name(step.name))})")
+            o.comment("an action: writes the dead letters now, keeps the other rows for what follows")
+            o.call(f"{out_var} = chains.split_dead_letters", [out_var, paths])
+        self._view(out_var, step.name)
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         o = self.out
@@ -362,7 +379,7 @@ class _Lowering:
             o.line(f"state_schema={lit(_ddl(state_node.schema))},")
             o.line(f"columns={lit(node.state_columns)},")
         o.line(")")
-        o.line(f"{self.v(node.name)}.createOrReplaceTempView({lit(sql_name(node.name))})")
+        self._view(self.v(node.name), node.name)
 
     # ---- sinks
     def _sink_kwargs(self, sink: plan.Sink) -> list[str]:
@@ -415,7 +432,7 @@ class _Lowering:
             o.docstring(f'One micro-batch of {", ".join(frontier)} through {sink.input}, then SINK (line {sink.line}).')
             o.line("batch_spark = batch.sparkSession")
             o.line(f"{self.v(frontier[0])} = batch")
-            o.line(f"batch.createOrReplaceTempView({lit(sql_name(frontier[0]))})")
+            self._view("batch", frontier[0])
             for step in needed:
                 o.line()
                 self.visit(step, "batch_spark")

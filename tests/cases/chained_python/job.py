@@ -19,7 +19,6 @@ def main() -> None:
         .option('header', 'true')
         .load(resolve(FOLDER, 'readings/'))
     )
-    readings.createOrReplaceTempView('readings')
 
     # line 4: SOURCE thresholds FROM CSV 'thresholds/'
     thresholds = (
@@ -27,9 +26,9 @@ def main() -> None:
         .schema('`device` STRING, `op` STRING, `limit` DOUBLE')
         .load(resolve(FOLDER, 'thresholds/'))
     )
-    thresholds.createOrReplaceTempView('thresholds')
 
     # line 5: BROADCAST limits FROM thresholds KEY device OP op
+    # an action: collects the rows of thresholds to the driver and applies them in order
     limits = state.changelog_state('limits', thresholds, key='device', op='op')
 
     # lines 6, 7, 8: chain#1 [a -> b -> c], one mapInArrow pass ('per_device' is a shuffle (GROUP BY / window))
@@ -69,7 +68,6 @@ def main() -> None:
     per_device = spark.sql(
         'SELECT device, count(*) AS n FROM c WHERE over GROUP BY device'
     )
-    per_device.createOrReplaceTempView('per_device')
 
     # line 10: SINK per_device TO CONSOLE
     sinks.write_batch(

@@ -22,7 +22,6 @@ def main() -> None:
         .load(resolve(FOLDER, 'in/events/'))
         .withWatermark('ts', '10 seconds')
     )
-    events.createOrReplaceTempView('events')
 
     # line 6: SOURCE limit_updates FROM JSON 'in/limits/'
     limit_updates = (
@@ -30,7 +29,6 @@ def main() -> None:
         .schema('`user` STRING, `op` STRING, `max_amount` DOUBLE')
         .load(resolve(FOLDER, 'in/limits/'))
     )
-    limit_updates.createOrReplaceTempView('limit_updates')
 
     # line 7: BROADCAST limits FROM limit_updates KEY user OP op
     limits = streaming.StreamingState(
@@ -55,7 +53,6 @@ def main() -> None:
         watermark=C.Watermark('ts', 10.0),
         metrics=metrics,
     )
-    scored.createOrReplaceTempView('scored')
 
     # line 11: SINK scored TO JSON 'out/scored'
     queries.append(streaming.write_stream(scored, 'sink0', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'out/scored'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
@@ -65,7 +62,6 @@ def main() -> None:
         """One micro-batch of scored through over, then SINK (line 12)."""
         batch_spark = batch.sparkSession
         scored = batch
-        batch.createOrReplaceTempView('scored')
 
         # line 10: STREAM over = MATCH scored AGAINST limits AS l
         over = state.match(
@@ -75,7 +71,6 @@ def main() -> None:
             state_schema='`user` STRING, `max_amount` DOUBLE',
             columns=(('user', 'l_user'), ('max_amount', 'max_amount')),
         )
-        over.createOrReplaceTempView('`over`')
 
         sinks.write_micro_batch(over, batch_id, connector='PARQUET', path=resolve(FOLDER, 'out/over'), mode='APPEND', partition_by=(), options={}, folder=FOLDER)
 

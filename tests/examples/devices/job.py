@@ -28,7 +28,6 @@ def main() -> None:
         .option('dslc.folder', FOLDER)
         .load()
     )
-    readings.createOrReplaceTempView('readings')
 
     # line 10: SOURCE threshold_updates FROM CSV 'data/thresholds/'
     threshold_updates = (
@@ -37,9 +36,9 @@ def main() -> None:
         .option('header', 'true')
         .load(resolve(FOLDER, 'data/thresholds/'))
     )
-    threshold_updates.createOrReplaceTempView('threshold_updates')
 
     # line 14: BROADCAST thresholds FROM threshold_updates KEY kind OP op
+    # an action: collects the rows of threshold_updates to the driver and applies them in order
     thresholds = state.changelog_state('thresholds', threshold_updates, key='kind', op='op')
 
     # line 16: chain#1 [checked], one mapInArrow pass ('checked' has 2 readers)
@@ -65,14 +64,12 @@ def main() -> None:
     alerts = spark.sql(
         "SELECT device, ts, temperature, max_temperature FROM checked WHERE status = 'alert'"
     )
-    alerts.createOrReplaceTempView('alerts')
 
     # line 21: STREAM per_device = SELECT ...
     per_device = spark.sql(
         "SELECT device, count(*) AS readings, sum(CASE WHEN status = 'alert' THEN 1 ELSE 0 END) AS alerts\n"
         '  FROM checked GROUP BY device'
     )
-    per_device.createOrReplaceTempView('per_device')
 
     # line 24: SINK alerts TO PARQUET 'target/out/alerts'
     alerts.write.format('parquet').mode('overwrite').save(resolve(FOLDER, 'target/out/alerts'))

@@ -27,9 +27,9 @@ def main() -> None:
         .option('header', 'true')
         .load(resolve(FOLDER, 'data/rules/'))
     )
-    rule_updates.createOrReplaceTempView('rule_updates')
 
     # line 14: BROADCAST rules FROM rule_updates KEY rule_id OP op
+    # an action: collects the rows of rule_updates to the driver and applies them in order
     rules = state.changelog_state('rules', rule_updates, key='rule_id', op='op')
 
     # line 16: STREAM paid = SELECT ...
@@ -37,7 +37,6 @@ def main() -> None:
         'SELECT order_id, customer_id, amount, country, ts\n'
         '              FROM orders WHERE amount > 0'
     )
-    paid.createOrReplaceTempView('paid')
 
     # line 19: chain#1 [enriched], one mapInArrow pass ('flagged' is a MATCH (a join))
     enriched = chains.run_chain(
@@ -60,8 +59,11 @@ def main() -> None:
     )
     # computed once and kept in Spark's checkpoint folder: read on 2 paths to the outputs; its dead letters are written apart from its rows
     enriched = chains.keep(enriched)
-    enriched = chains.split_dead_letters(enriched, {'enriched': resolve(FOLDER, 'target/dlq/enrich')})
-    enriched.createOrReplaceTempView('enriched')
+    # an action: writes the dead letters now, keeps the other rows for what follows
+    enriched = chains.split_dead_letters(
+        enriched,
+        {'enriched': resolve(FOLDER, 'target/dlq/enrich')},
+    )
 
     # line 29: STREAM flagged = MATCH enriched AGAINST rules AS r
     flagged = state.match(
@@ -78,7 +80,6 @@ def main() -> None:
         "SELECT customer_id, window(ts, '1 minute') AS w, count(*) AS n\n"
         "  FROM flagged GROUP BY customer_id, window(ts, '1 minute')"
     )
-    per_customer.createOrReplaceTempView('per_customer')
 
     # line 35: SINK flagged TO PARQUET 'target/out/flagged'
     flagged.write.format('parquet').mode('overwrite').save(resolve(FOLDER, 'target/out/flagged'))

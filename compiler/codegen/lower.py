@@ -130,7 +130,9 @@ class _Lowering:
         o.docstring(f"Pipeline {s.name} ({s.mode} mode), compiled from {source_name}.")
         if self.phys.chains:
             o.line("from dslc.runtime import config as C")
-        o.line(f"from dslc.runtime.spark import {', '.join(self._runtime_modules())}")
+        modules = self._runtime_modules()
+        if modules:     # a job of Spark's own readers and writers needs none
+            o.line(f"from dslc.runtime.spark import {', '.join(modules)}")
         o.line("from dslc.runtime.spark.metrics import MetricsCollector")
         kafka = self._kafka_uses()
         o.line(f"from dslc.runtime.spark.session import flow_folder, {'require_kafka, ' if kafka else ''}resolve, session")

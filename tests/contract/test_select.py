@@ -65,3 +65,16 @@ def test_unknown_columns_and_relations_are_reported_with_a_hint(flow):
         check_file(path)
     assert [(d.code, d.hint) for d in failed.value.diagnostics] == [
         ("E0204", "did you mean 'amount'?"), ("E0201", "did you mean 'orders'?")]
+
+
+def test_spark_sql_text_is_spark_sql(flow, mode):
+    """"any Spark SQL query over streams and sources"; "`--` starts a comment"; strings "follow
+    Spark SQL's rules (single or double quotes ...)": a `;` inside a string or a comment does not
+    end the statement, a double-quoted string is a string, and VALUES may be joined with a source."""
+    flow.rows_file("in/orders/1.json", [{**o, "note": ";" if o["id"] == "o1" else "x"} for o in ORDERS])
+    flow.run("SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, note STRING, country STRING);\n"
+             "STREAM semi = SELECT o.id, t.label -- a comment; with a semicolon\n"
+             "  FROM orders o JOIN (VALUES ('NL', 'dutch')) AS t(c, label) ON o.country = t.c\n"
+             "  WHERE o.note <> ';' AND o.country = \"NL\";\n"
+             "SINK semi TO PARQUET 'out/s';", mode)
+    assert by(flow.read("out/s"), "id", "label") == [(f"o{i}", "dutch") for i in (0, 2, 3, 4, 5)]

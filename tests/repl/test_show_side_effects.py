@@ -111,6 +111,8 @@ def test_show_of_the_enrich_makes_about_n_calls_and_keeps_dead_letters_in_memory
     note = re.search(r"-- enriched: 5 rows in, \d+ calls, (\d+) dead letters? \(kept in memory, not written\)", out)
     assert note and shown and len(shown) + int(note.group(1)) == 5
     assert all(int(o[1:]) % 4 != 1 for o in shown)       # the failed calls went to the dead letters
+    if len(shown) < 5:
+        assert f"-- {len(shown)} of 5 rows came through" in out and ":show enriched 20 reads more input" in out
     letters = _show(child, ":show enriched 5 --dead-letters")
     assert '"kind": "error"' in letters and '"operator": "enriched"' in letters
     assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before   # no target/dlq, no target/out

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import json
 import os
 import re
 import runpy
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -171,13 +173,39 @@ def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, A
     return out
 
 
+#: Event time of the rows that end a STREAMING case's input: they move the watermark past every
+#: window, as the end of a bounded input does in Flink, and are filtered out right after the read.
+END_OF_INPUT = dt.datetime(2999, 12, 31, tzinfo=dt.timezone.utc)
+_INPUT_PREFIX = "__dslc_input_"
+
+
+def _end_of_input_filter(source: plan.Source) -> tuple[plan.Source, plan.Query]:
+    """The source under another name, and a query under its own name that drops the end rows."""
+    import sqlglot
+
+    renamed = dataclasses.replace(source, name=_INPUT_PREFIX + source.name)
+    column = source.watermark.column
+    columns = ", ".join(f"`{f.name}`" for f in source.schema)
+    sql = (f"SELECT {columns} FROM `{renamed.name}` "
+           f"WHERE `{column}` IS NULL OR `{column}` < TIMESTAMP '{END_OF_INPUT:%Y-%m-%d %H:%M:%S}'")
+    query = plan.Query(name=source.name, schema=source.schema, line=source.line, span=source.span, sql=sql,
+                       tree=sqlglot.parse_one(sql, read="spark"), reads=(renamed.name,), aggregates=False,
+                       origin="dslc test: drop the end-of-input rows")
+    return renamed, query
+
+
 def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
-    """The plan with its SOURCEs, SINKs, dead letters and checkpoint all inside `root`."""
+    """The plan with its SOURCEs, SINKs, dead letters and checkpoint all inside `root`; in
+    STREAMING, each source with a WATERMARK also reads an end-of-input row that it drops at once."""
     streaming = p.settings.mode == "STREAMING"
-    nodes = []
+    nodes: list = []
     for node in p.nodes:
         if isinstance(node, plan.Source):
             node = dataclasses.replace(node, connector="PARQUET", path=str(root / "sources" / node.name), options=())
+            if streaming and node.watermark is not None:
+                node = dataclasses.replace(node, options=(("maxFilesPerTrigger", "1"),))
+                nodes.extend(_end_of_input_filter(node))
+                continue
         elif isinstance(node, plan.Enrich):
             dead = str(root / "dead_letters" / node.name) if node.dead_letter else None
             node = dataclasses.replace(node, cache=None, dead_letter=dead)
@@ -191,13 +219,33 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
 
 
 def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, Any]]], root: Path) -> None:
+    """One Parquet file of the case's rows per SOURCE; for a source that ends with the final
+    watermark, two more files of end rows, newer, so that AVAILABLE NOW (one file per
+    micro-batch) runs the data, then a batch that moves the watermark to the end, then one that
+    runs with it (Spark closes windows with the watermark of the batch before)."""
     from pyspark.sql.types import StructType
 
     for node in sandboxed.nodes:
-        if isinstance(node, plan.Source):
-            schema = StructType.fromDDL(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
-            data = [tuple(r[f.name] for f in node.schema) for r in rows.get(node.name, [])]
-            spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(node.path)
+        if not isinstance(node, plan.Source):
+            continue
+        schema = StructType.fromDDL(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
+        name = node.name.removeprefix(_INPUT_PREFIX)
+        data = [tuple(r[f.name] for f in node.schema) for r in rows.get(name, [])]
+        spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(node.path)
+        if name == node.name or not data:
+            continue
+        # every row again at the end of time: Spark applies filters that do not read the event
+        # time before the watermark, so an end row must pass them wherever a real row does
+        end = [tuple(END_OF_INPUT if f.name == node.watermark.column else v for f, v in zip(node.schema, row))
+               for row in data]
+        staging = root / "staging" / name
+        spark.createDataFrame(end, schema).coalesce(1).write.mode("overwrite").parquet(str(staging))
+        part = next(f for f in staging.glob("part-*.parquet"))
+        newest = max(f.stat().st_mtime for f in Path(node.path).glob("*.parquet"))
+        for n in (1, 2):
+            target = Path(node.path) / f"zz-end-of-input-{n}.parquet"
+            shutil.copyfile(part, target)
+            os.utime(target, (newest + n, newest + n))
 
 
 def _replay_folder(case: Case, prepared: _Prepared, root: Path) -> Path:

@@ -1,8 +1,10 @@
 """Frozen, validated configuration of runtime operators.
 
-Generated jobs build these objects as literal constructor calls (`C.Enrich(...)`), so they are
-the contract between the compiler and the runtime: plain values only (str, int, float, tuples),
-picklable, and checked on construction so a bad value fails on the driver, not on an executor.
+The compiler builds these objects from the plan (compiler/codegen/configs.py), so their checks
+run at compile time, and writes each back into the job as the keyword constructor call that
+rebuilds it (`C.Enrich(name=..., ...)`, defaults left out). They are the contract between the
+compiler and the runtime: plain values only (str, int, float, tuples, enums), picklable, and
+checked on construction, so a bad value never reaches an executor.
 """
 from __future__ import annotations
 

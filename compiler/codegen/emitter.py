@@ -1,7 +1,10 @@
-"""A tiny code emitter (pegen's): lines, indentation, and safe Python literals."""
+"""A tiny code emitter (pegen's): lines, indentation, safe Python literals, and the runtime's
+configuration objects written back as the constructor calls that rebuild them."""
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
+from enum import Enum
 from typing import Iterable, Iterator
 
 
@@ -23,6 +26,14 @@ class Emitter:
         """Several lines at the current indentation."""
         for text in texts:
             self.line(text)
+
+    def room(self) -> int:
+        """Characters left on a line at the current indentation."""
+        return WIDTH - 4 * self._depth
+
+    def append(self, text: str) -> None:
+        """Add `text` at the end of the last line (a comma after a multi-line value)."""
+        self._lines[-1] += text
 
     def comment(self, text: str) -> None:
         """`# text`, with line breaks and other unprintable characters escaped so it stays one comment."""
@@ -101,3 +112,61 @@ def ident(name: str) -> str:
     (DSL names may be back-quoted anything): `paid` stays `paid`, `raw-orders` is `raw_orders`."""
     safe = "".join(ch if (ch.isalnum() or ch == "_") and ("_" + ch).isidentifier() else "_" for ch in name)
     return safe if safe.isidentifier() else "_" + safe
+
+
+class Code(str):
+    """Python text to write as it is (a name of the job such as FOLDER), not as a literal."""
+
+
+def construct(value: object, width: int = WIDTH, prefix: str = "C.") -> list[str]:
+    """Source lines that rebuild `value`: a dataclass as a keyword constructor call (fields at
+    their default left out), an enum as its member, tuples of those, else a literal; on one line
+    when it fits in `width` characters, else one field (or item) a line."""
+    one = _inline(value, prefix)
+    parts = _parts(value, prefix)
+    if len(one) <= width or parts is None:
+        return [one]
+    head, items, close = parts
+    lines = [head]
+    for label, item in items:
+        sub = construct(item, width - 4 - len(label), prefix)
+        lines.append("    " + label + sub[0])
+        lines += ["    " + line for line in sub[1:]]
+        lines[-1] += ","
+    return lines + [close]
+
+
+def _fields(value: object) -> list[tuple[str, object]]:
+    """A dataclass's fields that differ from their defaults, in declaration order."""
+    shown = []
+    for f in dataclasses.fields(value):
+        current = getattr(value, f.name)
+        if f.default is not dataclasses.MISSING and current == f.default:
+            continue
+        if f.default_factory is not dataclasses.MISSING and current == f.default_factory():
+            continue
+        shown.append((f"{f.name}=", current))
+    return shown
+
+
+def _parts(value: object, prefix: str) -> tuple[str, list[tuple[str, object]], str] | None:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return f"{prefix}{type(value).__name__}(", _fields(value), ")"
+    if isinstance(value, tuple) and value:
+        return "(", [("", item) for item in value], ")"
+    return None
+
+
+def _inline(value: object, prefix: str) -> str:
+    if isinstance(value, Code):
+        return str(value)
+    if isinstance(value, Enum):
+        return f"{prefix}{type(value).__name__}.{value.name}"
+    parts = _parts(value, prefix)
+    if parts is None:
+        return lit(value)
+    head, items, close = parts
+    inner = ", ".join(label + _inline(item, prefix) for label, item in items)
+    if head == "(" and len(items) == 1:
+        inner += ","      # a one-item tuple
+    return head + inner + close

@@ -19,7 +19,8 @@ from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import SINKS
 from dslc.compiler.plan.names import sql_name
-from dslc.compiler.codegen.emitter import Emitter, ident, lit, lit_dict, multiline
+from dslc.compiler.codegen import configs
+from dslc.compiler.codegen.emitter import Emitter, construct, ident, lit, lit_dict, multiline
 
 # SINK connector -> Spark data source format, for the sinks a job writes with df.write itself
 _WRITE_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
@@ -313,7 +314,7 @@ class _Lowering:
                 o.line(f"columns={lit(step.input_columns)},")
             watermark = self.watermarks.get(step.input.lower())
             if watermark is not None:
-                o.line(f"watermark=C.Watermark({lit(watermark.column)}, {lit(watermark.delay_s)}),")
+                o.line(f"watermark={construct(configs.watermark(watermark))[0]},")
             states = sorted({s for op in step.operators if isinstance(op, plan.Process) for s in op.states})
             if states:
                 o.line("states={" + ", ".join(f"{lit(s)}: {self._state_ref(s)}" for s in states) + "},")
@@ -333,40 +334,10 @@ class _Lowering:
         self._view(out_var, step.name)
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
-        o = self.out
-        produced = op.returns if isinstance(op, plan.Enrich) else op.schema   # PROCESS emits RETURNS only
-        returns = "(" + " ".join(f"C.Column({lit(f.name)}, {lit(f.type)})," for f in produced) + ")"
-        if isinstance(op, plan.Process):
-            upstream = self.plan.node(op.input)
-            key = (upstream.schema[0].name,) if upstream.schema else ()
-            o.line("C.Process(")
-            with o.indent():
-                o.line(f"name={lit(op.name)}, line={op.line},")
-                o.line(f"call=C.PythonCall({lit(op.ref)}, (FOLDER,)),")
-                o.line(f"returns={returns},")
-                o.line(f"states={lit(op.states)}, key_columns={lit(key)},")
-            o.line("),")
-            return
-        call = (f"C.HttpCall({lit(op.call.url)})" if isinstance(op.call, plan.HttpGet)
-                else f"C.PythonCall({lit(op.call.ref)}, (FOLDER,))")
-        o.line("C.Enrich(")
-        with o.indent():
-            o.line(f"name={lit(op.name)}, line={op.line},")
-            o.line(f"call={call},")
-            o.line(f"returns={returns},")
-            o.line(f"key_columns={lit(op.key_columns)},")
-            o.line(f"mode=C.Mode.{op.mode}, capacity={op.capacity}, timeout_s={lit(op.timeout_s)},")
-            if op.order_by:
-                o.line(f"order_by={lit(op.order_by)},")
-            if op.retry:
-                o.line(f"retry=C.Retry({op.retry.attempts}, {lit(op.retry.backoff_s)}, {op.retry.exponential}),")
-            if op.cache:
-                o.line(f"cache=C.Cache({op.cache[0]}, {lit(op.cache[1])}),")
-            if op.rate:
-                o.line(f"rate=C.Rate({lit(op.rate)}),")
-            o.line(f"on_miss=C.Outcome.{op.on_miss}, on_timeout=C.Outcome.{op.on_timeout}, "
-                   f"on_error=C.Outcome.{op.on_error},")
-        o.line("),")
+        """The operator's runtime configuration, built (and so validated) now, written back."""
+        config = configs.enrich(op) if isinstance(op, plan.Enrich) else configs.process(op, self.plan.node(op.input))
+        self.out.lines(construct(config, self.out.room()))
+        self.out.append(",")
 
     def visit_MatchJoin(self, step: physical.MatchJoin, session: str) -> None:
         node = step.node

@@ -40,12 +40,13 @@ def main() -> None:
         name='chain#1',
         operators=(
             C.Enrich(
-                name='enriched-orders', line=8,
-                call=C.HttpCall('http://127.0.0.1:9/tier/{customer}'),
-                returns=(C.Column('tier level', 'STRING'),),
+                name='enriched-orders',
+                line=8,
+                call=C.HttpCall(url='http://127.0.0.1:9/tier/{customer}'),
+                returns=(C.Column(name='tier level', type='STRING'),),
                 key_columns=('customer',),
-                mode=C.Mode.ORDERED, capacity=8, timeout_s=5.0,
-                on_miss=C.Outcome.NULL, on_timeout=C.Outcome.FAIL, on_error=C.Outcome.FAIL,
+                capacity=8,
+                timeout_s=5.0,
             ),
         ),
         columns=('order id', 'customer', 'montant€'),

@@ -42,15 +42,17 @@ def main() -> None:
         name='chain#1',
         operators=(
             C.Enrich(
-                name='scored', line=8,
-                call=C.PythonCall('lookup:score', (FOLDER,)),
-                returns=(C.Column('score', 'DOUBLE'),),
+                name='scored',
+                line=8,
+                call=C.PythonCall(ref='lookup:score', search_path=(FOLDER,)),
+                returns=(C.Column(name='score', type='DOUBLE'),),
                 key_columns=('id',),
-                mode=C.Mode.UNORDERED, capacity=8, timeout_s=5.0,
-                on_miss=C.Outcome.NULL, on_timeout=C.Outcome.FAIL, on_error=C.Outcome.FAIL,
+                mode=C.Mode.UNORDERED,
+                capacity=8,
+                timeout_s=5.0,
             ),
         ),
-        watermark=C.Watermark('ts', 10.0),
+        watermark=C.Watermark(column='ts', delay_s=10.0),
         metrics=metrics,
     )
 

@@ -52,18 +52,25 @@ def main() -> None:
             name='chain#1',
             operators=(
                 C.Enrich(
-                    name='located', line=25,
-                    call=C.HttpCall('http://127.0.0.1:8765/geo/{ip}'),
-                    returns=(C.Column('country', 'STRING'), C.Column('city', 'STRING'),),
+                    name='located',
+                    line=25,
+                    call=C.HttpCall(url='http://127.0.0.1:8765/geo/{ip}'),
+                    returns=(
+                        C.Column(name='country', type='STRING'),
+                        C.Column(name='city', type='STRING'),
+                    ),
                     key_columns=('ip',),
-                    mode=C.Mode.UNORDERED, capacity=4, timeout_s=2.0,
-                    retry=C.Retry(2, 0.02, True),
-                    cache=C.Cache(500, 600.0),
-                    on_miss=C.Outcome.NULL, on_timeout=C.Outcome.DEAD_LETTER, on_error=C.Outcome.DEAD_LETTER,
+                    mode=C.Mode.UNORDERED,
+                    capacity=4,
+                    timeout_s=2.0,
+                    retry=C.Retry(attempts=2, backoff_s=0.02, exponential=True),
+                    cache=C.Cache(size=500, ttl_s=600.0),
+                    on_timeout=C.Outcome.DEAD_LETTER,
+                    on_error=C.Outcome.DEAD_LETTER,
                 ),
             ),
             columns=('view_id', 'user_id', 'ip', 'section', 'ts'),
-            watermark=C.Watermark('ts', 60.0),
+            watermark=C.Watermark(column='ts', delay_s=60.0),
             metrics=metrics,
         )
         # computed once and kept in Spark's checkpoint folder: its dead letters are written apart from its rows

@@ -47,10 +47,18 @@ def main() -> None:
         name='chain#1',
         operators=(
             C.Process(
-                name='checked', line=16,
-                call=C.PythonCall('devices:check', (FOLDER,)),
-                returns=(C.Column('device', 'STRING'), C.Column('ts', 'TIMESTAMP'), C.Column('temperature', 'DOUBLE'), C.Column('max_temperature', 'DOUBLE'), C.Column('status', 'STRING'),),
-                states=('thresholds',), key_columns=('device',),
+                name='checked',
+                line=16,
+                call=C.PythonCall(ref='devices:check', search_path=(FOLDER,)),
+                returns=(
+                    C.Column(name='device', type='STRING'),
+                    C.Column(name='ts', type='TIMESTAMP'),
+                    C.Column(name='temperature', type='DOUBLE'),
+                    C.Column(name='max_temperature', type='DOUBLE'),
+                    C.Column(name='status', type='STRING'),
+                ),
+                states=('thresholds',),
+                key_columns=('device',),
             ),
         ),
         states={'thresholds': thresholds},

@@ -229,7 +229,8 @@ class SparkNamer:
 
     def _cast(self, node: exp.Cast) -> str:
         if not self._cast_written(node):
-            if isinstance(node.this, exp.Literal) and node.this.is_string and not self._written(node.this)[-2:].upper() == "BD":
+            if isinstance(node.this, exp.Literal) and node.this.is_string \
+                    and not (self._written(node.this) or "")[-2:].upper() == "BD":
                 word = self.text[:_first_position(node.this)].rstrip().split()[-1].upper()
                 return f"{word} '{node.this.this}'"
             return self._literal(node.this)
@@ -345,10 +346,10 @@ class SparkNamer:
             start = self._bound(frame.args.get("start"), frame.args.get("start_side"))
             end = self._bound(frame.args.get("end"), frame.args.get("end_side")) if frame.args.get("end") \
                 else "CURRENT ROW"
-            return f"{frame.args.get('kind', 'ROWS').upper()} BETWEEN {start} AND {end}"
+            return f"{(frame.args.get('kind') or 'ROWS').upper()} BETWEEN {start} AND {end}"
         if isinstance(function, (exp.Lag, exp.Lead)):
             offset = function.args.get("offset")
-            n = int(offset.name) if isinstance(offset, exp.Literal) and not offset.is_string else 1
+            n = int(offset.name) if isinstance(offset, exp.Literal) and offset.is_int else 1
             n = -n if isinstance(function, exp.Lag) else n
             return f"ROWS BETWEEN {n} FOLLOWING AND {n} FOLLOWING"
         if isinstance(function, _RANKING):

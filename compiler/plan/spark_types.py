@@ -63,6 +63,8 @@ def literal_type(literal: exp.Literal) -> exp.DataType:
     text = literal.this
     if "e" in text.lower():
         return exp.DataType.build("DOUBLE")
+    if not text.replace(".", "", 1).isdigit():
+        return exp.DataType.build("DOUBLE")
     if "." not in text:
         value = int(text)
         if value <= 2**31 - 1:

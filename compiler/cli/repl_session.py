@@ -258,7 +258,7 @@ def _render(job: ShowJob, captured, rows: int, dead_letters: bool) -> ShowResult
     if job.limit.operator:
         notes.append(f"only {rows} input rows reach {job.limit.operator} ({job.limit.reason})")
         shown = sum(1 for line in table.splitlines() if line.startswith("|")) - 1
-        if shown < rows:
+        if shown < rows and not dead_letters:
             notes.append(f"{shown} of {rows} rows came through (the others were filtered, dropped or dead "
                          f"letters): :show {job.name} {rows * 4} reads more input")
     elif notes:

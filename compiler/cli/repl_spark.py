@@ -64,11 +64,24 @@ class SparkRunner:
         for key, value in dict(conf).items():
             settings.set(key, value)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
-            gateway = launch_gateway(settings, popen_kwargs={"stdout": log, "stderr": log})
+            try:
+                gateway = launch_gateway(settings, popen_kwargs={"stdout": log, "stderr": log})
+            except Exception as exc:   # the reason is in what the JVM (or its launcher) printed
+                raise RuntimeError(f"Spark did not start: {self._printed_since(start) or exc}"
+                                   f" (all of Spark's output: {self.log_path})") from exc
         context = SparkContext(conf=settings, gateway=gateway)
         self._spark = SparkSession(context)
         return self._spark
+
+    def _printed_since(self, offset: int) -> str:
+        """The last line Spark's launcher printed after `offset` of the log."""
+        with open(self.log_path, "rb") as log:
+            log.seek(offset)
+            lines = [line.strip() for line in log.read().decode("utf-8", "replace").splitlines() if line.strip()]
+        useful = [line for line in lines if "bad array subscript" not in line]
+        return (useful or lines or [""])[-1]
 
     # ---- jobs
     def run(self, label: str, work: Callable[[object], T], conf: Mapping[str, str] = ()) -> T:

@@ -217,3 +217,13 @@ def test_show_runs_the_pipeline_on_the_data(tmp_path: Path):
     child.expect_exact(PROMPT)
     assert "o-18" not in child.before
     quit_(child)
+
+
+def test_spark_that_cannot_start_says_why(tmp_path: Path):
+    """The JVM's output goes to a log file, not the screen; when it cannot start, its reason is shown."""
+    script = f"{ORDERS};\n:show orders 1\n"
+    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "repl"], input=script, text=True,
+                          capture_output=True, cwd=tmp_path, timeout=120,
+                          env={**os.environ, "DSLC_HISTORY": str(tmp_path / "hist"), "JAVA_HOME": str(tmp_path / "nojava")})
+    assert done.returncode == 1
+    assert "Spark did not start" in done.stderr and "nojava/bin/java" in done.stderr and "spark.log" in done.stderr

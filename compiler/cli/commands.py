@@ -42,31 +42,47 @@ def spark_submit() -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """dslc run FILE [--mode ...] [--trigger ...] [--master URL] [-- spark-submit args]: compile to a
-    temporary job and run it with spark-submit; the temporary folder goes away however the run ends."""
+    """dslc run FILE [--mode ...] [--trigger ...] [--master URL | --remote sc://...] [-- spark-submit args]:
+    compile to a temporary job and run it with spark-submit, or with this Python against a Spark
+    Connect server; the temporary folder goes away however the run ends."""
     trigger = args.trigger
     if trigger and trigger != "available-now" and not trigger.startswith("every="):
         print(f"dslc: --trigger must be available-now or every=<duration>, got {trigger!r}", file=sys.stderr)
+        return 2
+    remote = getattr(args, "remote", None)
+    if remote and (args.master or args.spark_args):
+        print("dslc: --remote runs the job through Spark Connect: --master and spark-submit arguments "
+              "after '--' do not apply (the server has its own master; use SET in the .flow file)", file=sys.stderr)
         return 2
     calls = _record_replay_env(args)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
-        extra = args.spark_args
-        command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
-                                    *_driver_python(extra), *extra, str(job)]
-        env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-               "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
-        if calls:
-            env.update(calls)
-            # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
-            command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
-        code = _call(command, env)
+        if remote:
+            env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
+                   **calls}
+            code = _call([sys.executable, str(job)], env)
+        else:
+            code = _submit(args, job, calls)
     if getattr(args, "record", None):
         from dslc.runtime.recording import consolidate
         written = consolidate(args.record)
         print(f"dslc: recorded the calls of {len(written)} ENRICH operator(s) in {args.record}", file=sys.stderr)
     return code
+
+
+def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
+    """spark-submit the job with dslc's defaults and the arguments after '--'."""
+    extra = args.spark_args
+    command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
+                                *_driver_python(extra), *extra, str(job)]
+    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
+    if calls:
+        env.update(calls)
+        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
+        command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
+    return _call(command, env)
 
 
 def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:

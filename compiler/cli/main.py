@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--mode", choices=("batch", "streaming"))
     run.add_argument("--trigger", help="available-now or every=10s")
     run.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    run.add_argument("--remote", metavar="sc://HOST:PORT", default=None,
+                     help="run through a Spark Connect server instead of spark-submit")
     run.add_argument("--record", metavar="DIR", help="write every ENRICH call and its answer under DIR")
     run.add_argument("--replay", metavar="DIR", help="answer ENRICH calls from DIR (no network)")
     run.add_argument("--replay-unrecorded", choices=("error", "miss"), default="error",

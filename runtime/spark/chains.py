@@ -17,6 +17,7 @@ from dslc.runtime.broadcast import Snapshot
 
 from . import names
 from .metrics import MetricsCollector
+from .session import checkpoint, is_connect, parallelism
 
 
 def _columns(schema: StructType) -> tuple[C.Column, ...]:
@@ -45,13 +46,15 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
-    operators = _share_rates(operators, df.sparkSession.sparkContext.defaultParallelism)
+    operators = _share_rates(operators, parallelism(df.sparkSession))
     out_schema = _output_schema(df.schema, operators)
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),
                     output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size)
-    function = ChainFunction(chain, states or {}, metrics.sink() if metrics else None)
     if chain.dead_letters:
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
+    if metrics is not None and metrics.on_connect:      # Spark Connect: no accumulator
+        return metrics.chain_with_metrics(df, chain, states or {}, out_schema)
+    function = ChainFunction(chain, states or {}, metrics.sink() if metrics else None)
     return df.mapInArrow(function, out_schema)
 
 
@@ -62,6 +65,8 @@ def keep(df: DataFrame) -> DataFrame:
 
     The folder is `spark.checkpoint.dir` when set (use a shared file system on a cluster), else a
     temporary folder of this machine removed when the job ends."""
+    if is_connect(df.sparkSession):   # no SparkContext
+        return df if getattr(df, "_dslc_kept", False) else checkpoint(df)
     context = df.sparkSession.sparkContext
     if context.getCheckpointDir() is None:
         folder = tempfile.mkdtemp(prefix="dslc-kept-")

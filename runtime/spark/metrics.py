@@ -1,17 +1,25 @@
-"""Runtime metrics from executors to the driver, through a Spark accumulator."""
+"""Runtime metrics from executors to the driver: a Spark accumulator, or metrics rows read back on Spark Connect."""
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark import AccumulatorParam
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
+from dslc.runtime import config as C
+from dslc.runtime.arrow_chain import ChainFunction
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
+
+from .session import checkpoint, is_connect
 
 
 class _MetricsParam(AccumulatorParam):
@@ -27,26 +35,75 @@ class _MetricsParam(AccumulatorParam):
 
 
 class MetricsCollector:
-    """One accumulator for every chain of the job; `report()` writes the run's metrics file and
-    prints the per-operator table."""
+    """Every chain's metrics, added up on the driver; `report()` writes the run's metrics file and
+    prints the per-operator table.
+
+    Classic sessions use one accumulator that tasks add to when they end. Spark Connect has no
+    accumulators: there each chain's tasks append one extra row holding their metrics (JSON), which
+    the driver reads from the checkpointed chain output (see `chain_with_metrics`)."""
 
     def __init__(self, spark: SparkSession):
         self._spark = spark
-        self._acc = spark.sparkContext.accumulator({}, _MetricsParam())
+        self.on_connect = is_connect(spark)
+        self._acc = None if self.on_connect else spark.sparkContext.accumulator({}, _MetricsParam())
+        self._tasks: list[str] = []   # Connect: each task's metrics (JSON)
 
     def sink(self):
-        """A picklable callable for the chain function to report a task's metrics with."""
+        """A picklable callable for the chain function to report a task's metrics with (classic)."""
         acc = self._acc
         return lambda metrics: acc.add({name: m for name, m in metrics.items()})
 
+    def chain_with_metrics(self, df: DataFrame, chain: C.Chain, states: Mapping[str, Any], schema: StructType) -> DataFrame:
+        """The chain over `df`, its tasks' metrics read back instead of accumulated (Spark Connect).
+
+        Each task appends one row carrying its metrics; the output is checkpointed at once (so its
+        calls run once, whoever reads it later), the driver reads the metrics rows from the
+        checkpoint and the other rows go on. A streaming chain cannot be checkpointed: its metrics
+        are not collected on Connect."""
+        if df.isStreaming:
+            return df.mapInArrow(ChainFunction(chain, dict(states)), schema)
+        with_metrics = StructType(schema.fields + [StructField(METRICS_COLUMN, StringType(), True)])
+        kept = checkpoint(df.mapInArrow(ChainWithMetricsRow(chain, dict(states)), with_metrics))
+        column = F.col(METRICS_COLUMN)
+        self._tasks.extend(row[0] for row in kept.where(column.isNotNull()).select(column).collect())
+        out = kept.where(column.isNull()).drop(METRICS_COLUMN)
+        out._dslc_kept = True      # chains.keep: already computed once
+        return out
+
     def value(self) -> dict[str, dict[str, Any]]:
         """Merged metrics per operator (driver only)."""
-        return dict(self._acc.value)
+        if self._acc is not None:
+            return dict(self._acc.value)
+        param, merged = _MetricsParam(), {}
+        for task in self._tasks:
+            param.addInPlace(merged, json.loads(task))
+        return merged
 
     def report(self, stream=None) -> str | None:
         """Write the run's JSON metrics file, print the table (stderr, or $DSLC_METRICS_SUMMARY), a
         warning per operator whose every element failed, and the file's path; return the path."""
         return publish(self._spark, self.value(), stream)
+
+
+METRICS_COLUMN = "__dslc_task_metrics"
+
+
+class ChainWithMetricsRow:
+    """mapInArrow function: the chain's batches (with a NULL metrics column), then one row carrying
+    the task's metrics as JSON. Picklable: built on the driver, run on executors."""
+
+    def __init__(self, chain: C.Chain, states: Mapping[str, Any]) -> None:
+        self.chain = chain
+        self.states = states
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        reported: list[dict] = []
+        function = ChainFunction(self.chain, self.states, reported.append)
+        schema = function.schema.append(pa.field(METRICS_COLUMN, pa.string()))
+        for batch in function(batches):
+            yield batch.append_column(METRICS_COLUMN, pa.nulls(batch.num_rows, pa.string()))
+        row = {METRICS_COLUMN: json.dumps(reported[0] if reported else {}, default=str)}
+        yield pa.RecordBatch.from_pylist([row], schema=schema)
 
 
 def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None) -> str | None:

@@ -26,25 +26,65 @@ def resolve(folder: str, path: str) -> str:
 
 
 def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str, ...] = ()) -> SparkSession:
-    """Get or create the session; ship user modules; pin the session time zone to UTC."""
-    # Executors must run the same Python as the driver when both are on this machine.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    if "spark.master" not in conf and not _submitted():
-        builder = builder.master(os.environ.get("DSLC_MASTER", "local[*]"))
-    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    """Get or create the session (Spark Connect when a remote is given); ship user modules and the
+    runtime; pin the session time zone to UTC."""
+    remote = remote_url()
+    if remote:
+        builder = SparkSession.builder.remote(remote)   # no master: the server has its own
+        conf = {k: v for k, v in conf.items() if k != "spark.master"}
+    else:
+        # Executors must run the same Python as the driver when both are on this machine.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        builder = SparkSession.builder
+        if "spark.master" not in conf and not _submitted():
+            builder = builder.master(os.environ.get("DSLC_MASTER", "local[*]"))
+    builder = builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.conf.set("spark.dslc.flow.folder", folder)   # where the run's metrics file goes by default
-    quiet_by_default(spark)
+    if not is_connect(spark):
+        quiet_by_default(spark)
     ship_modules(spark, folder, modules)
     return spark
 
 
+def remote_url() -> str | None:
+    """The Spark Connect server to use: `--remote URL` on the job's command line, else $SPARK_REMOTE."""
+    argv = sys.argv[1:]
+    for i, arg in enumerate(argv):
+        if arg == "--remote" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--remote="):
+            return arg.split("=", 1)[1]
+    return os.environ.get("SPARK_REMOTE") or None
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True for a Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def parallelism(spark: SparkSession) -> int:
+    """How many tasks run at once: defaultParallelism, or on Connect (which cannot ask the cluster)
+    `spark.default.parallelism`, else `spark.sql.shuffle.partitions`."""
+    if not is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    value = spark.conf.get("spark.default.parallelism", None) or spark.conf.get("spark.sql.shuffle.partitions")
+    return max(1, int(value))
+
+
+def checkpoint(df):
+    """Spark Connect's `keep`: the server's checkpoint folder when `spark.checkpoint.dir` is set,
+    else a local checkpoint on its executors."""
+    if df.sparkSession.conf.get("spark.checkpoint.dir", None):
+        return df.checkpoint(eager=True)
+    return df.localCheckpoint(eager=True)
+
+
 def quiet_by_default(spark: SparkSession) -> None:
     """Spark logs at WARN unless `spark.log.level` was given (`--conf`, SET): the same under `dslc run`,
-    spark-submit and `python job.py`."""
+    spark-submit and `python job.py`. (A Spark Connect server keeps its own log level.)"""
     context = spark.sparkContext
     if context.getConf().get("spark.log.level") is None:
         context.setLogLevel("WARN")
@@ -56,19 +96,28 @@ def _submitted() -> bool:
 
 
 def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> None:
-    """addPyFile each user module beside the .flow file; the runtime too when executors lack it."""
-    context = spark.sparkContext
-    shipped = set(context.getConf().get("spark.dslc.shipped", "").split(","))
-    for module in modules:
-        path = Path(folder) / (module.replace(".", "/") + ".py")
-        if path.is_file() and str(path) not in shipped:
-            context.addPyFile(str(path))
-            shipped.add(str(path))
-    if not _in_process(context.master) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
+    """Ship each user module beside the .flow file, and the runtime when executors may lack it:
+    addPyFile on a classic session, addArtifacts(pyfile=True) on Spark Connect."""
+    paths = [str(p) for p in (Path(folder) / (m.replace(".", "/") + ".py") for m in modules) if p.is_file()]
+    connect = is_connect(spark)
+    if os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1" and (connect or not _in_process(spark.sparkContext.master)):
         try:
-            context.addPyFile(runtime_zip())
+            paths.append(runtime_zip())
         except RuntimeZipError as exc:
             raise SystemExit(str(exc)) from None
+    if connect:
+        shipped = _shipped.setdefault(id(spark), set())
+        for path in paths:
+            if path not in shipped:
+                spark.addArtifacts(path, pyfile=True)
+                shipped.add(path)
+        return
+    context = spark.sparkContext
+    for path in paths:
+        context.addPyFile(path)
+
+
+_shipped: dict[int, set[str]] = {}   # Connect sessions: artifacts already added (adding twice fails)
 
 
 def _in_process(master: str) -> bool:
@@ -82,8 +131,8 @@ def require_kafka(spark: SparkSession, uses: tuple[str, ...]) -> None:
     Spark's own error ("Failed to find data source: kafka") comes late and names neither the
     statement nor the package to add.
     """
-    if has_format(spark, "kafka"):
-        return
+    if is_connect(spark) or has_format(spark, "kafka"):
+        return   # a Connect server's classpath cannot be inspected from here: Spark's own error stands
     jvm = spark.sparkContext._jvm
     scala = jvm.scala.util.Properties.versionNumberString().rsplit(".", 1)[0]
     package = f"org.apache.spark:spark-sql-kafka-0-10_{scala}:{spark.version}"

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from .session import parallelism
+
 
 def rate_batch(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     """The batch counterpart of `spark.readStream.format('rate')`."""
@@ -20,7 +22,7 @@ def rate_batch(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:
     if per_second <= 0:
         raise ValueError(f"RATE rowsPerSecond must be positive, got {per_second}")
     rows = int(options.get("numrows", str(per_second * 10)))
-    partitions = int(options.get("numpartitions", str(spark.sparkContext.defaultParallelism)))
+    partitions = int(options.get("numpartitions", str(parallelism(spark))))
     start = F.date_trunc("second", F.current_timestamp())
     return (spark.range(0, rows, 1, max(1, partitions))
             .select((start + F.make_dt_interval(secs=F.col("id") / F.lit(per_second))).alias("timestamp"),

@@ -109,3 +109,53 @@ class StandaloneCluster:
                     os.killpg(process.pid, signal.SIGKILL)
                 process.wait(10)
         self.processes.clear()
+
+
+class ConnectServer:
+    """pyspark's bundled Spark Connect server (sbin/start-connect-server.sh, in the foreground) on a
+    free port of 127.0.0.1, running `local[2]`, its Python workers on `python`."""
+
+    def __init__(self, folder: Path, python: Path, master: str = "local[2]") -> None:
+        import pyspark
+
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.log = folder / "connect-server.log"
+        script = Path(pyspark.__file__).parent / "sbin" / "start-connect-server.sh"
+        env = {**os.environ, "SPARK_NO_DAEMONIZE": "1", "SPARK_LOCAL_IP": "127.0.0.1",
+               "SPARK_LOG_DIR": str(folder / "logs"), "SPARK_PID_DIR": str(folder / "pids"),
+               "PYSPARK_PYTHON": str(python)}
+        for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "PYSPARK_DRIVER_PYTHON"):
+            env.pop(name, None)
+        with open(self.log, "wb") as out:
+            self.process = subprocess.Popen(
+                [str(script), "--master", master, "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                 "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.local.dir={folder / 'local'}"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                cwd=folder)
+        deadline = time.monotonic() + 120
+        try:
+            while time.monotonic() < deadline:
+                if "Spark Connect server started at" in self.log.read_text(errors="replace"):
+                    return
+                if self.process.poll() is not None:
+                    break
+                time.sleep(0.2)
+            raise RuntimeError(f"Spark Connect server did not start:\n{self.log.read_text(errors='replace')[-3000:]}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the server and its Python workers (its whole process group)."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)

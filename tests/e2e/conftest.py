@@ -21,3 +21,15 @@ def standalone_cluster(tmp_path_factory):
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory, executor_python):
+    """pyspark's Spark Connect server on a free port of 127.0.0.1; its Python workers lack dslc."""
+    from cluster_support import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("connect"), executor_python)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -20,12 +20,14 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.plan.logical import Field, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN
+from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS
 from dslc.compiler.plan.spark_names import SparkNamer, generator_name
 from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
 _SPARK = Dialect.get_or_raise("spark")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WINDOW_TYPE = "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"
 
 # sqlglot reports a half-written expression by its class name; say it in SQL words instead.
@@ -153,7 +155,8 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
     if not reads:
         problems.append(error("E0206", sql.span.sub(0, 1), detail="a query must read a source or stream"))
         return None
-    if not _check_columns(tree, sql, schemas, problems):
+    functions_ok = _check_functions(tree, sql, problems)
+    if not _check_columns(tree, sql, schemas, problems) or not functions_ok:
         return None
     schema = _output_schema(tree, schemas, sql, problems)
     return QueryInfo(tuple(reads), schema, _aggregates(tree), _item_spans(tree, sql, len(schema or ())))
@@ -187,6 +190,24 @@ def _extent(node: exp.Expression, sql: ast.Sql) -> Span:
             break
         end = close + 1
     return sql.span.sub(start, end - start)
+
+
+def _check_functions(tree: exp.Expression, sql: ast.Sql, problems: list[Diagnostic]) -> bool:
+    """Report every call of a function Spark does not have (a .flow file cannot register SQL
+    functions); True when all are known."""
+    ok = True
+    for call in tree.find_all(exp.Func):
+        start, end = call.meta.get("start"), call.meta.get("end")
+        if start is None:
+            continue
+        written = sql.text[start:end + 1]
+        if not _NAME.fullmatch(written) or not sql.text[end + 1:].lstrip().startswith("("):
+            continue        # syntax rather than a call (CASE, CAST, INTERVAL, ...)
+        if written.lower() not in SPARK_FUNCTIONS:
+            problems.append(error("E0201", sql.span.sub(start, end - start + 1), kind="SQL function",
+                                  name=written, hint=did_you_mean(written.lower(), SPARK_FUNCTIONS)))
+            ok = False
+    return ok
 
 
 def _aggregates(tree: exp.Expression) -> bool:

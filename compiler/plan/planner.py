@@ -338,7 +338,8 @@ class _Planner:
         if tree is None:
             self.problems.extend(syntax_errors)
             return None
-        info = analyze_query(stmt.sql, tree, schemas, self.problems)
+        extended = any(k in ('spark.sql.extensions', 'spark.jars.packages', 'spark.jars') for k, _ in self.settings.conf)
+        info = analyze_query(stmt.sql, tree, schemas, self.problems, functions=not extended)
         if info is None or info.schema is None:
             return None
         for read in info.reads:

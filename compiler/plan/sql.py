@@ -136,8 +136,9 @@ def relations(tree: exp.Expression) -> list[exp.Table]:
 
 
 def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
-                  problems: list[Diagnostic]) -> QueryInfo | None:
-    """Check a parsed SELECT against the known relations; infer its output schema."""
+                  problems: list[Diagnostic], *, functions: bool = True) -> QueryInfo | None:
+    """Check a parsed SELECT against the known relations; infer its output schema. `functions`:
+    check function names against Spark's built-ins (off when SET adds extensions or jars)."""
     reads: list[str] = []
     failed = False
     for table in relations(tree):
@@ -155,7 +156,7 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
     if not reads:
         problems.append(error("E0206", sql.span.sub(0, 1), detail="a query must read a source or stream"))
         return None
-    functions_ok = _check_functions(tree, sql, problems)
+    functions_ok = _check_functions(tree, sql, problems) if functions else True
     if not _check_columns(tree, sql, schemas, problems) or not functions_ok:
         return None
     schema = _output_schema(tree, schemas, sql, problems)

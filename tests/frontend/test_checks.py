@@ -491,3 +491,10 @@ def test_later_statements_see_the_names_spark_gives():
     assert schema(text, "b") == [("n", "BIGINT"), ("total", "DOUBLE"), ("big", "BOOLEAN")]
     broken = text.replace("`count(1)` AS n", "_col_1 AS n")
     expect(broken, ("E0204", "_col_1"))
+
+
+def test_unknown_sql_functions_unless_the_pipeline_adds_some():
+    text = ORDERS + "STREAM s = SELECT country, cout(*) AS n FROM orders GROUP BY country;\nSINK s TO CONSOLE;"
+    expect(text, ("E0201", "cout"))
+    extended = "SET spark.sql.extensions = 'org.example.Functions';\n" + text
+    assert errors_of(extended) == []

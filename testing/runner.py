@@ -58,8 +58,9 @@ def _print_result(result: CaseResult, out: TextIO) -> None:
             print(f"        {line}", file=out)
 
 
-def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False) -> int:
-    """Find and run test files; print each case and the summary line; 0 when all passed."""
+def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, spark=None) -> int:
+    """Find and run test files; print each case and the summary line; 0 when all passed.
+    `spark`: the session to use (the REPL's); default: the active one or a new local one."""
     try:
         files = find(paths or ["."])
     except CaseFileError as exc:
@@ -70,7 +71,6 @@ def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False) ->
         return 1
     passed = failed = 0
     work = Path(tempfile.mkdtemp(prefix="dslc-test-"))
-    spark = None
     try:
         for index, path in enumerate(files):
             print(path, file=out)

@@ -43,6 +43,7 @@ COMMANDS = {
     ":schema": ":schema NAME   columns of a stream or source",
     ":show": ":show NAME [n] [--dead-letters]  n rows of NAME (default 10), run in BATCH",
     ":load": ":load FILE      add the statements of a .flow file",
+    ":test": ":test [FILE]    run the cases of NAME.test.yaml beside the loaded NAME.flow (docs/testing.md)",
     ":reset": "forget every statement",
     ":help": "this help",
     ":quit": "leave (Ctrl-D too)",
@@ -141,6 +142,7 @@ class Repl:
         self.pending = ""
         self.errors = 0
         self.done = False
+        self.loaded: Path | None = None     # the last .flow file loaded: :test runs the test file beside it
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -236,7 +238,34 @@ class Repl:
         if not path.is_absolute() and self.session.statements:
             path = path if path.is_file() else self.session.folder / path
         count = self.session.load(path)
+        self.loaded = path.resolve()
         self.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {args[0]}")
+
+    def cmd_test(self, args: list[str]) -> None:
+        """:test [FILE]: the cases of a test file, on the REPL's Spark session (cancellable)."""
+        if len(args) > 1:
+            raise ValueError("usage: :test [FILE]")
+        if args:
+            path = Path(args[0]).expanduser()
+            path = path if path.is_absolute() or path.is_file() else self.session.folder / path
+        elif self.loaded is None:
+            raise LookupError(":test runs NAME.test.yaml beside the loaded NAME.flow: :load a .flow file first, "
+                              "or give the test file (:test FILE)")
+        else:
+            path = self.loaded.with_name(self.loaded.stem + ".test.yaml")
+        if not path.is_file():
+            raise LookupError(f"no test file {path} (docs/testing.md says how to write one)")
+        from dslc.testing.runner import run_paths
+
+        if self.session.runner is None:
+            self.session.runner = SparkRunner(self.err)
+        try:
+            code = self.session.runner.run(":test", lambda spark: run_paths([str(path)], out=self.out, spark=spark))
+        except (Interrupted, KeyboardInterrupt):
+            self.complain("interrupted: the test run was cancelled")
+            return
+        if code:
+            self.errors += 1      # piped input: `dslc repl` exits 1 when a case failed
 
     def cmd_show(self, args: list[str]) -> None:
         dead_letters = "--dead-letters" in args
@@ -344,6 +373,7 @@ def run_repl(file: str | None) -> int:
         except OSError as exc:
             repl.complain(f"{file}: error: cannot read file ({exc.strerror})")
         else:
+            repl.loaded = Path(file).resolve()
             repl.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {file}")
     if not sys.stdin.isatty():
         return _batch(repl, sys.stdin)

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from dslc.testing import run_case
+
 pytestmark = pytest.mark.spark
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fraud"
@@ -71,4 +73,13 @@ def test_a_recording_replays_identical_rows_with_the_service_stopped(spark, serv
     replayed = _dslc_run(flow, "--replay", str(recording))
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     assert _rows(spark, folder) == first
+    assert len(requests) == seen
+
+    # a test case answers from the same recording (still no service)
+    profile = service.customer("c01")
+    result = run_case(flow, replay=recording, sources={
+        "orders": [{"order_id": "x1", "customer_id": "c01", "amount": 5000.0, "country": "DE", "ts": "2026-11-01 12:00:00"}],
+        "rule_updates": [{"rule_id": "r1", "op": "upsert", "country": "DE", "max_amount": 500}]},
+        expect={"flagged": [{"order_id": "x1", "tier": profile["tier"], "risk": profile["risk"], "rule_id": "r1"}]})
+    assert result.passed, result.report()
     assert len(requests) == seen

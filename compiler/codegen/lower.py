@@ -322,8 +322,12 @@ class _Lowering:
         o.line(")")
         kept = self.phys.kept_reason(step.name)
         if kept and (not self.streaming or step.name.lower() in self.per_batch):
-            o.comment(f"computed once and kept in Spark's checkpoint folder: {kept}")
-            o.line(f"{out_var} = chains.keep({out_var})")
+            if self.target.writes:
+                o.comment(f"computed once and kept in Spark's checkpoint folder: {kept}")
+                o.line(f"{out_var} = chains.keep({out_var})")
+            else:
+                o.comment(f"computed once and kept in the executors' memory, no checkpoint folder: {kept}")
+                o.line(f"{out_var} = captured.keep({out_var})")
         dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         if dead and not self.target.writes:
             o.line(f"{out_var} = captured.hold_dead_letters({out_var}, {lit(tuple(sorted(dead)))})  # not written")

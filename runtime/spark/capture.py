@@ -29,6 +29,11 @@ class Captured:
         """What a SINK of relation `name` would have written."""
         self.outputs[name] = df
 
+    def keep(self, df: DataFrame) -> DataFrame:
+        """`chains.keep` without a checkpoint folder: computed now, kept by the executors (a local
+        checkpoint), so later readers see these rows without calling the services again."""
+        return df.localCheckpoint(eager=True)
+
     def hold_dead_letters(self, df: DataFrame, operators: tuple[str, ...]) -> DataFrame:
         """Keep each operator's dead letters (a `value` JSON column) instead of writing them; return
         the other rows. Persisted first, so the calls run once for both sides."""

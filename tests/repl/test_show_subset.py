@@ -40,6 +40,7 @@ def test_show_plan_keeps_only_what_the_name_reads(session):
 
 def test_show_job_writes_nothing_and_holds_dead_letters(session, tmp_path):
     job = session.show_job("gold", 5, str(tmp_path))
+    assert "enriched = captured.keep(enriched)" in job.code and "chains.keep" not in job.code
     assert "enriched = captured.hold_dead_letters(enriched, ('enriched',))" in job.code
     assert "target/dlq" not in job.code and "write_" not in job.code and ".write" not in job.code and "127.0.0.1:1/o/" not in job.code
     assert "paid.limit(5)," in job.code and job.limit.operator == "enriched"

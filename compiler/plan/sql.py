@@ -2,6 +2,7 @@
 (with their exact position in the file), and the query's output schema."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Mapping
@@ -237,6 +238,33 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
     return {n.lower() for n in source.expression.named_selects}
 
 
+def _struct_columns(scope: Scope, schemas: Schemas) -> dict[str, str]:
+    """STRUCT columns of the tables a scope reads (lower-case name → type), for `col.field`;
+    a name two tables share is left out (which one is meant is Spark's to say)."""
+    found: dict[str, str | None] = {}
+    walk: Scope | None = scope
+    while walk is not None:
+        for source in walk.sources.values():
+            schema = schemas.get(source.name.lower()) if isinstance(source, exp.Table) else None
+            for f in schema or ():
+                if f.type.upper().startswith("STRUCT<"):
+                    found[f.name.lower()] = None if f.name.lower() in found else f.type
+        walk = walk.parent
+    return {name: type_text for name, type_text in found.items() if type_text is not None}
+
+
+@functools.lru_cache(maxsize=256)
+def _struct_fields(type_text: str | None) -> frozenset[str] | None:
+    """The field names of a STRUCT type (lower case), None when not a readable STRUCT."""
+    if type_text is None:
+        return None
+    try:
+        data_type = exp.DataType.build(type_text, dialect="spark")
+    except (SqlglotError, ValueError):
+        return None
+    return frozenset(f.name.lower() for f in data_type.expressions if isinstance(f, exp.ColumnDef))
+
+
 def _owned_by(column: exp.Column, scope: Scope) -> bool:
     """True when `column` is written in this scope's own query, not in a subquery nested in it
     (sqlglot also lists a subquery's unqualified columns in the outer scope, as they might be
@@ -262,6 +290,7 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
                 visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
             walk = walk.parent
         every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
+        structs = _struct_columns(scope, schemas)
         unknown_source = any(c is None for c in visible.values())
         # Names given with AS (GROUP BY / ORDER BY / HAVING may use them); a bare column
         # `SELECT amout` names itself and must not vouch for itself.
@@ -284,7 +313,11 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
                         continue
                     where, pool = f"'{column.table}'", cols
                 elif qualifier in every or unknown_source:
-                    continue    # struct field access: `w.start`
+                    fields = _struct_fields(structs.get(qualifier)) if qualifier not in lambda_vars \
+                        and not column.args.get("db") else None
+                    if fields is None or name in fields:
+                        continue    # struct field access: `w.start`
+                    where, pool = f"struct '{column.table}'", fields
                 else:
                     problems.append(error("E0201", _span_of(column.args["table"], sql), kind="table or alias",
                                           name=column.table, hint=_name_hint(column.table, visible)))

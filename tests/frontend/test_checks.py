@@ -498,3 +498,9 @@ def test_unknown_sql_functions_unless_the_pipeline_adds_some():
     expect(text, ("E0201", "cout"))
     extended = "SET spark.sql.extensions = 'org.example.Functions';\n" + text
     assert errors_of(extended) == []
+
+
+def test_struct_fields_are_checked_against_the_declared_struct():
+    text = ("SOURCE o FROM JSON 'p' SCHEMA (id STRING, address STRUCT<city: STRING, zip: INT>);\n"
+            "STREAM s = SELECT address.city, o.address.zip, address.cty FROM o;\nSINK s TO CONSOLE;")
+    expect(text, ("E0204", "cty"))

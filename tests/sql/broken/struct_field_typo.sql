@@ -1,0 +1,4 @@
+-- expect: E0204 3:11
+SELECT id,
+  address.cty AS city
+FROM events

@@ -14,11 +14,6 @@ from dslc.runtime import config as C
 FOLDER = Code("FOLDER")
 
 
-def columns(schema: plan.Schema) -> tuple[C.Column, ...]:
-    """Plan fields as runtime columns."""
-    return tuple(C.Column(f.name, f.type) for f in schema)
-
-
 def call(node: plan.Enrich) -> C.HttpCall | C.PythonCall:
     """What an ENRICH calls."""
     if isinstance(node.call, plan.HttpGet):
@@ -29,13 +24,10 @@ def call(node: plan.Enrich) -> C.HttpCall | C.PythonCall:
 def enrich(node: plan.Enrich) -> C.Enrich:
     """ENRICH as its async operator's configuration."""
     return C.Enrich(
-        name=node.name, line=node.line, call=call(node), returns=columns(node.returns),
-        key_columns=node.key_columns, mode=C.Mode(node.mode), order_by=node.order_by,
-        capacity=node.capacity, timeout_s=node.timeout_s,
-        retry=C.Retry(node.retry.attempts, node.retry.backoff_s, node.retry.exponential) if node.retry else None,
-        cache=C.Cache(*node.cache) if node.cache else None,
-        rate=C.Rate(node.rate) if node.rate else None,
-        on_miss=C.Outcome(node.on_miss), on_timeout=C.Outcome(node.on_timeout), on_error=C.Outcome(node.on_error),
+        name=node.name, line=node.line, call=call(node), returns=node.returns,
+        key_columns=node.key_columns, mode=node.mode, order_by=node.order_by,
+        capacity=node.capacity, timeout_s=node.timeout_s, retry=node.retry, cache=node.cache, rate=node.rate,
+        on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
     )
 
 
@@ -43,7 +35,7 @@ def process(node: plan.Process, upstream: plan.PlanNode) -> C.Process:
     """PROCESS as its operator's configuration; the input's first column names an element in
     error messages."""
     return C.Process(name=node.name, line=node.line, call=C.PythonCall(node.ref, (FOLDER,)),
-                     returns=columns(node.schema),     # PROCESS emits its RETURNS columns only
+                     returns=node.schema,     # PROCESS emits its RETURNS columns only
                      states=node.states, key_columns=(upstream.schema[0].name,) if upstream.schema else ())
 
 

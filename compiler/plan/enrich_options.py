@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.compiler.plan.logical import Retry
+from dslc.runtime.config import Cache, Mode, Outcome, Rate, Retry
 
 OUTCOMES = ("FAIL", "NULL", "DROP", "DEAD LETTER")
 
@@ -15,16 +15,16 @@ OUTCOMES = ("FAIL", "NULL", "DROP", "DEAD LETTER")
 class EnrichOptions:
     """Checked ENRICH options, defaults from the language contract."""
 
-    mode: str = "ORDERED"
+    mode: Mode = Mode.ORDERED
     order_by: tuple[ast.Name, ...] = ()     # ASYNC ORDERED BY (...): checked against the input
     capacity: int = 100
     timeout_s: float = 30.0
     retry: Retry | None = None
-    cache: tuple[int, float] | None = None
-    rate: float | None = None
-    on_miss: str = "NULL"
-    on_timeout: str = "FAIL"
-    on_error: str = "FAIL"
+    cache: Cache | None = None
+    rate: Rate | None = None
+    on_miss: Outcome = Outcome.NULL
+    on_timeout: Outcome = Outcome.FAIL
+    on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
 
 
@@ -36,7 +36,7 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     for opt in seen.values():
         if opt.key == "async":
             if opt.args:
-                result.mode = opt.args[0].value
+                result.mode = Mode(opt.args[0].value)
                 result.order_by = tuple(opt.args[1:])
         elif opt.key == "capacity":
             result.capacity = values.whole(opt.args[0], "CAPACITY", problems, minimum=1) or result.capacity
@@ -48,9 +48,10 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
             size = values.whole(opt.args[0], "CACHE", problems, minimum=1)
             ttl = values.duration(opt.args[1], problems)
             if size and ttl:
-                result.cache = (size, ttl)
+                result.cache = Cache(size, ttl)
         elif opt.key == "rate":
-            result.rate = values.positive(opt.args[0], "RATE", problems)
+            per_second = values.positive(opt.args[0], "RATE", problems)
+            result.rate = Rate(per_second) if per_second else None
         else:
             outcome = _outcome(opt, problems, dead_letters)
             if outcome:
@@ -70,12 +71,12 @@ def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
     return Retry(attempts, backoff, exponential)
 
 
-def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> str | None:
+def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> Outcome | None:
     arg = opt.args[0]
     if isinstance(arg, ast.Opt):        # DEAD LETTER 'path'
         dead_letters.append((opt.key, arg.args[0]))
-        return "DEAD_LETTER"
-    value = arg.value
+        return Outcome.DEAD_LETTER
+    value = Outcome(arg.value)
     if value == "RETRY" and opt.key != "on_miss":
         problems.append(error("E0309", arg.span, text="RETRY", what=f"{options.title(opt.key)} outcome",
                               hint="add RETRY n to retry; then say what happens after the last attempt"))

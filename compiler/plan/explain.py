@@ -26,16 +26,16 @@ def _describe(node: plan.PlanNode) -> str:
         return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())
     if isinstance(node, plan.Enrich):
         call = f"HTTP GET {node.call.url!r}" if isinstance(node.call, plan.HttpGet) else f"PYTHON {node.call.ref!r}"
-        mode = f"{node.mode} BY ({', '.join(node.order_by)})" if node.order_by else node.mode
+        mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
         opts = [mode, f"capacity={node.capacity}", f"timeout={node.timeout_s:g}s"]
         if node.retry:
             opts.append(f"retry={node.retry.attempts}x{node.retry.backoff_s:g}s"
                         + ("exp" if node.retry.exponential else ""))
         if node.cache:
-            opts.append(f"cache={node.cache[0]}/{node.cache[1]:g}s")
+            opts.append(f"cache={node.cache.size}/{node.cache.ttl_s:g}s")
         if node.rate:
-            opts.append(f"rate={node.rate:g}/s")
-        opts += [f"miss={node.on_miss}", f"timeout->{node.on_timeout}", f"error->{node.on_error}"]
+            opts.append(f"rate={node.rate.per_second:g}/s")
+        opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]
         if node.dead_letter:
             opts.append(f"dlq={node.dead_letter!r}")
         return f"Enrich[{node.input}] {call} " + " ".join(opts)

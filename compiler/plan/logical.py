@@ -12,16 +12,14 @@ from typing import Union
 from sqlglot import exp
 
 from dslc.compiler.source import Span
+# One vocabulary for an operator's settings: the plan holds the runtime's own configuration types,
+# so what the checker accepted is what the job's operators are built from.
+from dslc.runtime.config import Cache, Column, Mode, Outcome, Rate, Retry
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
-    """A column: name and Spark SQL type (`?` when the type could not be inferred)."""
-
-    name: str
-    type: str
-
-
+# A column of a schema: name and Spark SQL type (`?` when the type could not be inferred); the
+# runtime's own Column, so a schema goes to the job's operators as it is.
+Field = Column
 Schema = tuple[Field, ...]
 
 
@@ -121,15 +119,6 @@ class PythonFunction:
     ref: str
 
 
-@dataclass(frozen=True, slots=True)
-class Retry:
-    """RETRY n BACKOFF d [EXPONENTIAL]."""
-
-    attempts: int
-    backoff_s: float
-    exponential: bool
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
@@ -137,15 +126,15 @@ class Enrich(Node):
     input: str
     call: HttpGet | PythonFunction
     returns: Schema
-    mode: str                  # ORDERED | UNORDERED
+    mode: Mode
     capacity: int
     timeout_s: float
     retry: Retry | None
-    cache: tuple[int, float] | None
-    rate: float | None
-    on_miss: str
-    on_timeout: str
-    on_error: str
+    cache: Cache | None
+    rate: Rate | None
+    on_miss: Outcome
+    on_timeout: Outcome
+    on_error: Outcome
     dead_letter: str | None   # path of the dead-letter sink
     key_columns: tuple[str, ...]
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
@@ -157,9 +146,9 @@ class Enrich(Node):
     def __post_init__(self) -> None:
         if self.capacity < 1:
             raise ValueError("CAPACITY must be >= 1")
-        if self.mode not in ("ORDERED", "UNORDERED"):
+        if not isinstance(self.mode, Mode):
             raise ValueError(f"bad mode {self.mode}")
-        if self.order_by and self.mode != "ORDERED":
+        if self.order_by and self.mode is not Mode.ORDERED:
             raise ValueError("ORDERED BY needs mode ORDERED")
         _check_unique(self.schema, self.name)
 

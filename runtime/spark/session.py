@@ -82,6 +82,18 @@ def checkpoint(df):
     return df.localCheckpoint(eager=True)
 
 
+def require_foreach_batch(df, what: str) -> None:
+    """Stop with a clear error where Spark Connect cannot run a foreachBatch of dslc: the server runs
+    the function in its own Python worker, which does not get the session's artifacts (the shipped
+    runtime zip), so it cannot import dslc. Fine when dslc is installed there (DSLC_SHIP_RUNTIME=0)."""
+    if is_connect(df.sparkSession) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
+        raise SystemExit(
+            f"dslc: error: {what} runs per micro-batch (foreachBatch), which Spark Connect runs in the server's "
+            "own Python worker; that worker does not receive the shipped dslc runtime.\n"
+            "  hint: run it with spark-submit (dslc run FILE --master URL), or install dslc into the Spark "
+            "Connect server's Python and set DSLC_SHIP_RUNTIME=0")
+
+
 def quiet_by_default(spark: SparkSession) -> None:
     """Spark logs at WARN unless `spark.log.level` was given (`--conf`, SET): the same under `dslc run`,
     spark-submit and `python job.py`. (A Spark Connect server keeps its own log level.)"""

@@ -16,6 +16,7 @@ from dslc.runtime import user_code
 from dslc.runtime.broadcast import BroadcastState, Snapshot, SnapshotStore
 from dslc.runtime.config import PythonCall
 
+from .session import require_foreach_batch
 from .sinks import FORMATS, PythonSink
 
 
@@ -94,6 +95,7 @@ class StreamingState:
 
     def start(self, source: DataFrame, trigger: str | None) -> StreamingQuery:
         """Start the state's own query; with AVAILABLE NOW, finish it before any data batch."""
+        require_foreach_batch(source, f"STREAMING broadcast state '{self.name}'")
         writer = source.writeStream.foreachBatch(self.apply_batch).queryName(f"dslc_state_{self.name}")
         self.query = _start(writer, self.root / "query", trigger)
         if trigger == "available-now":
@@ -134,6 +136,7 @@ def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None,
 def for_each_batch(df: DataFrame, function: Callable[[DataFrame, int], None], name: str, checkpoint: str,
                    trigger: str | None) -> StreamingQuery:
     """A sink query whose micro-batches run `function(batch, batch_id)` on the driver."""
+    require_foreach_batch(df, f"STREAMING query '{name}'")
     return _start(df.writeStream.foreachBatch(function), Path(checkpoint) / name, trigger)
 
 

@@ -138,7 +138,8 @@ class ConnectServer:
             self.process = subprocess.Popen(
                 [str(script), "--master", master, "--conf", f"spark.connect.grpc.binding.port={self.port}",
                  "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
-                 "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.local.dir={folder / 'local'}"],
+                 "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.local.dir={folder / 'local'}",
+                 "--conf", "spark.python.authenticate.socketTimeout=120s"],   # slow machines: foreachBatch workers
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                 cwd=folder)
         deadline = time.monotonic() + 120

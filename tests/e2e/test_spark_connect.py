@@ -101,3 +101,16 @@ def test_remote_and_master_together_are_refused(tmp_path):
                              "sc://127.0.0.1:1", "--master", "local[2]"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--remote runs the job through Spark Connect: --master and spark-submit arguments" in result.stderr
+
+
+def test_a_streaming_micro_batch_job_through_connect_stops_with_a_clear_error(tmp_path, connect_server):
+    """foreachBatch runs in the server's own Python worker, which does not get the shipped runtime:
+    a clear error with a way out, not a traceback from the server."""
+    flow = _copy("clickstream", tmp_path / "clickstream", port=1)
+    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON", "SPARK_REMOTE")}
+    result = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(flow), "--remote",
+                             connect_server.url], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1
+    assert "dslc: error: STREAMING query 'sink0' runs per micro-batch (foreachBatch)" in result.stderr
+    assert "hint: run it with spark-submit (dslc run FILE --master URL)" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -127,7 +127,10 @@ def test_dslc_run_and_spark_submit_on_a_standalone_cluster_match_local(
         cwd=tmp_path, env=_cluster_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check_cluster_rows(with_run.parent, expected, executor_python)
-    assert "tagged" in result.stdout + result.stderr       # the metrics summary names the operators
+    # spark-submit merges the driver's stderr into stdout: the table and the metrics file's path
+    assert "dslc: per-operator metrics" in result.stdout and "\ntagged " in result.stdout
+    metrics_file = with_run.parent / "target" / "metrics"
+    assert f"dslc: metrics written to {metrics_file}/on_standalone-" in result.stdout
 
     # 2. compile once, then plain spark-submit from another folder, as docs/operations.md says
     submitted = _pipeline(tmp_path / "submitted", risk_service.port)
@@ -145,5 +148,7 @@ def test_dslc_run_and_spark_submit_on_a_standalone_cluster_match_local(
         cwd=elsewhere, env=_cluster_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check_cluster_rows(submitted.parent, expected, executor_python)
+    written = json.loads(next((submitted.parent / "target" / "metrics").glob("on_standalone-*.json")).read_text())
+    assert written["operators"]["tagged"]["elements_out"] == 120 and written["warnings"] == []
     assert not (elsewhere / "out").exists()                  # paths resolve against the .flow folder
     shutil.rmtree(standalone_cluster.work_dir, ignore_errors=True)

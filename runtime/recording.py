@@ -93,9 +93,12 @@ def wrap(call: EnrichCall, config: Enrich) -> EnrichCall:
 
 
 def key_columns(config: Enrich) -> tuple[str, ...]:
-    """The call key: the URL's placeholders for HTTP, the operator's key columns for PYTHON."""
+    """The call key: the URL's placeholders for HTTP (else a POST's BODY columns), the
+    operator's key columns for PYTHON or when the request names no column."""
     if isinstance(config.call, HttpCall):
-        return tuple(placeholders(config.call.url))
+        found = tuple(placeholders(config.call.url)) or tuple(getattr(config.call, "body", None) or ())
+        if found:
+            return found
     return tuple(config.key_columns)
 
 
@@ -198,11 +201,31 @@ class RecordingCall(_Wrapper):
         except Exception as exc:
             self._write(row, started, error=str(exc), error_type=type(exc).__name__)
             raise
+        self._write_result(row, started, result)
+        return result
+
+    def _write_result(self, row: dict[str, Any], started: float, result: Any) -> None:
         if result is None or result == []:
             self._write(row, started, miss=True)
         else:
             self._write(row, started, answer=plain(result))
-        return result
+
+    async def call_batch(self, rows: list[dict[str, Any]]) -> list[Any]:
+        """BATCH: one call for many rows, written as one entry per row (same latency)."""
+        started = time.perf_counter()
+        try:
+            results = await self.inner.call_batch(rows)
+        except asyncio.CancelledError:
+            for row in rows:
+                self._write(row, started, timeout=True)
+            raise
+        except Exception as exc:
+            for row in rows:
+                self._write(row, started, error=str(exc), error_type=type(exc).__name__)
+            raise
+        for row, result in zip(rows, results):
+            self._write_result(row, started, result)
+        return results
 
 
 # --------------------------------------------------------------------------- files
@@ -311,7 +334,8 @@ class ReplayCall(_Wrapper):
         self.calls = load(self.directory).get(config.name, {})
         self.seen: dict[str, int] = {}
 
-    async def __call__(self, row: dict[str, Any]) -> Any:
+    def _recorded(self, row: dict[str, Any]) -> dict[str, Any] | None:
+        """The recorded call that answers this call of `row` (None: unrecorded, treated as a miss)."""
         key = self.key(row)
         canonical = canonical_key(key)
         recorded = self.calls.get(canonical)
@@ -323,13 +347,33 @@ class ReplayCall(_Wrapper):
                               f"call key {shown} in {self.directory}")
         n = self.seen.get(canonical, 0)
         self.seen[canonical] = n + 1
-        call = recorded[min(n, len(recorded) - 1)]
-        if call.get("timeout"):
+        return recorded[min(n, len(recorded) - 1)]
+
+    async def _outcome(self, calls: list[dict[str, Any] | None]) -> None:
+        """Wait as the recorded calls did; raise the first recorded error."""
+        if any(c and c.get("timeout") for c in calls):
             await asyncio.sleep(self.config.timeout_s + 3600)   # the operator's TIMEOUT cancels this
-        if self.latency and call.get("latency_ms"):
-            await asyncio.sleep(float(call["latency_ms"]) / 1000)
-        if call.get("error") is not None:
-            raise _error_class(call.get("error_type", "CallError"))(call["error"])
-        if call.get("miss"):
-            return None
-        return check_result_types(call.get("answer"), self.config.returns)
+        if self.latency:
+            waits = [float(c["latency_ms"]) / 1000 for c in calls if c and c.get("latency_ms")]
+            if waits:
+                await asyncio.sleep(max(waits))
+        for call in calls:
+            if call and call.get("error") is not None:
+                raise _error_class(call.get("error_type", "CallError"))(call["error"])
+
+    @staticmethod
+    def _answer(call: dict[str, Any] | None) -> Any:
+        return None if call is None or call.get("miss") else call.get("answer")
+
+    async def __call__(self, row: dict[str, Any]) -> Any:
+        call = self._recorded(row)
+        await self._outcome([call])
+        answer = self._answer(call)
+        return None if answer is None else check_result_types(answer, self.config.returns)
+
+    async def call_batch(self, rows: list[dict[str, Any]]) -> list[Any]:
+        """BATCH: each row answered from its own recorded call; one recorded error or timeout
+        fails the whole call, as it would have failed the batch."""
+        calls = [self._recorded(row) for row in rows]
+        await self._outcome(calls)
+        return [self._answer(c) for c in calls]

@@ -126,3 +126,35 @@ def test_secrets_are_not_written(fault_server, tmp_path, monkeypatch):
     request = yaml.safe_load((tmp_path / "lookup.yaml").read_text())["calls"][0]["request"]
     # (the test server echoes the query in its answer; what dslc writes of the request is masked)
     assert request == f"GET {fault_server.base}/kv/a?api_key=***&lang=en&access_token=***"
+
+
+class _Batched:
+    """A minimal adapter with call_batch, standing for BATCH's HTTP POST / PYTHON adapters."""
+
+    timeout_handler = None
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def cache_key(self, row):
+        return (row["id"],)
+
+    async def call_batch(self, rows):
+        self.calls += 1
+        return [None if r["id"] == "gone" else {"value": f"v-{r['id']}"} for r in rows]
+
+
+def test_batch_calls_are_recorded_per_row_and_replayed(tmp_path):
+    import asyncio
+
+    config = Enrich(name="scorer", line=3, call=HttpCall("http://127.0.0.1:9/score"),
+                    returns=(Column("value", "STRING"),), key_columns=("id",))
+    recorder = recording.RecordingCall(_Batched(), config, tmp_path)
+    rows = [{"id": "a"}, {"id": "gone"}]
+    assert asyncio.run(recorder.call_batch(rows)) == [{"value": "v-a"}, None]
+    recording.consolidate(tmp_path)
+    inner = _Batched()
+    recording.forget(str(tmp_path.resolve()))
+    replayer = recording.ReplayCall(inner, config, {"dir": str(tmp_path.resolve())})
+    assert asyncio.run(replayer.call_batch(list(reversed(rows)))) == [None, {"value": "v-a"}]
+    assert inner.calls == 0

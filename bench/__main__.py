@@ -13,7 +13,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import async_enrich, cache_zipf, chaining, compiler_scaling, enrich_modes, pushdown, report
+from . import async_enrich, cache_zipf, chaining, compiler_scaling, enrich_modes, pushdown, report, streaming_sinks
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -24,6 +24,7 @@ BENCHES = {
     "compiler": compiler_scaling.run,
     "cache": cache_zipf.run,
     "modes": enrich_modes.run,
+    "streaming": streaming_sinks.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -2,8 +2,8 @@
 
 Each block starts with a comment naming the DSL line it comes from. User text (paths, SQL,
 URLs, names) only ever enters the file through repr(), so it cannot break out of a literal.
-Streaming jobs run operators that read broadcast state or write dead letters once per
-micro-batch (foreachBatch), everything before them as a streaming DataFrame.
+A STREAMING job runs the same operators as streaming DataFrames, split into queries where a
+result is shared or dead letters leave it (docs/streaming.md).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from sqlglot import exp
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import SINKS
+from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen import configs
 from dslc.compiler.codegen.emitter import Emitter, construct, ident, lit, lit_dict, multiline
@@ -64,20 +65,6 @@ def _is_state(p: plan.Plan, name: str) -> bool:
     return isinstance(p.node(name), plan.BroadcastState)
 
 
-def _watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
-    """Each relation's source WATERMARK, as long as its column is still there; one pass in
-    dependency order (no recursion, so a lineage of any length works)."""
-    found: dict[str, plan.Watermark | None] = {}
-    for node in p.nodes:
-        if isinstance(node, plan.Source):
-            found[node.name.lower()] = node.watermark
-            continue
-        columns = {f.name.lower() for f in node.schema}
-        parents = (found.get(i.lower()) for i in node.inputs if not _is_state(p, i))
-        found[node.name.lower()] = next((w for w in parents if w and w.column.lower() in columns), None)
-    return found
-
-
 # Names the job itself uses (imports, constants, locals of main and of micro-batch functions),
 # Python's keywords and builtins: a relation variable never shadows one of them.
 _JOB_NAMES = frozenset({
@@ -97,10 +84,9 @@ class _Lowering:
         self.target = target
         self.out = Emitter()
         self.streaming = self.plan.settings.mode == "STREAMING"
-        self.per_batch = self.plan.per_micro_batch() if self.streaming else frozenset()
         self.var: dict[str, str] = {}
-        self._taken: set[str] = set(_JOB_NAMES) | {f"micro_batch_{i}" for i in range(len(self.plan.sinks))}
-        self.watermarks = _watermarks(self.plan)   # relation (lower case) -> its source's WATERMARK
+        self._taken: set[str] = set(_JOB_NAMES)
+        self.watermarks = watermarks(self.plan)   # relation (lower case) -> its source's WATERMARK
         self.row_limits = {name.lower(): n for name, n in target.row_limits}
         if not target.writes and self.streaming:
             raise ValueError("a job that writes nothing runs in BATCH mode")
@@ -157,8 +143,6 @@ class _Lowering:
             if self.streaming:
                 o.line("queries = []")
             for step in self.phys.steps:
-                if self.streaming and step.name.lower() in self.per_batch:
-                    continue
                 o.line()
                 self.visit(step)
             for index, sink in enumerate(self.plan.sinks):
@@ -185,10 +169,7 @@ class _Lowering:
     def _runtime_modules(self) -> list[str]:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
-        if self.streaming:
-            writes_batches = [k for k in self.plan.sinks if k.input.lower() in self.per_batch]
-        else:
-            writes_batches = [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]   # others: df.write
+        writes_batches = [] if self.streaming else [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]
         used = {"sinks"} if writes_batches and self.target.writes else set()
         if not self.target.writes:
             used.add("capture")
@@ -199,6 +180,8 @@ class _Lowering:
             used.add("state")
         if self.streaming:
             used.add("streaming")
+            if self._pinned_states():
+                used.add("pinned")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
         if not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE" for s in steps):
@@ -288,9 +271,16 @@ class _Lowering:
         o.line(")")
         self._view(self.v(node.name), node.name)
 
-    def _state_ref(self, name: str) -> str:
-        var = self.v(name)
-        return f"{var}.snapshot_for(batch_id)" if self.streaming else var
+    def _pinned_states(self) -> bool:
+        """True when a streaming job reads broadcast snapshots pinned per micro-batch."""
+        return any(isinstance(s, physical.MatchJoin) or any(getattr(op, "states", ()) for op in s.operators)
+                   for s in self.phys.steps if isinstance(s, (physical.MatchJoin, physical.Chain)))
+
+    def _states_ref(self, names: list[str]) -> str:
+        """BATCH: the snapshots built on the driver; STREAMING: the ones pinned for each micro-batch."""
+        if self.streaming:
+            return f"pinned.PinnedStates(CHECKPOINT, {lit(tuple(names))})"
+        return "{" + ", ".join(f"{lit(s)}: {self.v(s)}" for s in names) + "}"
 
     def visit_Chain(self, step: physical.Chain, session: str) -> None:
         o = self.out
@@ -317,18 +307,22 @@ class _Lowering:
                 o.line(f"watermark={construct(configs.watermark(watermark))[0]},")
             states = sorted({s for op in step.operators if isinstance(op, plan.Process) for s in op.states})
             if states:
-                o.line("states={" + ", ".join(f"{lit(s)}: {self._state_ref(s)}" for s in states) + "},")
+                o.line(f"states={self._states_ref(states)},")
             o.line("metrics=metrics,")
         o.line(")")
+        dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         kept = self.phys.kept_reason(step.name)
-        if kept and (not self.streaming or step.name.lower() in self.per_batch):
+        if self.streaming:
+            self._stage(step, out_var, dead)
+            self._view(out_var, step.name)
+            return
+        if kept:
             if self.target.writes:
                 o.comment(f"computed once and kept in Spark's checkpoint folder: {kept}")
                 o.line(f"{out_var} = chains.keep({out_var})")
             else:
                 o.comment(f"computed once and kept in the executors' memory, no checkpoint folder: {kept}")
                 o.line(f"{out_var} = captured.keep({out_var})")
-        dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         if dead and not self.target.writes:
             o.line(f"{out_var} = captured.hold_dead_letters({out_var}, {lit(tuple(sorted(dead)))})  # not written")
         elif dead:
@@ -336,6 +330,40 @@ class _Lowering:
             o.comment("an action: writes the dead letters now, keeps the other rows for what follows")
             o.call(f"{out_var} = chains.split_dead_letters", [out_var, paths])
         self._view(out_var, step.name)
+
+    def _stage(self, step: physical.Chain, out_var: str, dead: dict[str, str]) -> None:
+        """STREAMING: a chain computed more than once is written by its own query to an
+        exactly-once stage folder under the CHECKPOINT and read back as a stream; its dead
+        letters go to their folders through one more query per folder."""
+        o = self.out
+        self._write_stage(step.name, out_var)
+        folders: dict[str, list[str]] = {}
+        for operator, path in sorted(dead.items()):
+            folders.setdefault(path, []).append(operator)
+        for number, (path, operators) in enumerate(sorted(folders.items()), start=1):
+            name = f"dead_letters{step.index}" + (f"_{number}" if len(folders) > 1 else "")
+            o.comment(f"query {name}: the dead letters of {', '.join(operators)}")
+            o.line(f"queries.append(streaming.write_dead_letters({out_var}, {lit(tuple(operators))}, "
+                   f"resolve(FOLDER, {lit(path)}), {lit(name)}, CHECKPOINT, TRIGGER))")
+        if dead:
+            o.line(f"{out_var} = chains.without_dead_letters({out_var})")
+
+    def _write_stage(self, name: str, var: str) -> None:
+        """STREAMING: relation `name`, when kept, computed once by its own query into a stage
+        folder under the CHECKPOINT, then read back as a stream by its readers."""
+        stage, kept = self.phys.stage(name), self.phys.kept_reason(name)
+        if not stage:
+            return
+        o = self.out
+        o.comment(f"query {stage}: computed once into CHECKPOINT/stages/{stage}, read back as a stream ({kept})")
+        o.line(f"queries.append(streaming.write_stage({var}, {lit(stage)}, CHECKPOINT, TRIGGER))")
+        watermark = self.watermarks.get(name.lower())
+        o.line(f"{var} = streaming.read_stage(")
+        with o.indent():
+            o.line(f"spark, {lit(stage)}, CHECKPOINT, {var}.schema,")
+            if watermark is not None:
+                o.line(f"watermark=({lit(sql_name(watermark.column))}, {lit(f'{watermark.delay_s:g} seconds')}),")
+        o.line(")")
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         """The operator's runtime configuration, built (and so validated) now, written back."""
@@ -348,14 +376,20 @@ class _Lowering:
         state_node = self.plan.node(node.state)
         o = self.out
         self.comment([node.line], f"STREAM {node.name} = MATCH {node.input} AGAINST {node.state} AS {node.alias}")
-        o.line(f"{self.v(node.name)} = state.match(")
+        o.line(f"{self.v(node.name)} = state.{'match_stream' if self.streaming else 'match'}(")
         with o.indent():
-            o.line(f"{session}, {self.v(node.input)}, input_name={lit(node.input)},")
-            o.line(f"state={self._state_ref(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
+            if self.streaming:    # a snapshot pinned per micro-batch, resolved by the tasks
+                o.line(f"{self.v(node.input)}, input_name={lit(node.input)},")
+                o.line(f"pinned={self._states_ref([node.state])}, state_name={lit(node.state)}, alias={lit(node.alias)},")
+            else:
+                o.line(f"{session}, {self.v(node.input)}, input_name={lit(node.input)},")
+                o.line(f"state={self.v(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
             o.line(f"predicate={lit(node.predicate)},")
             o.line(f"state_schema={lit(_ddl(state_node.schema))},")
             o.line(f"columns={lit(node.state_columns)},")
         o.line(")")
+        if self.streaming:
+            self._write_stage(node.name, self.v(node.name))
         self._view(self.v(node.name), node.name)
 
     # ---- sinks
@@ -389,50 +423,8 @@ class _Lowering:
         if not self.streaming:
             self._batch_write(sink)
             return
-        if sink.input.lower() not in self.per_batch:
-            o.line(f"queries.append(streaming.write_stream({self.v(sink.input)}, {lit(f'sink{index}')}, "
-                   f"CHECKPOINT, TRIGGER, {self._sink_args(sink)}))")
-            return
-        self._micro_batch_sink(index, sink)
-
-    def _micro_batch_sink(self, index: int, sink: plan.Sink) -> None:
-        """foreachBatch: the per-micro-batch part of the plan that this sink needs, then the write."""
-        o = self.out
-        needed = self._needed_per_batch(sink.input)
-        frontier = sorted({i for step in needed for i in self._step_inputs(step)
-                           if i.lower() not in self.per_batch and not _is_state(self.plan, i)})
-        if len(frontier) != 1:    # the planner rejects this (E0311); never lower it silently
-            raise ValueError(f"SINK {sink.input}: a micro-batch section must read one stream, not {frontier}")
-        fn = f"micro_batch_{index}"
-        o.line(f"def {fn}(batch, batch_id):")
-        with o.indent():
-            o.docstring(f'One micro-batch of {", ".join(frontier)} through {sink.input}, then SINK (line {sink.line}).')
-            o.line("batch_spark = batch.sparkSession")
-            o.line(f"{self.v(frontier[0])} = batch")
-            self._view("batch", frontier[0])
-            for step in needed:
-                o.line()
-                self.visit(step, "batch_spark")
-            o.line()
-            o.line(f"sinks.write_micro_batch({self.v(sink.input)}, batch_id, {self._sink_args(sink)})")
-        o.line()
-        o.line(f"queries.append(streaming.for_each_batch({self.v(frontier[0])}, {fn}, {lit(f'sink{index}')}, "
-               f"CHECKPOINT, TRIGGER))")
-
-    def _step_inputs(self, step: physical.Step) -> tuple[str, ...]:
-        return (step.input,) if isinstance(step, physical.Chain) else step.node.inputs
-
-    def _needed_per_batch(self, name: str) -> list[physical.Step]:
-        wanted: set[str] = set()
-        stack = [name]
-        while stack:
-            current = stack.pop().lower()
-            if current in wanted or current not in self.per_batch:
-                continue
-            wanted.add(current)
-            step = self.phys.step(current)
-            stack.extend(self._step_inputs(step))
-        return [s for s in self.phys.steps if s.name.lower() in wanted]
+        o.line(f"queries.append(streaming.write_stream({self.v(sink.input)}, {lit(f'sink{index}')}, "
+               f"CHECKPOINT, TRIGGER, {self._sink_args(sink)}))")
 
 
 def lower(phys: physical.Physical, target: Target) -> str:

@@ -6,7 +6,7 @@ import json
 import shutil
 import subprocess
 
-from dslc.compiler.optimizer import physical
+from dslc.compiler.optimizer import physical, queries
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.diagnostics import ToolError
 from dslc.compiler.plan.explain import _describe
@@ -51,6 +51,7 @@ def render_text(phys: physical.Physical) -> str:
     for sink in phys.plan.sinks:
         out.append(f"  sink {sink.input} -> {sink.connector}" + (f" {sink.path!r}" if sink.path else "")
                    + f"  -- line {sink.line}")
+    out += queries.render(phys)
     return "\n".join(out) + "\n"
 
 

@@ -88,6 +88,10 @@ class Physical:
         """Why relation `name` is computed once and kept (None: it is not)."""
         return next((k.reason for k in self.kept if k.name.lower() == name.lower()), None)
 
+    def stage(self, name: str) -> str | None:
+        """STREAMING: the stage folder and query that compute relation `name` once (None: none)."""
+        return next((k.stage for k in self.kept if k.name.lower() == name.lower()), None)
+
     def step(self, name: str) -> Step:
         """The step producing relation `name`."""
         for step in self.steps:

@@ -202,13 +202,6 @@ class Sink:
 PlanNode = Union[Source, BroadcastState, Query, Enrich, Match, Process]
 
 
-def starts_micro_batch(node: "PlanNode") -> bool:
-    """Operators a STREAMING job runs once per micro-batch (foreachBatch): those that read a
-    broadcast snapshot, and ENRICHes whose dead letters are written beside the main output."""
-    return (isinstance(node, Match) or (isinstance(node, Process) and bool(node.states))
-            or (isinstance(node, Enrich) and node.dead_letter is not None))
-
-
 @dataclass(frozen=True, slots=True)
 class Settings:
     """PIPELINE options and SET configuration."""
@@ -250,37 +243,6 @@ class Plan:
             return self._by_name[name.lower()]
         except KeyError:
             raise KeyError(name) from None
-
-    def per_micro_batch(self) -> frozenset[str]:
-        """Relations (lower case) computed once per micro-batch in STREAMING mode: the operators
-        of `starts_micro_batch` and every stream downstream of them (broadcast states excluded)."""
-        names: set[str] = set()
-        for node in self.nodes:
-            if isinstance(node, BroadcastState):
-                continue
-            if starts_micro_batch(node) or any(i.lower() in names for i in node.inputs):
-                names.add(node.name.lower())
-        return frozenset(names)
-
-    def micro_batch_inputs(self, name: str) -> tuple[str, ...]:
-        """The streams (not computed per micro-batch) whose micro-batches feed relation `name`."""
-        per_batch = self.per_micro_batch()
-        found: set[str] = set()
-        seen: set[str] = set()
-        stack = [name.lower()]
-        while stack:
-            current = stack.pop()
-            if current in seen:
-                continue
-            seen.add(current)
-            for parent in self.node(current).inputs:
-                if isinstance(self.node(parent), BroadcastState):
-                    continue
-                if parent.lower() in per_batch:
-                    stack.append(parent.lower())
-                else:
-                    found.add(self.node(parent).name)
-        return tuple(sorted(found))
 
     def consumers(self, name: str) -> list[PlanNode | Sink]:
         """Nodes and sinks that read `name`."""

@@ -17,7 +17,7 @@ from dslc.runtime.url_template import placeholders
 
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan import options, values
+from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.plan.enrich_options import read_options
@@ -94,7 +94,7 @@ class _Planner:
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
         ordered = tuple(n for n in self.nodes.values() if n is not None)
         result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
-        self._streaming_checks(result, built)
+        self.problems.extend(streaming.check(result, [(sink, stmt.span) for sink, stmt in built]))
         return result
 
     def _define(self, stmt: Definition) -> None:
@@ -555,37 +555,6 @@ class _Planner:
                                    hint=_column_hint(col.value, columns, upstream.name)))
         return tuple(c.value for c in opt.args)
 
-    # ---- whole-pipeline checks
-    def _streaming_checks(self, result: plan.Plan, sinks: list[tuple[plan.Sink, ast.Sink]]) -> None:
-        """Checks of what Spark refuses in STREAMING; they run on the nodes and sinks that were
-        built, whatever else is wrong in the program."""
-        if result.settings.mode != "STREAMING":
-            return
-        if result.settings.checkpoint is None:
-            for sink, stmt in sinks:
-                if SINKS[sink.connector].needs_checkpoint:
-                    self.add(error("E0308", stmt.span.sub(0, 4),
-                                   why=f"SINK {sink.input} TO {sink.connector} keeps its progress in it",
-                                   hint=f"add CHECKPOINT 'target/chk/{result.settings.name}' to PIPELINE"))
-        per_batch = result.per_micro_batch()
-        for node in result.nodes:
-            if isinstance(node, plan.Query) and node.aggregates and node.name.lower() in per_batch:
-                self.add(error("E0311", node.span.sub(0, 6), feature="an aggregation after MATCH, "
-                               "PROCESS WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
-                               why="those run once per micro-batch (foreachBatch), so state cannot span batches",
-                               hint="aggregate before that operator, or use MODE BATCH"))
-            if isinstance(node, plan.BroadcastState) and node.source.lower() in per_batch:
-                self.add(error("E0311", node.span.sub(0, 9), feature="a BROADCAST fed by MATCH, PROCESS "
-                               "WITH BROADCAST or a dead-lettering ENRICH", mode="STREAMING",
-                               why="its source only exists inside each micro-batch",
-                               hint="broadcast a source or a stream computed before that operator"))
-        for sink, stmt in sinks:
-            inputs = result.micro_batch_inputs(sink.input) if sink.input.lower() in per_batch else ()
-            if len(inputs) > 1:
-                self.add(error("E0311", stmt.span.sub(0, 4), feature=f"a micro-batch section that reads "
-                               f"{len(inputs)} streams ({', '.join(inputs)})", mode="STREAMING",
-                               why="foreachBatch hands over the micro-batch of one stream",
-                               hint="join the streams in a SELECT before MATCH/PROCESS, or use MODE BATCH"))
 
 
 def _column_hint(column: str, columns: list[str], owner: str) -> str:

@@ -18,6 +18,7 @@ from dslc.runtime.broadcast import Snapshot
 from . import names
 from .metrics import MetricsCollector
 from .session import checkpoint, is_connect, parallelism
+from .pinned import PinnedStates
 
 
 def _columns(schema: StructType) -> tuple[C.Column, ...]:
@@ -41,7 +42,7 @@ def _share_rates(operators: tuple, tasks: int) -> tuple:
 
 def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
               columns: tuple[str, ...] | None = None, watermark: C.Watermark | None = None,
-              states: Mapping[str, Snapshot] | None = None, metrics: MetricsCollector | None = None,
+              states: Mapping[str, Snapshot] | PinnedStates | None = None, metrics: MetricsCollector | None = None,
               batch_size: int = 1024) -> DataFrame:
     """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
     if columns is not None:
@@ -54,8 +55,21 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
     if metrics is not None and metrics.on_connect:      # Spark Connect: no accumulator
         return metrics.chain_with_metrics(df, chain, states or {}, out_schema)
-    function = ChainFunction(chain, states or {}, metrics.sink() if metrics else None)
+    sink = metrics.sink() if metrics else None
+    function = _PinnedChain(chain, states, sink) if isinstance(states, PinnedStates) else \
+        ChainFunction(chain, states or {}, sink)
     return df.mapInArrow(function, out_schema)
+
+
+class _PinnedChain:
+    """A chain in a streaming query: its broadcast snapshots are the ones pinned for the task's
+    micro-batch (pinned.py), looked up when the task starts."""
+
+    def __init__(self, chain: C.Chain, pinned: PinnedStates, metrics_sink) -> None:
+        self.chain, self.pinned, self.metrics_sink = chain, pinned, metrics_sink
+
+    def __call__(self, batches):
+        return ChainFunction(self.chain, self.pinned.snapshots(), self.metrics_sink)(batches)
 
 
 def keep(df: DataFrame) -> DataFrame:

@@ -37,15 +37,3 @@ def write_batch(df: DataFrame, *, connector: str, path: str | None, mode: str, p
     if partition_by:
         writer = writer.partitionBy(*partition_by)
     writer.save(path) if path else writer.save()
-
-
-def write_micro_batch(df: DataFrame, batch_id: int, *, connector: str, path: str | None, mode: str,
-                      partition_by: tuple[str, ...], options: dict[str, str], folder: str) -> None:
-    """One micro-batch of a foreachBatch sink, idempotent on replay: file sinks overwrite the
-    folder `batch_id=N` of that batch, so a batch re-run after a crash replaces its own output."""
-    if connector in ("PARQUET", "JSON", "CSV") and path:
-        write_batch(df, connector=connector, path=f"{path.rstrip('/')}/batch_id={batch_id}", mode="OVERWRITE",
-                    partition_by=partition_by, options=options, folder=folder)
-        return
-    write_batch(df, connector=connector, path=path, mode="APPEND", partition_by=partition_by,
-                options=options, folder=folder)

@@ -1,10 +1,17 @@
-"""STREAMING mode: broadcast state fed by its own query, per-micro-batch snapshots kept in the
-checkpoint, sink queries, and waiting for them."""
+"""STREAMING mode: the queries of a job and waiting for them.
+
+A job is one or more Structured Streaming queries (docs/streaming.md): one per BROADCAST state
+(its rules, applied between micro-batches), one per stage (a chain's output computed once into an
+exactly-once folder under the CHECKPOINT and read back as a stream), one per dead-letter folder,
+and one per SINK. With TRIGGER AVAILABLE NOW each query that others read runs to its end before
+they start, so they see everything it wrote.
+"""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import threading
 from pathlib import Path
 from typing import Callable
@@ -13,9 +20,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from dslc.runtime import user_code
-from dslc.runtime.broadcast import BroadcastState, Snapshot, SnapshotStore
+from dslc.runtime.broadcast import BroadcastState, SnapshotStore
 from dslc.runtime.config import PythonCall
 
+from . import chains
+from .pinned import state_root
 from .session import require_foreach_batch
 from .sinks import FORMATS, PythonSink
 
@@ -52,9 +61,9 @@ def _atomic_write(path: Path, text: str) -> None:
 class StreamingState:
     """A broadcast state whose source is a streaming query; snapshots versioned in the checkpoint.
 
-    Before a data micro-batch runs, every rule update that has arrived is applied; the snapshot it
-    sees is recorded under its batch id, so a replayed batch sees the same rules, and a restarted
-    job restores the state from the last applied rules batch.
+    Each rules micro-batch is applied once (by batch id) and stored as a new snapshot version;
+    data micro-batches pin the version applied when they start (pinned.py), so a replayed batch
+    sees the same rules, and a restarted job restores the state from the last applied version.
     """
 
     def __init__(self, spark: SparkSession, name: str, checkpoint: str, *, key: str | None, op: str | None,
@@ -62,7 +71,7 @@ class StreamingState:
         self.spark = spark
         self.name = name
         self.key, self.op, self.ref, self.folder = key, op, ref, folder
-        self.root = Path(checkpoint) / "state" / name
+        self.root = state_root(checkpoint, name)
         self.store = SnapshotStore(self.root / "snapshots")
         self.lock = threading.Lock()
         self.query: StreamingQuery | None = None
@@ -100,32 +109,64 @@ class StreamingState:
         self.query = _start(writer, self.root / "query", trigger)
         if trigger == "available-now":
             self.query.awaitTermination()
+        else:      # the rules already there apply before the first data micro-batch
+            self.query.processAllAvailable()
         return self.query
 
-    def _catch_up(self) -> None:
-        query = self.query
-        if query is not None and query.isActive:
-            query.processAllAvailable()
+def _finished_first(query: StreamingQuery, trigger: str | None) -> StreamingQuery:
+    """With AVAILABLE NOW, a query that other queries read ends before they start."""
+    if trigger == "available-now":
+        query.awaitTermination()
+    return query
 
-    def snapshot_for(self, batch_id: int) -> Snapshot:
-        """The snapshot data batch `batch_id` sees: recorded on first run, reused on replay."""
-        record = self.root / "batches" / f"{batch_id}.json"
-        if record.is_file():
-            return self.store.read(json.loads(record.read_text())["version"])
-        self._catch_up()
-        with self.lock:
-            snapshot = self.state.snapshot()    # apply_batch stored this version already
-            _atomic_write(record, json.dumps({"version": snapshot.version}))
-        return snapshot
+
+def stage_folder(checkpoint: str, stage: str) -> Path:
+    """The exactly-once folder of a stage (data files and Spark's _spark_metadata log)."""
+    return Path(checkpoint) / "stages" / stage / "data"
+
+
+def write_stage(df: DataFrame, stage: str, checkpoint: str, trigger: str | None) -> StreamingQuery:
+    """The query that computes a shared chain once: Spark's streaming file sink (parquet) into the
+    stage folder; only files committed in its _spark_metadata log are visible to readers."""
+    writer = df.writeStream.format("parquet").outputMode("append").queryName(f"dslc_{stage}")
+    query = _start(writer, Path(checkpoint) / "stages" / stage / "query", trigger, str(stage_folder(checkpoint, stage)))
+    return _finished_first(query, trigger)
+
+
+def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema, watermark: tuple[str, str] | None = None) -> DataFrame:
+    """A stage folder as a stream (Spark's file source lists only committed files), with the
+    event-time WATERMARK of its rows declared again."""
+    folder = stage_folder(checkpoint, stage)
+    folder.mkdir(parents=True, exist_ok=True)
+    df = spark.readStream.schema(schema).parquet(str(folder))
+    return df.withWatermark(*watermark) if watermark else df
+
+
+def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, name: str, checkpoint: str,
+                       trigger: str | None) -> StreamingQuery:
+    """The dead letters of `operators` as JSON lines, through Spark's streaming text sink (exactly
+    once: a replayed micro-batch does not add them again)."""
+    letters = chains.dead_letters_of(df, operators[0])
+    for operator in operators[1:]:
+        letters = letters.unionByName(chains.dead_letters_of(df, operator))
+    writer = letters.writeStream.format("text").outputMode("append").queryName(f"dslc_{name}")
+    return _start(writer, Path(checkpoint) / name, trigger, path)
 
 
 def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None, *, connector: str,
                  path: str | None, mode: str, partition_by: tuple[str, ...], options: dict[str, str],
                  folder: str) -> StreamingQuery:
-    """A plain streaming sink (no per-batch operators upstream)."""
+    """A SINK's query: Spark's streaming sinks (the file sink keeps the user's folder layout and
+    commits each micro-batch in its _spark_metadata log); COMPLETE into files replaces the folder
+    atomically; PYTHON calls the user's function per partition."""
     if connector == "PYTHON":
         sink = PythonSink(path, folder)
         return for_each_batch(df, lambda batch, _id: batch.foreachPartition(sink), name, checkpoint, trigger)
+    if mode == "COMPLETE" and connector in ("PARQUET", "JSON", "CSV"):
+        replace = CompleteFolder(path, FORMATS[connector], partition_by, options)
+        require_foreach_batch(df, f"STREAMING query '{name}' (MODE COMPLETE into files)")
+        writer = df.writeStream.outputMode("complete").foreachBatch(replace)
+        return _start(writer, Path(checkpoint) / name, trigger)
     fmt = "console" if connector == "CONSOLE" else FORMATS[connector]
     writer = df.writeStream.format(fmt).outputMode(mode.lower()).options(**options)
     if partition_by:
@@ -138,6 +179,33 @@ def for_each_batch(df: DataFrame, function: Callable[[DataFrame, int], None], na
     """A sink query whose micro-batches run `function(batch, batch_id)` on the driver."""
     require_foreach_batch(df, f"STREAMING query '{name}'")
     return _start(df.writeStream.foreachBatch(function), Path(checkpoint) / name, trigger)
+
+
+class CompleteFolder:
+    """SINK ... MODE COMPLETE into files: each micro-batch holds the whole current result; it is
+    written to a new version folder beside the sink path, then the sink path (a symbolic link)
+    is switched to it with one atomic rename, so a reader sees the previous result or the new
+    one, never half of one. A replayed micro-batch rewrites its own version. Local file systems."""
+
+    def __init__(self, path: str, fmt: str, partition_by: tuple[str, ...], options: dict[str, str]):
+        self.path, self.fmt, self.partition_by, self.options = Path(path), fmt, partition_by, options
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        versions = self.path.parent / f".{self.path.name}.versions"
+        if self.path.exists() and not self.path.is_symlink():
+            raise RuntimeError(f"SINK MODE COMPLETE: {self.path} is a folder dslc did not write; move it away")
+        writer = batch.write.format(self.fmt).mode("overwrite").options(**self.options)
+        if self.partition_by:
+            writer = writer.partitionBy(*self.partition_by)
+        writer.save(str(versions / f"batch_{batch_id}"))
+        link = self.path.parent / f".{self.path.name}.link"
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(Path(versions.name) / f"batch_{batch_id}")
+        os.replace(link, self.path)
+        for old in versions.glob("batch_*"):       # keep the previous one for readers still on it
+            if int(old.name[len("batch_"):]) < batch_id - 1:
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def await_queries(spark: SparkSession, queries: list[StreamingQuery], trigger: str | None) -> None:

@@ -1,6 +1,7 @@
 """One call per input row per run, whatever the plan's shape: an ENRICH read by several sinks
 through other statements, by a self-union inside one query, and split into dead letters and rows.
-The real aiohttp test server counts the calls per key."""
+In BATCH and in STREAMING (TRIGGER AVAILABLE NOW); the real aiohttp
+test server counts the calls per key."""
 from __future__ import annotations
 
 import json
@@ -68,14 +69,16 @@ def _write(path: Path, rows: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+@pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_each_row_calls_the_service_once(spark, serve_app, tmp_path, shape):
+def test_each_row_calls_the_service_once(spark, serve_app, tmp_path, shape, mode):
     calls: Counter = Counter()
     server = _service(serve_app, calls)
     dead = "ON ERROR DEAD LETTER 'out/dlq'" if shape == "dead_letters_and_two_sinks" else "ON ERROR NULL"
     flow = tmp_path / "pipeline.flow"
-    flow.write_text(HEAD.format(mode="BATCH", port=server.port, dead=dead)
-                    + SHAPES[shape].format(overwrite="MODE OVERWRITE"))
+    pipeline = "BATCH" if mode == "BATCH" else "STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW"
+    flow.write_text(HEAD.format(mode=pipeline, port=server.port, dead=dead)
+                    + SHAPES[shape].format(overwrite="MODE OVERWRITE" if mode == "BATCH" else ""))
     orders = _orders(40)
     _write(tmp_path / "orders/1.json", orders[:25])
     _write(tmp_path / "orders/2.json", orders[25:])
@@ -84,7 +87,8 @@ def test_each_row_calls_the_service_once(spark, serve_app, tmp_path, shape):
     run_flow(flow)
 
     assert calls == Counter({o["order_id"]: 1 for o in orders}), "a row called the service more or less than once"
-    assert "chains.keep(" in flow.with_name("job.py").read_text()
+    job = flow.with_name("job.py").read_text()
+    assert ("chains.keep(" if mode == "BATCH" else "streaming.write_stage(") in job
     paid = {r.order_id: r.tier for r in spark.read.parquet(str(tmp_path / "out/paid")).collect()}
     good = [o for o in orders if not o["order_id"].endswith("7") or shape != "dead_letters_and_two_sinks"]
     assert set(paid) == {o["order_id"] for o in good}

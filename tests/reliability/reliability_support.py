@@ -21,6 +21,7 @@ import socket
 import struct
 import subprocess
 import sys
+from urllib.parse import urlparse
 import threading
 import time
 from collections import Counter, defaultdict
@@ -164,6 +165,34 @@ def parquet_rows(folder: Path) -> list[dict[str, Any]]:
     if not folder.exists():
         return []
     return ds.dataset(str(folder), format="parquet", partitioning="hive").to_table().to_pylist()
+
+
+def committed_files(folder: Path) -> list[Path]:
+    """The files a Spark streaming file sink committed to `folder` (its _spark_metadata log):
+    what Spark's own readers see; files of an interrupted micro-batch are not among them."""
+    log = folder / "_spark_metadata"
+    if not log.is_dir():
+        return []
+    paths: set[str] = set()
+    for entry in sorted(log.iterdir()):
+        if entry.name.startswith(".") or entry.suffix in (".tmp", ".crc"):
+            continue
+        for line in entry.read_text().splitlines()[1:]:     # the first line is the log version
+            item = json.loads(line)
+            paths.add(item["path"]) if item.get("action", "add") == "add" else paths.discard(item["path"])
+    return sorted(Path(urlparse(p).path) for p in paths)
+
+
+def committed_parquet_rows(folder: Path) -> list[dict[str, Any]]:
+    """Rows of the committed files of a streaming parquet sink."""
+    import pyarrow.parquet as pq
+
+    return [row for path in committed_files(folder) for row in pq.read_table(str(path)).to_pylist()]
+
+
+def committed_lines(folder: Path) -> list[str]:
+    """Lines of the committed files of a streaming text or JSON sink."""
+    return [line for path in committed_files(folder) for line in path.read_text().splitlines() if line]
 
 
 def text_lines(folder: Path) -> list[str]:

@@ -22,10 +22,12 @@ NAME = "keep_shared"
 
 @dataclass(frozen=True, slots=True)
 class Kept:
-    """A chain output computed once and kept; `reason` says why, for `explain --physical`."""
+    """A chain output computed once and kept; `reason` says why, for `explain --physical`;
+    `stage` names its stage folder and query in STREAMING."""
 
     name: str
     reason: str
+    stage: str = ""
 
 
 def references(query: plan.Query) -> dict[str, int]:
@@ -63,7 +65,18 @@ def kept_chains(p: plan.Plan, steps) -> tuple[Kept, ...]:
     """The chains whose output must be kept, with the reason."""
     counts = computations(p)
     kept = []
+    streaming = p.settings.mode == "STREAMING"
+    matches = 0
     for step in steps:
+        if streaming and isinstance(step, physical.MatchJoin):
+            # each query pins its own rules version per micro-batch: a MATCH read on several
+            # paths runs once, so that every reader sees the same matches
+            matches += 1
+            uses = counts.get(step.name.lower(), 0)
+            if uses > 1:
+                kept.append(Kept(step.name, f"read on {uses} paths to the outputs, which must see the same "
+                                            "rules version", f"match{matches}"))
+            continue
         if not isinstance(step, physical.Chain):
             continue
         uses = counts.get(step.name.lower(), 0)
@@ -73,5 +86,5 @@ def kept_chains(p: plan.Plan, steps) -> tuple[Kept, ...]:
         why = [f"read on {uses} paths to the outputs"] if uses > 1 else []
         why += [f"its dead letters are written apart from its rows"] if letters and uses else []
         why += [f"its dead letters go to {len(letters)} folders"] if len(letters) > 1 else []
-        kept.append(Kept(step.name, "; ".join(why)))
+        kept.append(Kept(step.name, "; ".join(why), f"stage{step.index}"))
     return tuple(kept)

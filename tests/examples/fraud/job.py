@@ -12,7 +12,7 @@ def main() -> None:
     spark = session('fraud_alerts', {'spark.sql.shuffle.partitions': '4'}, FOLDER, modules=())
     metrics = MetricsCollector(spark)
 
-    # line 6: SOURCE orders FROM JSON 'data/orders/'
+    # line 8: SOURCE orders FROM JSON 'data/orders/'
     orders = (
         spark.read.format('json')
         .schema('`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `country` STRING, `ts` TIMESTAMP')
@@ -20,7 +20,7 @@ def main() -> None:
     )
     orders.createOrReplaceTempView('orders')
 
-    # line 10: SOURCE rule_updates FROM CSV 'data/rules/'
+    # line 12: SOURCE rule_updates FROM CSV 'data/rules/'
     rule_updates = (
         spark.read.format('csv')
         .schema('`rule_id` STRING, `op` STRING, `country` STRING, `max_amount` DOUBLE')
@@ -28,24 +28,24 @@ def main() -> None:
         .load(resolve(FOLDER, 'data/rules/'))
     )
 
-    # line 14: BROADCAST rules FROM rule_updates KEY rule_id OP op
+    # line 16: BROADCAST rules FROM rule_updates KEY rule_id OP op
     # an action: collects the rows of rule_updates to the driver and applies them in order
     rules = state.changelog_state('rules', rule_updates, key='rule_id', op='op')
 
-    # line 16: STREAM paid = SELECT ...
+    # line 18: STREAM paid = SELECT ...
     paid = spark.sql(
         'SELECT order_id, customer_id, amount, country, ts\n'
         '              FROM orders WHERE amount > 0'
     )
 
-    # line 19: chain#1 [enriched], one mapInArrow pass ('flagged' is a MATCH (a join))
+    # line 21: chain#1 [enriched], one mapInArrow pass ('flagged' is a MATCH (a join))
     enriched = chains.run_chain(
         paid,
         name='chain#1',
         operators=(
             C.Enrich(
                 name='enriched',
-                line=19,
+                line=21,
                 call=C.HttpCall(url='http://127.0.0.1:8765/customers/{customer_id}'),
                 returns=(C.Column(name='tier', type='STRING'), C.Column(name='risk', type='DOUBLE')),
                 key_columns=('customer_id',),
@@ -69,7 +69,7 @@ def main() -> None:
         {'enriched': resolve(FOLDER, 'target/dlq/enrich')},
     )
 
-    # line 29: STREAM flagged = MATCH enriched AGAINST rules AS r
+    # line 31: STREAM flagged = MATCH enriched AGAINST rules AS r
     flagged = state.match(
         spark, enriched, input_name='enriched',
         state=rules, state_name='rules', alias='r',
@@ -79,19 +79,19 @@ def main() -> None:
     )
     flagged.createOrReplaceTempView('flagged')
 
-    # line 32: STREAM per_customer = SELECT ...
+    # line 34: STREAM per_customer = SELECT ...
     per_customer = spark.sql(
         "SELECT customer_id, window(ts, '1 minute') AS w, count(*) AS n\n"
         "  FROM flagged GROUP BY customer_id, window(ts, '1 minute')"
     )
 
-    # line 35: SINK flagged TO PARQUET 'target/out/flagged'
-    flagged.write.format('parquet').mode('overwrite').save(resolve(FOLDER, 'target/out/flagged'))
+    # line 37: SINK flagged TO PARQUET 'target/out/flagged'
+    flagged.write.format('parquet').mode('append').save(resolve(FOLDER, 'target/out/flagged'))
 
-    # line 36: SINK per_customer TO JSON 'target/out/per_customer'
+    # line 38: SINK per_customer TO JSON 'target/out/per_customer'
     (
         per_customer.write.format('json')
-        .mode('overwrite')
+        .mode('append')
         .save(resolve(FOLDER, 'target/out/per_customer'))
     )
 

@@ -1,0 +1,106 @@
+"""The STREAMING checks, as one pass over the finished plan: what Spark would refuse when the
+job starts is reported by `dslc check`, with Spark's rule and the ways out.
+
+Everything else that BATCH runs, STREAMING runs too (docs/streaming.md): MATCH and PROCESS WITH
+BROADCAST are ordinary operators of the streaming query, and shared results go through stage
+folders, so no operator is confined to a micro-batch any more.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from dslc.compiler.diagnostics import Diagnostic, error
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan.connectors import SINKS
+from dslc.compiler.source import Span
+
+_APPEND_RULE = ("Spark's rule: \"Append output mode not supported when there are streaming aggregations "
+                "on streaming DataFrames/DataSets without watermark\"")
+_COMPLETE_RULE = ("Spark's rule: \"Complete output mode not supported when there are no streaming "
+                  "aggregations on streaming DataFrames/Datasets\"")
+
+
+def watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
+    """Each relation's source WATERMARK, as long as its column is still there; one pass in
+    dependency order (no recursion, so a lineage of any length works)."""
+    found: dict[str, plan.Watermark | None] = {}
+    for node in p.nodes:
+        if isinstance(node, plan.Source):
+            found[node.name.lower()] = node.watermark
+            continue
+        if isinstance(node, plan.BroadcastState):
+            continue
+        columns = {f.name.lower() for f in node.schema}
+        parents = (found.get(i.lower()) for i in node.inputs if not isinstance(p.node(i), plan.BroadcastState))
+        found[node.name.lower()] = next((w for w in parents if w and w.column.lower() in columns), None)
+    return found
+
+
+def groups_by_event_time(query: plan.Query, marks: dict[str, plan.Watermark | None]) -> bool:
+    """True when a streaming aggregation can emit in APPEND mode: it groups by a watermarked
+    event-time column of its input (directly or through window(...))."""
+    columns = {marks[r.lower()].column.lower() for r in query.reads if marks.get(r.lower())}
+    group = query.tree.find(exp.Group)
+    if not columns or group is None:
+        return False
+    return any(c.name.lower() in columns for e in group.expressions for c in e.find_all(exp.Column))
+
+
+def aggregated_without_watermark(p: plan.Plan) -> set[str]:
+    """Relations (lower case) whose rows come from an aggregation that cannot emit in APPEND,
+    directly or through the statements that read it."""
+    marks = watermarks(p)
+    found: set[str] = set()
+    for node in p.nodes:
+        if isinstance(node, plan.BroadcastState):
+            continue
+        if isinstance(node, plan.Query) and node.aggregates and not groups_by_event_time(node, marks):
+            found.add(node.name.lower())
+        elif any(i.lower() in found for i in node.inputs):
+            found.add(node.name.lower())
+    return found
+
+
+def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]]) -> list[Diagnostic]:
+    """Every STREAMING problem of the plan (nothing in BATCH)."""
+    if p.settings.mode != "STREAMING":
+        return []
+    problems: list[Diagnostic] = []
+    if p.settings.checkpoint is None:
+        for sink, span in sinks:
+            if SINKS[sink.connector].needs_checkpoint:
+                problems.append(error("E0308", span.sub(0, 4),
+                                      why=f"SINK {sink.input} TO {sink.connector} keeps its progress in it",
+                                      hint=f"add CHECKPOINT 'target/chk/{p.settings.name}' to PIPELINE"))
+    unbounded = aggregated_without_watermark(p)
+    for sink, span in sinks:
+        aggregate = sink.input.lower() in unbounded
+        if sink.mode == "APPEND" and aggregate:
+            problems.append(error(
+                "E0311", span.sub(0, 4), feature=f"SINK {sink.input} in MODE APPEND (the default) of an "
+                "aggregation without a WATERMARK", mode="STREAMING", why=_APPEND_RULE,
+                hint="declare a WATERMARK on the source and GROUP BY its column or window(...) over it "
+                     "(a group is written once the watermark passes it), or write the whole result "
+                     "after each micro-batch with MODE COMPLETE"))
+        if sink.mode == "COMPLETE" and not _aggregates(p, sink.input):
+            problems.append(error("E0311", span.sub(0, 4), feature=f"SINK {sink.input} in MODE COMPLETE "
+                                  "of a stream that does not aggregate", mode="STREAMING", why=_COMPLETE_RULE,
+                                  hint="use MODE APPEND (the default), or sink a GROUP BY"))
+    return problems
+
+
+def _aggregates(p: plan.Plan, name: str) -> bool:
+    """True when `name` or a stream it reads aggregates (Spark looks at the whole query)."""
+    stack, seen = [name.lower()], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        node = p.node(current)
+        if isinstance(node, plan.BroadcastState):
+            continue
+        if isinstance(node, plan.Query) and node.aggregates:
+            return True
+        stack.extend(i.lower() for i in node.inputs)
+    return False

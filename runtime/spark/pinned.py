@@ -1,0 +1,80 @@
+"""Broadcast snapshots pinned per micro-batch, resolved on the executors of a streaming query.
+
+MATCH and PROCESS WITH BROADCAST run as ordinary operators inside a streaming query. Spark tells
+each task which query and micro-batch it works for (the local properties `sql.streaming.queryId`
+and `streaming.sql.batchId`). The first task of micro-batch N records the state version applied
+at that moment (`<state>/batches/<query id>/<N>.json`, created exclusively, so every task of the
+batch agrees); a replay of N after a crash reads the record and sees the same rules. The rules
+query writes the versions (`StreamingState` in streaming.py); the checkpoint folder must be on a
+file system the executors can read (local, or mounted on every worker).
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Mapping
+
+from pyspark import TaskContext
+
+from dslc.runtime.broadcast import Snapshot, SnapshotStore
+
+_QUERY_ID = "sql.streaming.queryId"
+_BATCH_ID = "streaming.sql.batchId"
+
+
+class PinnedStates:
+    """The snapshots of named streaming states as one micro-batch sees them (picklable)."""
+
+    def __init__(self, checkpoint: str, names: tuple[str, ...]):
+        self.checkpoint = checkpoint
+        self.names = names
+
+    def snapshots(self) -> Mapping[str, Snapshot]:
+        """Called inside a task: each state's snapshot for this task's query and micro-batch."""
+        context = TaskContext.get()
+        query = context.getLocalProperty(_QUERY_ID) if context else None
+        batch = context.getLocalProperty(_BATCH_ID) if context else None
+        if query is None or batch is None:
+            raise RuntimeError("broadcast state snapshots are pinned per micro-batch: "
+                               "this must run inside a streaming query")
+        return {name: _snapshot(self.checkpoint, name, query, int(batch)) for name in self.names}
+
+
+_cache: dict[tuple[str, str, int], Snapshot] = {}
+
+
+def state_root(checkpoint: str, name: str) -> Path:
+    """Where the streaming state `name` keeps its snapshots, versions and pins."""
+    return Path(checkpoint) / "state" / name
+
+
+def _snapshot(checkpoint: str, name: str, query: str, batch: int) -> Snapshot:
+    root = state_root(checkpoint, name)
+    version = pin(root, query, batch)
+    key = (str(root), name, version)
+    if key not in _cache:
+        _cache[key] = SnapshotStore(root / "snapshots").read(version)
+    return _cache[key]
+
+
+def applied_version(root: Path) -> int:
+    """The last version the rules query recorded (0: the empty state, before any rules)."""
+    marker = root / "applied.json"
+    return json.loads(marker.read_text())["version"] if marker.is_file() else 0
+
+
+def pin(root: Path, query: str, batch: int) -> int:
+    """The version micro-batch `batch` of `query` sees: recorded by its first task, then reused."""
+    record = root / "batches" / query / f"{batch}.json"
+    if not record.is_file():
+        record.parent.mkdir(parents=True, exist_ok=True)
+        partial = record.with_name(f".{batch}.{os.getpid()}.{id(record)}.tmp")
+        partial.write_text(json.dumps({"version": applied_version(root)}))
+        try:
+            os.link(partial, record)          # atomic and exclusive: the first task wins
+        except FileExistsError:
+            pass
+        finally:
+            partial.unlink()
+    return json.loads(record.read_text())["version"]

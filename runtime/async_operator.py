@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
+from .batching import BatchingCall
 from .cache import drop_cache
 from .config import Enrich, Mode
 from .enrich_functions import EnrichCall, build_call
@@ -81,6 +82,9 @@ class EnrichOperator:
         # call costs no done-callback round through the loop
         self._tasks: dict[ElementEntry, asyncio.Task[None]] = {}
         self._metrics = OperatorMetrics(config.name)
+        self._batching: BatchingCall | None = None
+        if config.batch is not None:
+            self._call = self._batching = BatchingCall(self._call, config, self._metrics)
         self._resolver = ElementResolver(config, self._call, self._metrics)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
@@ -132,6 +136,9 @@ class EnrichOperator:
 
     def finish(self) -> None:
         """Drain: wait for every in-flight element and emit it."""
+        if self._batching is not None and self._loop is not None:
+            # after the elements handed over so far (the inbox drains first): no more will come
+            self._loop.call_soon_threadsafe(self._batching.flush)
         while True:
             with self._cond:
                 while len(self._queue) and not self._has_ready():

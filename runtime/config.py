@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from .url_template import placeholders
+
 
 class Mode(str, Enum):
     """Emission order of an async operator."""
@@ -48,13 +50,16 @@ class Column:
 
 @dataclass(frozen=True, slots=True)
 class HttpCall:
-    """HTTP GET with `{column}` placeholders filled by URL-encoded row values."""
+    """HTTP GET or POST with `{column}` placeholders filled by URL-encoded row values; a POST
+    sends the `body` columns (all the row's when None) as one JSON object."""
 
     url: str
     method: str = "GET"
+    body: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        _require(self.method in ("GET",), f"unsupported HTTP method {self.method!r}")
+        _require(self.method in ("GET", "POST"), f"unsupported HTTP method {self.method!r}")
+        _require(self.body is None or self.method == "POST", "BODY needs HTTP POST")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +91,19 @@ class Retry:
         if self.exponential:
             return self.backoff_s * (2 ** (retry_number - 1))
         return self.backoff_s
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """BATCH n WITHIN d: up to `size` elements per call, sent when full or `within_s` after the
+    first one (0: as soon as a call slot is free)."""
+
+    size: int
+    within_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(self.size >= 1, "BATCH must be >= 1")
+        _require(self.within_s >= 0, "WITHIN must be >= 0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +151,7 @@ class Enrich:
     retry: Retry | None = None
     cache: Cache | None = None
     rate: Rate | None = None
+    batch: Batch | None = None
     on_miss: Outcome = Outcome.NULL
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
@@ -143,6 +162,9 @@ class Enrich:
         _require(self.timeout_s > 0, "TIMEOUT must be > 0")
         _require(self.on_timeout is not Outcome.RETRY, "ON TIMEOUT RETRY is not a policy; use RETRY n")
         _require(self.on_error is not Outcome.RETRY, "ON ERROR RETRY is not a policy; use RETRY n")
+        if self.batch is not None and isinstance(self.call, HttpCall):
+            _require(self.call.method == "POST", "BATCH needs HTTP POST (one request carries many rows)")
+            _require(not placeholders(self.call.url), "BATCH needs a URL without placeholders (one URL for many rows)")
 
     @property
     def dead_letters(self) -> bool:

@@ -1,4 +1,5 @@
-"""ENRICH call adapters: turn `WITH PYTHON` / `WITH HTTP GET` into one async `row -> result`.
+"""ENRICH call adapters: turn `WITH PYTHON` / `WITH HTTP GET|POST` into one async `row -> result`,
+and, for BATCH, `call_batch(rows) -> [result per row]` (see batching.py).
 
 Clients are kept per worker process and operator (an aiohttp session, a thread pool), reused by
 every task the worker runs, and closed only when an operator fails (they may be broken then) or
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
+import datetime as dt
+import decimal
 import inspect
 import json
 import os
@@ -100,6 +104,32 @@ def _hashable(key: tuple) -> Hashable | None:
     return key
 
 
+def _json_value(value: Any) -> Any:
+    """JSON for the Spark values json cannot write: timestamps and dates as ISO 8601, decimals
+    as numbers, binary as base64."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"cannot send a {type(value).__name__} as JSON")
+
+
+def to_json(value: Any) -> bytes:
+    """The request body of a POST."""
+    return json.dumps(value, default=_json_value, separators=(",", ":")).encode()
+
+
+def check_batch_answer(answer: Any, rows: int) -> list[Any]:
+    """A batch call's answer: a list with one item per row, else CallError (the call failed)."""
+    if not isinstance(answer, list):
+        raise CallError(f"batch answer is a {type(answer).__name__}, expected a list of {rows} items")
+    if len(answer) != rows:
+        raise CallError(f"batch answer has {len(answer)} items for {rows} rows")
+    return answer
+
+
 class EnrichCall:
     """Common shape of a call adapter."""
 
@@ -116,6 +146,10 @@ class EnrichCall:
         raise NotImplementedError
 
     async def __call__(self, row: Row) -> Any:
+        raise NotImplementedError
+
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """One call for many rows (BATCH): an answer per row, unchecked."""
         raise NotImplementedError
 
     async def aclose_clients(self) -> None:
@@ -198,6 +232,19 @@ class PythonEnrichCall(EnrichCall):
             result = await result
         return check_result_types(result, self.config.returns)
 
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """BATCH: the function takes the list of rows and returns a list of as many answers."""
+        arg = [dict(row) for row in rows]
+        if self._is_async:
+            answer = await self._fn(arg)
+        else:
+            loop = asyncio.get_running_loop()
+            answer = await loop.run_in_executor(_pool(self.config.name, sync_threads(self.config.capacity)),
+                                                self._fn, arg)
+            if inspect.isawaitable(answer):
+                answer = await answer
+        return check_batch_answer(answer, len(rows))
+
     async def aclose_clients(self) -> None:
         _drop_pool(self.config.name)
 
@@ -241,28 +288,63 @@ async def close_all_sessions() -> None:
 
 
 class HttpEnrichCall(EnrichCall):
-    """HTTP GET; JSON object/array body is the result, 404 and JSON null a miss, anything else an error."""
+    """HTTP GET or POST; a JSON object/array body is the result, 404 and JSON null a miss,
+    anything else an error. POST sends a JSON object of the BODY columns (BATCH: an array)."""
 
     def __init__(self, config: Enrich) -> None:
         assert isinstance(config.call, HttpCall)
         self.config = config
         self.url = config.call.url
+        self.post = config.call.method == "POST"
+        self.body = config.call.body
         self.columns = placeholders(self.url)
         self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
 
     def cache_key(self, row: Row) -> Hashable | None:
+        if self.post:   # what the request carries: placeholders and body
+            return _hashable((tuple(row.get(c) for c in self.columns), tuple(self._body(row).items())))
         return _hashable(tuple(row.get(c) for c in self.columns))
 
-    async def __call__(self, row: Row) -> Any:
-        url = fill_url(self.url, row)
+    def _body(self, row: Row) -> dict[str, Any]:
+        return dict(row) if self.body is None else {c: row.get(c) for c in self.body}
+
+    def _client(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
             session = self._session = _session(self.config.name, self.config.capacity)
+        return session
+
+    async def __call__(self, row: Row) -> Any:
+        url = fill_url(self.url, row)
+        data = to_json(self._body(row)) if self.post else None
+        status, body = await self._request(url, data)
+        if status == 404:
+            return None
+        value = _parse(body)
+        if value is None:
+            return None         # JSON null: no result, a miss (as None from a Python function)
+        if not isinstance(value, (dict, list)):
+            raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
+        return check_result_types(value, self.config.returns)
+
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """BATCH: POST a JSON array of the rows' bodies; the answer is an array of as many items."""
+        status, body = await self._request(self.url, to_json([self._body(row) for row in rows]))
+        if status == 404:
+            raise CallError(f"HTTP 404 from {_redact(self.url)}: a batch endpoint must answer every batch")
+        return check_batch_answer(_parse(body), len(rows))
+
+    async def _request(self, url: str, data: bytes | None) -> tuple[int, bytes]:
+        """Status and body of one request (a 2xx or 404); other statuses raise CallError."""
+        session = self._client()
         # encoded=True: send exactly the bytes built above, no re-quoting or normalisation
-        async with session.get(yarl.URL(url, encoded=True), allow_redirects=True) as response:
+        target = yarl.URL(url, encoded=True)
+        request = (session.post(target, data=data, headers=_JSON_HEADERS, allow_redirects=True) if data is not None
+                   else session.get(target, allow_redirects=True))
+        async with request as response:
             if response.status == 404:
                 await response.release()
-                return None
+                return 404, b""
             if not 200 <= response.status < 300:
                 text = (await response.content.read(200)).decode("utf-8", "replace")
                 raise CallError(f"HTTP {response.status} from {_redact(url)}: {text}")
@@ -276,19 +358,21 @@ class HttpEnrichCall(EnrichCall):
                 body += more
             if len(body) > MAX_BODY_BYTES:
                 raise CallError(f"response body exceeds {MAX_BODY_BYTES} bytes")
-        try:
-            value = json.loads(body)
-        except ValueError as exc:
-            raise CallError(f"response body is not JSON: {exc}") from None
-        if value is None:
-            return None         # JSON null: no result, a miss (as None from a Python function)
-        if not isinstance(value, (dict, list)):
-            raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
-        return check_result_types(value, self.config.returns)
+            return response.status, body
 
     async def aclose_clients(self) -> None:
         self._session = None
         await _close_session(self.config.name)
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise CallError(f"response body is not JSON: {exc}") from None
 
 
 def _redact(url: str) -> str:

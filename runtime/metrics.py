@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 COUNTERS: tuple[str, ...] = (
-    "elements_in", "elements_out", "calls", "retries", "timeouts", "misses", "errors",
+    "elements_in", "elements_out", "calls", "elements_called", "retries", "timeouts", "misses", "errors",
     "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight",)
@@ -137,13 +137,15 @@ def summary(d: dict[str, Any]) -> dict[str, Any]:
     hist = d.get("latency_histogram", {})
     for name, q in (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99)):
         out[name] = percentile_ms(hist, q)
+    if d.get("calls"):   # elements per call: 1 without BATCH (retries included), more with it
+        out["mean_batch_size"] = round(d.get("elements_called", 0) / d["calls"], 2)
     return out
 
 
 def format_summary(d: dict[str, Any]) -> str:
     """One human-readable line per operator for logs and the CLI."""
     s = summary(d)
-    parts = [f"{k}={s[k]}" for k in ("elements_in", "elements_out", "calls", "retries", "timeouts",
+    parts = [f"{k}={s[k]}" for k in ("elements_in", "elements_out", "calls", "mean_batch_size", "retries", "timeouts",
                                      "misses", "errors", "dead_letters", "dropped", "cache_hits",
                                      "coalesced", "max_in_flight", "blocked_seconds",
                                      "p50_ms", "p95_ms", "p99_ms") if k in s]

@@ -96,7 +96,9 @@ class ElementResolver:
         self.metrics = metrics
         self.cache_stats = CacheStats()
         self.cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
-        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
+        # BATCH: the batching call counts calls and spends RATE tokens per batch, not per element
+        self.batched = config.batch is not None
+        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate and not self.batched else None
         self._returns = tuple(c.name for c in config.returns)
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
@@ -153,13 +155,18 @@ class ElementResolver:
             key = call.cache_key(row)
             if key is not None:
                 async def counted() -> Any:
-                    self.metrics.add("calls")
+                    self._count_call()
                     return await call(row)
 
                 return await self.cache.get_or_call((self.name, key), counted, self.cache_stats,
                                                     cacheable=self._cacheable)
-        self.metrics.add("calls")
+        self._count_call()
         return await call(row)
+
+    def _count_call(self) -> None:
+        if not self.batched:
+            self.metrics.add("calls")
+            self.metrics.add("elements_called")
 
     async def timed_out(self, row: Row, attempts: int) -> Resolution:
         """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT."""

@@ -65,6 +65,7 @@ class FaultServer:
             self.raw_paths: list[str] = []
             self.keys: list[str] = []
             self.started: dict[str, float] = {}
+            self.bodies: list[Any] = []            # JSON bodies of POST requests, in arrival order
             self._scripts = {}
         self.default = Reply()
 
@@ -123,11 +124,43 @@ class FaultServer:
                 self.in_flight -= 1
 
 
+async def handle_post(server: FaultServer, request: web.Request) -> web.StreamResponse:
+    """`POST /post/{key}`: a JSON object answers `{"value": "p-<id>", "got": <body>}`; a JSON
+    array (a batch) answers one item per element: `{"value": "p-<id>"}`, or null when the
+    element has `"miss": true`. Faults (status, delay) come from the key's script as for GET."""
+    key = request.match_info["key"]
+    body = await request.json()
+    with server._lock:  # noqa: SLF001
+        server.total += 1
+        server.by_key[key] += 1
+        server.bodies.append(body)
+        server.in_flight += 1
+        server.max_in_flight = max(server.max_in_flight, server.in_flight)
+    try:
+        reply = server._next_reply(key, dict(request.query))  # noqa: SLF001
+        if reply.delay_ms:
+            await asyncio.sleep(reply.delay_ms / 1000.0)
+        if reply.status != 200:
+            return web.Response(status=reply.status, text="scripted", content_type="text/plain")
+        if isinstance(body, list):
+            answer: Any = [None if item.get("miss") else {"value": f"p-{item.get('id')}"} for item in body]
+        else:
+            answer = {"value": f"p-{body.get('id')}", "got": body}
+        return web.Response(text=json.dumps(answer), content_type="application/json")
+    finally:
+        with server._lock:  # noqa: SLF001
+            server.in_flight -= 1
+
+
 def start_server(server: FaultServer) -> tuple[asyncio.AbstractEventLoop, web.AppRunner, threading.Thread]:
     """Run the server's app on a new loop in a daemon thread; returns when it listens."""
     loop = asyncio.new_event_loop()
     app = web.Application()
     app.router.add_get("/kv/{key:.*}", server.handle)
+    async def post(request: web.Request) -> web.StreamResponse:
+        return await handle_post(server, request)
+
+    app.router.add_post("/post/{key}", post)
     # handler_cancellation: a handler stops (and leaves in_flight) when its client goes away
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     started = threading.Event()

@@ -153,7 +153,7 @@ def format_summary(d: dict[str, Any]) -> str:
 
 
 TABLE_COLUMNS: tuple[str, ...] = (
-    "elements_in", "elements_out", "calls", "retries", "timeouts", "misses", "errors", "dead_letters",
+    "elements_in", "elements_out", "calls", "mean_batch_size", "retries", "timeouts", "misses", "errors", "dead_letters",
     "cache_hits", "max_in_flight", "blocked_seconds", "p50_ms", "p99_ms")
 
 

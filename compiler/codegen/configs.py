@@ -16,8 +16,8 @@ FOLDER = Code("FOLDER")
 
 def call(node: plan.Enrich) -> C.HttpCall | C.PythonCall:
     """What an ENRICH calls."""
-    if isinstance(node.call, plan.HttpGet):
-        return C.HttpCall(node.call.url)
+    if isinstance(node.call, plan.HttpCall):
+        return C.HttpCall(node.call.url, node.call.method, node.call.body)
     return C.PythonCall(node.call.ref, (FOLDER,))
 
 
@@ -27,6 +27,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         name=node.name, line=node.line, call=call(node), returns=node.returns,
         key_columns=node.key_columns, mode=node.mode, order_by=node.order_by,
         capacity=node.capacity, timeout_s=node.timeout_s, retry=node.retry, cache=node.cache, rate=node.rate,
+        batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
     )
 

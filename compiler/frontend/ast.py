@@ -140,11 +140,12 @@ class Select:
 
 @dataclass(frozen=True, slots=True)
 class HttpCall:
-    """WITH HTTP GET 'url'."""
+    """WITH HTTP GET 'url' / WITH HTTP POST 'url' [BODY (col, ...)]."""
 
     method: Name
     url: Str
     span: Span
+    body: Opt | None = None     # BODY (col, ...): its args are the column Names
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,6 +215,9 @@ class _ToAst(Transformer):
     def opt_sink_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
     def opt_partition_by(self, span, *columns): return ast.Opt("partition_by", columns, span)
 
+    def opt_batch(self, span, size, within=None):
+        return ast.Opt("batch", (self._num(size),) + ((self._num(within),) if within is not None else ()), span)
+
     def opt_cache(self, span, size, ttl):
         return ast.Opt("cache", (self._num(size), self._num(ttl)), span)
 
@@ -281,8 +284,11 @@ class _ToAst(Transformer):
         sql = _sql(query, self.offset)
         return lambda name, stmt_span: ast.Select(name, sql, stmt_span)
 
-    def http_call(self, span, method, url):
-        return ast.HttpCall(method, url, span)
+    def http_call(self, span, method, url, body=None):
+        return ast.HttpCall(method, url, span, body=body)
+
+    def http_body(self, span, *columns):
+        return ast.Opt("body", columns, span)
 
     def python_call(self, span, ref):
         return ast.PythonCall(ref, span)

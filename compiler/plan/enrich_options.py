@@ -1,12 +1,12 @@
 """ENRICH options as written → checked values, with every contradiction reported."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.runtime.config import Cache, Mode, Outcome, Rate, Retry
+from dslc.runtime.config import Batch, Cache, Mode, Outcome, Rate, Retry
 
 OUTCOMES = ("FAIL", "NULL", "DROP", "DEAD LETTER")
 
@@ -22,10 +22,12 @@ class EnrichOptions:
     retry: Retry | None = None
     cache: Cache | None = None
     rate: Rate | None = None
+    batch: Batch | None = None   # BATCH n WITHIN d
     on_miss: Outcome = Outcome.NULL
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
+    clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
 def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:
@@ -52,10 +54,16 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
         elif opt.key == "rate":
             per_second = values.positive(opt.args[0], "RATE", problems)
             result.rate = Rate(per_second) if per_second else None
+        elif opt.key == "batch":
+            size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
+            within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
+            if size and within is not None:
+                result.batch = Batch(size, within)
         else:
             outcome = _outcome(opt, problems, dead_letters)
             if outcome:
                 setattr(result, opt.key, outcome)
+    result.clauses = seen
     _check_contradictions(result, seen, dead_letters, problems)
     if dead_letters:
         result.dead_letter = dead_letters[0][1].value
@@ -97,6 +105,11 @@ def _check_contradictions(result: EnrichOptions, seen: dict[str, ast.Opt],
             problems.append(error("E0304", seen["retry"].span, first="RETRY's first BACKOFF",
                                   second=f"TIMEOUT {seen['timeout'].args[0].text} (no retry could start in time)",
                                   hint="shorten BACKOFF or lengthen TIMEOUT"))
+    if result.batch and result.batch.size > result.capacity:
+        capacity = f"CAPACITY {seen['capacity'].args[0].text}" if "capacity" in seen else "CAPACITY 100 (the default)"
+        problems.append(error("E0304", seen["batch"].span, first=f"BATCH {result.batch.size}", second=capacity,
+                              hint=f"a batch holds at most CAPACITY elements; write CAPACITY {2 * result.batch.size} "
+                                   "(two batches: one filling while one is in flight) or a smaller BATCH"))
     paths = {path.value for _, path in dead_letters}
     if len(paths) > 1:
         key, path = dead_letters[-1]

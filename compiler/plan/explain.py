@@ -25,7 +25,11 @@ def _describe(node: plan.PlanNode) -> str:
         kind = "Aggregate" if node.aggregates else "Query"
         return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())
     if isinstance(node, plan.Enrich):
-        call = f"HTTP GET {node.call.url!r}" if isinstance(node.call, plan.HttpGet) else f"PYTHON {node.call.ref!r}"
+        if isinstance(node.call, plan.HttpCall):
+            body = f" BODY ({', '.join(node.call.body)})" if node.call.body is not None else ""
+            call = f"HTTP {node.call.method} {node.call.url!r}{body}"
+        else:
+            call = f"PYTHON {node.call.ref!r}"
         mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
         opts = [mode, f"capacity={node.capacity}", f"timeout={node.timeout_s:g}s"]
         if node.retry:
@@ -35,6 +39,8 @@ def _describe(node: plan.PlanNode) -> str:
             opts.append(f"cache={node.cache.size}/{node.cache.ttl_s:g}s")
         if node.rate:
             opts.append(f"rate={node.rate.per_second:g}/s")
+        if node.batch:
+            opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
         opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]
         if node.dead_letter:
             opts.append(f"dlq={node.dead_letter!r}")

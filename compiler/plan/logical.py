@@ -14,7 +14,7 @@ from sqlglot import exp
 from dslc.compiler.source import Span
 # One vocabulary for an operator's settings: the plan holds the runtime's own configuration types,
 # so what the checker accepted is what the job's operators are built from.
-from dslc.runtime.config import Cache, Column, Mode, Outcome, Rate, Retry
+from dslc.runtime.config import Batch, Cache, Column, Mode, Outcome, Rate, Retry
 
 
 # A column of a schema: name and Spark SQL type (`?` when the type could not be inferred); the
@@ -105,11 +105,20 @@ class Query(Node):
 
 
 @dataclass(frozen=True, slots=True)
-class HttpGet:
-    """HTTP GET of a URL template."""
+class HttpCall:
+    """HTTP GET of a URL template, or POST of a JSON body (the `body` columns; None: all)."""
 
     url: str
     placeholders: tuple[str, ...]
+    method: str = "GET"
+    body: tuple[str, ...] | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        """Input columns a request carries (None: every column, a POST without BODY)."""
+        if self.method == "POST":
+            return None if self.body is None else tuple(dict.fromkeys(self.placeholders + self.body))
+        return self.placeholders
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +133,7 @@ class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
 
     input: str
-    call: HttpGet | PythonFunction
+    call: HttpCall | PythonFunction
     returns: Schema
     mode: Mode
     capacity: int
@@ -138,6 +147,7 @@ class Enrich(Node):
     dead_letter: str | None   # path of the dead-letter sink
     key_columns: tuple[str, ...]
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
+    batch: Batch | None = None   # BATCH n WITHIN d
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -376,18 +376,22 @@ class _Planner:
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
         checked = read_options(stmt.options, self.problems)
         if isinstance(stmt.call, ast.HttpCall):
-            method = values.choice(stmt.call.method, ("GET",), "HTTP method", self.problems)
+            method = values.choice(stmt.call.method, ("GET", "POST"), "HTTP method", self.problems)
             url = stmt.call.url.value
             if not re.match(r"^https?://", url):
                 self.add(error("E0309", stmt.call.url.span, text=url, what="HTTP URL",
                                hint="start it with http:// or https://"))
             holes = placeholders(url)
-            call: plan.HttpGet | plan.PythonFunction = plan.HttpGet(url, holes)
+            body = None
             if upstream is not None:
                 self._check_placeholders(stmt.call.url, holes, upstream)
-            key_columns = holes
+                if stmt.call.body is not None:
+                    body = self._columns_of(stmt.call.body.args, upstream, "BODY")
             if method is None:
                 return None
+            self._check_http_batch(stmt, method, holes, checked)
+            call: plan.HttpCall | plan.PythonFunction = plan.HttpCall(url, holes, method, body)
+            key_columns = tuple(dict.fromkeys(holes + (body or ())))
         else:
             self._python_ref(stmt.call.ref)
             call = plan.PythonFunction(stmt.call.ref.value)
@@ -403,23 +407,46 @@ class _Planner:
                                hint=f"'{upstream.name}' already has it; rename the RETURNS column"))
         if clash or len({f.name.lower() for f in returns}) != len(returns):
             return None     # reported above (or by _columns); an Enrich node cannot hold duplicates
-        order_by = self._order_by(checked.order_by, upstream)
+        order_by = self._columns_of(checked.order_by, upstream, "ASYNC ORDERED BY")
+        if not key_columns and isinstance(call, plan.HttpCall) and call.method == "POST" and upstream.schema:
+            key_columns = (upstream.schema[0].name,)    # as for PYTHON: the whole row is sent
         return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
                            span=stmt.span, input=upstream.name, call=call, returns=returns,
                            mode=checked.mode, order_by=order_by, capacity=checked.capacity,
                            timeout_s=checked.timeout_s,
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
-                           dead_letter=checked.dead_letter, key_columns=key_columns)
+                           dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch)
 
-    def _order_by(self, names: tuple[ast.Name, ...], upstream: plan.PlanNode) -> tuple[str, ...]:
-        """ORDERED BY columns as the input spells them; an unknown one is E0204."""
+    def _check_http_batch(self, stmt: ast.Enrich, method: str, holes: tuple[str, ...], checked) -> None:
+        """BATCH sends many rows in one POST to one URL; BODY needs a POST."""
+        http = stmt.call
+        assert isinstance(http, ast.HttpCall)
+        batch = checked.clauses.get("batch")
+        if http.body is not None and method != "POST":
+            self.add(error("E0304", http.body.span, first="BODY", second=f"HTTP {method} (a GET sends no body)",
+                           hint=f"write HTTP POST '{http.url.value}' BODY (...)"))
+        if batch is None:
+            return
+        if method != "POST":
+            self.add(error("E0304", batch.span, first="BATCH", second=f"HTTP {method}",
+                           hint="a batch travels as one JSON array in a request body: use HTTP POST, "
+                                "and send the columns in BODY (...)"))
+        elif holes:
+            raw = self.source.text[http.url.span.start:http.url.span.end]
+            at = raw.find("{" + holes[0])
+            span = http.url.span.sub(at, len(holes[0]) + 2) if at >= 0 else http.url.span
+            self.add(error("E0304", span, first=f"the URL placeholder {{{holes[0]}}}", second="BATCH (one URL for many rows)",
+                           hint=f"drop the placeholder and send {holes[0]} in the body: BODY (..., {holes[0]})"))
+
+    def _columns_of(self, names: tuple[ast.Name, ...], upstream: plan.PlanNode, where: str) -> tuple[str, ...]:
+        """Columns of the input named in a clause, as the input spells them; an unknown one is E0204."""
         columns = {f.name.lower(): f.name for f in upstream.schema}
         found: list[str] = []
         for name in names:
             column = columns.get(name.value.lower())
             if column is None:
-                self.add(error("E0204", name.span, column=name.value, where="ASYNC ORDERED BY",
+                self.add(error("E0204", name.span, column=name.value, where=where,
                                hint=did_you_mean(name.value, list(columns.values()))
                                or f"'{upstream.name}' has columns " + ", ".join(columns.values())))
             elif column not in found:

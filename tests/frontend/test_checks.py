@@ -378,9 +378,9 @@ def test_bad_python_references():
 
 
 def test_http_method_and_url():
-    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP POST 'ftp://h/{order_id}' RETURNS (x INT);\n"
+    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP PUT 'ftp://h/{order_id}' RETURNS (x INT);\n"
             "SINK e TO CONSOLE;")
-    expect(text, ("E0309", "POST"), ("E0309", "'ftp"))
+    expect(text, ("E0309", "PUT"), ("E0309", "'ftp"))
 
 
 def test_watermark_on_non_timestamp_column():

@@ -95,7 +95,8 @@ def test_run_summary_table_aligns_and_shows_missing_latency_as_dash():
     table = render_metrics({"checked": {"elements_in": 144, "elements_out": 96, "p50_ms": None, "p99_ms": None},
                             "located": {"elements_in": 5, "calls": 3, "p50_ms": 20.5, "p99_ms": 41.0}}).splitlines()
     assert table[0] == "dslc: per-operator metrics"
-    assert table[1].split() == ["operator", "elements_in", "elements_out", "calls", "retries", "timeouts", "misses",
+    assert table[1].split() == ["operator", "elements_in", "elements_out", "calls", "mean_batch_size", "retries",
+                                "timeouts", "misses",
                                 "errors", "dead_letters", "cache_hits", "max_in_flight", "blocked_seconds",
                                 "p50_ms", "p99_ms"]
     assert table[2].split()[:3] == ["checked", "144", "96"] and table[2].split()[-2:] == ["-", "-"]

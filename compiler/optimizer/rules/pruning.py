@@ -46,24 +46,25 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
                 return None
             needed |= columns
         elif isinstance(reader, plan.Enrich):
-            if not isinstance(reader.call, plan.HttpGet):
+            if not isinstance(reader.call, plan.HttpCall) or reader.call.columns is None:
                 return None
             downstream = required_columns(p, reader.name, _seen | {name.lower()})
             if downstream is None:
                 return None
-            needed |= downstream | {c.lower() for c in reader.call.placeholders}
+            needed |= downstream | {c.lower() for c in reader.call.columns}
     return needed
 
 
 def pruned_input(p: plan.Plan, operators: tuple[plan.Enrich | plan.Process, ...]) -> tuple[str, ...] | None:
     """The input columns a chain must read, or None when it must read them all."""
-    if not all(isinstance(op, plan.Enrich) and isinstance(op.call, plan.HttpGet) for op in operators):
+    if not all(isinstance(op, plan.Enrich) and isinstance(op.call, plan.HttpCall) and op.call.columns is not None
+               for op in operators):
         return None
     needed = required_columns(p, operators[-1].name)
     if needed is None:
         return None
     for op in operators:
-        needed |= {c.lower() for c in op.call.placeholders}
+        needed |= {c.lower() for c in op.call.columns}
     returned = {f.name.lower() for op in operators for f in op.returns}
     upstream = p.node(operators[0].input)
     keep = tuple(f.name for f in upstream.schema if f.name.lower() in needed - returned)

@@ -17,7 +17,6 @@ from sqlglot import exp
 
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan.connectors import SINKS
 from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen import configs

@@ -129,7 +129,7 @@ def construct(value: object, width: int = WIDTH, prefix: str = "C.") -> list[str
     head, items, close = parts
     lines = [head]
     for label, item in items:
-        sub = construct(item, width - 4 - len(label), prefix)
+        sub = construct(item, width - 5 - len(label), prefix)     # 4 of indentation, 1 for the comma
         lines.append("    " + label + sub[0])
         lines += ["    " + line for line in sub[1:]]
         lines[-1] += ","

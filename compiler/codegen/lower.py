@@ -342,8 +342,9 @@ class _Lowering:
         for number, (path, operators) in enumerate(sorted(folders.items()), start=1):
             name = f"dead_letters{step.index}" + (f"_{number}" if len(folders) > 1 else "")
             o.comment(f"query {name}: the dead letters of {', '.join(operators)}")
-            o.line(f"queries.append(streaming.write_dead_letters({out_var}, {lit(tuple(operators))}, "
-                   f"resolve(FOLDER, {lit(path)}), {lit(name)}, CHECKPOINT, TRIGGER))")
+            o.call("queries.append(streaming.write_dead_letters",
+                   [out_var, lit(tuple(operators)), f"resolve(FOLDER, {lit(path)})", lit(name), "CHECKPOINT",
+                    "TRIGGER"], tail=")")
         if dead:
             o.line(f"{out_var} = chains.without_dead_letters({out_var})")
 
@@ -397,9 +398,6 @@ class _Lowering:
         return [f"connector={lit(sink.connector)}", f"path={path}", f"mode={lit(sink.mode)}",
                 f"partition_by={lit(sink.partition_by)}", f"options={lit_dict(sink.options)}", "folder=FOLDER"]
 
-    def _sink_args(self, sink: plan.Sink) -> str:
-        return ", ".join(self._sink_kwargs(sink))
-
     def _batch_write(self, sink: plan.Sink) -> None:
         """A file or Kafka sink as Spark's own writer; CONSOLE and PYTHON sinks through the
         runtime, which carries their logic (show's options, a function per partition)."""
@@ -422,8 +420,8 @@ class _Lowering:
         if not self.streaming:
             self._batch_write(sink)
             return
-        o.line(f"queries.append(streaming.write_stream({self.v(sink.input)}, {lit(f'sink{index}')}, "
-               f"CHECKPOINT, TRIGGER, {self._sink_args(sink)}))")
+        o.call("queries.append(streaming.write_stream",
+               [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER", *self._sink_kwargs(sink)], tail=")")
 
 
 def lower(phys: physical.Physical, target: Target) -> str:

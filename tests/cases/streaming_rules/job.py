@@ -72,10 +72,32 @@ def main() -> None:
     )
 
     # line 11: SINK scored TO JSON 'out/scored'
-    queries.append(streaming.write_stream(scored, 'sink0', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'out/scored'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(
+        scored,
+        'sink0',
+        CHECKPOINT,
+        TRIGGER,
+        connector='JSON',
+        path=resolve(FOLDER, 'out/scored'),
+        mode='APPEND',
+        partition_by=(),
+        options={},
+        folder=FOLDER,
+    ))
 
     # line 12: SINK over TO PARQUET 'out/over'
-    queries.append(streaming.write_stream(over, 'sink1', CHECKPOINT, TRIGGER, connector='PARQUET', path=resolve(FOLDER, 'out/over'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(
+        over,
+        'sink1',
+        CHECKPOINT,
+        TRIGGER,
+        connector='PARQUET',
+        path=resolve(FOLDER, 'out/over'),
+        mode='APPEND',
+        partition_by=(),
+        options={},
+        folder=FOLDER,
+    ))
 
     streaming.await_queries(spark, queries, TRIGGER)
     metrics.report()

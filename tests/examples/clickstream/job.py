@@ -74,7 +74,14 @@ def main() -> None:
         watermark=('ts', '60 seconds'),
     )
     # query dead_letters1: the dead letters of located
-    queries.append(streaming.write_dead_letters(located, ('located',), resolve(FOLDER, 'target/dlq/geo'), 'dead_letters1', CHECKPOINT, TRIGGER))
+    queries.append(streaming.write_dead_letters(
+        located,
+        ('located',),
+        resolve(FOLDER, 'target/dlq/geo'),
+        'dead_letters1',
+        CHECKPOINT,
+        TRIGGER,
+    ))
     located = chains.without_dead_letters(located)
     located.createOrReplaceTempView('located')
 
@@ -91,13 +98,46 @@ def main() -> None:
     )
 
     # line 43: SINK engaged TO PARQUET 'target/out/engaged'
-    queries.append(streaming.write_stream(engaged, 'sink0', CHECKPOINT, TRIGGER, connector='PARQUET', path=resolve(FOLDER, 'target/out/engaged'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(
+        engaged,
+        'sink0',
+        CHECKPOINT,
+        TRIGGER,
+        connector='PARQUET',
+        path=resolve(FOLDER, 'target/out/engaged'),
+        mode='APPEND',
+        partition_by=(),
+        options={},
+        folder=FOLDER,
+    ))
 
     # line 44: SINK views_per_minute TO JSON 'target/out/views_per_minute'
-    queries.append(streaming.write_stream(views_per_minute, 'sink1', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'target/out/views_per_minute'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(
+        views_per_minute,
+        'sink1',
+        CHECKPOINT,
+        TRIGGER,
+        connector='JSON',
+        path=resolve(FOLDER, 'target/out/views_per_minute'),
+        mode='APPEND',
+        partition_by=(),
+        options={},
+        folder=FOLDER,
+    ))
 
     # line 45: SINK views_per_country TO JSON 'target/out/views_per_country'
-    queries.append(streaming.write_stream(views_per_country, 'sink2', CHECKPOINT, TRIGGER, connector='JSON', path=resolve(FOLDER, 'target/out/views_per_country'), mode='APPEND', partition_by=(), options={}, folder=FOLDER))
+    queries.append(streaming.write_stream(
+        views_per_country,
+        'sink2',
+        CHECKPOINT,
+        TRIGGER,
+        connector='JSON',
+        path=resolve(FOLDER, 'target/out/views_per_country'),
+        mode='APPEND',
+        partition_by=(),
+        options={},
+        folder=FOLDER,
+    ))
 
     streaming.await_queries(spark, queries, TRIGGER)
     metrics.report()

@@ -47,7 +47,10 @@ def main() -> None:
                 name='enriched',
                 line=21,
                 call=C.HttpCall(url='http://127.0.0.1:8765/customers/{customer_id}'),
-                returns=(C.Column(name='tier', type='STRING'), C.Column(name='risk', type='DOUBLE')),
+                returns=(
+                    C.Column(name='tier', type='STRING'),
+                    C.Column(name='risk', type='DOUBLE'),
+                ),
                 key_columns=('customer_id',),
                 mode=C.Mode.UNORDERED,
                 capacity=50,

@@ -103,4 +103,4 @@ def test_generated_read_registers_the_format_and_passes_name_and_line(tmp_path):
     flow = _setup(tmp_path, "BATCH")
     code = compile_file(flow, job_folder=str(tmp_path))
     assert "python_source.register(spark)" in code
-    assert "'dslc.name': 'lines', 'dslc.line': '2'" in code
+    assert ".option('dslc.name', 'lines')\n        .option('dslc.line', '2')" in code

@@ -125,11 +125,23 @@ def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> 
                 shipped.add(path)
         return
     context = spark.sparkContext
+    by_name = _shipped_files.setdefault(id(context), {})
     for path in paths:
-        context.addPyFile(path)
+        name, content = Path(path).name, Path(path).read_bytes()
+        if by_name.get(name, content) != content:
+            # Spark would register the file before finding the clash, and every later task of
+            # this session would then fail: refuse before touching the session.
+            raise SystemExit(
+                f"dslc: error: this Spark session already runs a different module named {name!r}; "
+                f"{path} cannot be shipped beside it.\n"
+                "  hint: give the module a name of its own, or run the pipeline in its own session")
+        if name not in by_name:
+            context.addPyFile(path)
+            by_name[name] = content
 
 
 _shipped: dict[int, set[str]] = {}   # Connect sessions: artifacts already added (adding twice fails)
+_shipped_files: dict[int, dict[str, bytes]] = {}   # classic sessions: file name -> content shipped
 
 
 def _in_process(master: str) -> bool:

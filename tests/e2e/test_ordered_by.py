@@ -14,7 +14,7 @@ pytestmark = pytest.mark.spark
 FLOW = """
 PIPELINE keyed {pipeline};
 SOURCE events FROM JSON 'in/' SCHEMA (seq INT, user STRING);
-STREAM scored = ENRICH events WITH PYTHON 'slow:score' RETURNS (score INT)
+STREAM scored = ENRICH events WITH PYTHON 'slow_scores:score' RETURNS (score INT)
   ASYNC ORDERED BY (user) CAPACITY 16 TIMEOUT 5s;
 SINK scored TO JSON 'out';
 """
@@ -34,7 +34,7 @@ def _run(tmp_path: Path, pipeline: str) -> list[dict]:
     folder = tmp_path / pipeline.split()[1].lower()
     (folder / "in").mkdir(parents=True)
     (folder / "in/e.json").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
-    (folder / "slow.py").write_text(SLOW)
+    (folder / "slow_scores.py").write_text(SLOW)
     flow = folder / "pipeline.flow"
     flow.write_text(FLOW.format(pipeline=pipeline))
     run_flow(flow)

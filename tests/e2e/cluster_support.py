@@ -30,16 +30,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def executor_python(pyspark_extra: str = "") -> Path:
-    """bin/python of a venv with pyspark, pyarrow and aiohttp (the driver's versions) but no dslc.
-
-    `pyspark_extra="connect"` adds what a Spark Connect server's own Python workers import (its
-    foreachBatch runner is a Connect client: grpcio, zstandard, ...)."""
+def executor_python() -> Path:
+    """bin/python of a venv with pyspark, pyarrow and aiohttp (the driver's versions) but no dslc."""
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in EXECUTOR_PACKAGES]
     tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins)
-    if pyspark_extra:
-        pins[0] = pins[0].replace("pyspark==", f"pyspark[{pyspark_extra}]==")
-        tag += f"-{pyspark_extra}"
     cache = Path(os.environ.get("DSLC_TEST_CACHE") or Path.home() / ".cache" / "dslc-tests")
     venv = cache / f"executor-{tag}"
     python = venv / "bin" / "python"

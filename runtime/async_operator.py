@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from .adaptive import AdaptiveLimit
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
 from .batching import BatchingCall
 from .cache import drop_cache
@@ -85,7 +86,10 @@ class EnrichOperator:
         self._batching: BatchingCall | None = None
         if config.batch is not None:
             self._call = self._batching = BatchingCall(self._call, config, self._metrics)
-        self._resolver = ElementResolver(config, self._call, self._metrics)
+        # CAPACITY n ADAPTIVE: elements wait in the inbox (outside their TIMEOUT) while the
+        # adaptive limit of elements in flight is reached; the queue still holds up to n
+        self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
+        self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
         self._running = 0          # calls in flight (loop thread only)
@@ -254,8 +258,10 @@ class EnrichOperator:
         self._drain_scheduled = False   # cleared before draining: a later append reschedules
         loop = self._loop
         assert loop is not None
-        inbox, tasks, run = self._inbox, self._tasks, self._run
+        inbox, tasks, run, limit = self._inbox, self._tasks, self._run, self._limit
         while inbox:
+            if limit is not None and len(tasks) >= limit.limit:
+                return      # a finishing element drains again (see _run)
             entry = inbox.popleft()
             tasks[entry] = loop.create_task(run(entry))
 
@@ -305,6 +311,9 @@ class EnrichOperator:
             self._running -= 1
             self._metrics.latency.record(time.perf_counter() - started)
             self._tasks.pop(entry, None)
+            if self._limit is not None and self._inbox and not self._drain_scheduled:
+                self._drain_scheduled = True
+                asyncio.get_running_loop().call_soon(self._drain_inbox)
         self._complete(entry, resolution)
 
     async def _resolve(self, entry: ElementEntry) -> Resolution:
@@ -313,6 +322,7 @@ class EnrichOperator:
         row = entry.payload
         attempts = [0]
         await resolver.first_token()
+        epoch = self._limit.epoch if self._limit is not None else 0
         deadline = self._arm_deadline(entry)
         try:
             try:
@@ -325,6 +335,8 @@ class EnrichOperator:
             task = asyncio.current_task()
             assert task is not None
             task.uncancel()
+            if self._limit is not None:
+                self._limit.overloaded(epoch)
             return await resolver.timed_out(row, attempts[0])
 
     def _arm_deadline(self, entry: ElementEntry) -> _Deadline:

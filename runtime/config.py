@@ -147,6 +147,7 @@ class Enrich:
     mode: Mode = Mode.ORDERED
     order_by: tuple[str, ...] = ()  # ORDERED BY: input order per value of these columns only
     capacity: int = 100
+    adaptive: bool = False          # CAPACITY n ADAPTIVE: the in-flight limit moves in 1..n (AIMD)
     timeout_s: float = 30.0
     retry: Retry | None = None
     cache: Cache | None = None
@@ -159,6 +160,7 @@ class Enrich:
     def __post_init__(self) -> None:
         _require(self.capacity >= 1, "CAPACITY must be >= 1")
         _require(not self.order_by or self.mode is Mode.ORDERED, "ORDERED BY needs mode ORDERED")
+        _require(not self.adaptive or self.capacity >= 2, "CAPACITY n ADAPTIVE needs n >= 2")
         _require(self.timeout_s > 0, "TIMEOUT must be > 0")
         _require(self.on_timeout is not Outcome.RETRY, "ON TIMEOUT RETRY is not a policy; use RETRY n")
         _require(self.on_error is not Outcome.RETRY, "ON ERROR RETRY is not a policy; use RETRY n")

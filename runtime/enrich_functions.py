@@ -12,6 +12,7 @@ import atexit
 import base64
 import datetime as dt
 import decimal
+import email.utils
 import inspect
 import json
 import os
@@ -34,7 +35,35 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 
 
 class CallError(RuntimeError):
-    """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...)."""
+    """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...).
+    An HTTP status that is not an answer carries `status`; 429 and 503 say the service is
+    overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After)."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+    @property
+    def overload(self) -> bool:
+        """True for 429 Too Many Requests and 503 Service Unavailable."""
+        return self.status in (429, 503)
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a Retry-After header asks to wait: delta-seconds or an HTTP date (None if absent or bad)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
 
 
 class UnsendableRequest(CallError):
@@ -347,7 +376,8 @@ class HttpEnrichCall(EnrichCall):
                 return 404, b""
             if not 200 <= response.status < 300:
                 text = (await response.content.read(200)).decode("utf-8", "replace")
-                raise CallError(f"HTTP {response.status} from {_redact(url)}: {text}")
+                raise CallError(f"HTTP {response.status} from {_redact(url)}: {text}", response.status,
+                                      retry_after_s(response.headers.get("Retry-After")))
             if response.content_length is not None and response.content_length > MAX_BODY_BYTES:
                 raise CallError(f"response body of {response.content_length} bytes exceeds {MAX_BODY_BYTES}")
             body = await response.content.read(MAX_BODY_BYTES + 1)

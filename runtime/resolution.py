@@ -17,7 +17,8 @@ from typing import Any
 
 from .cache import CacheStats, TtlLruCache, cache_for
 from .config import Enrich, Outcome
-from .enrich_functions import EnrichCall, UnsendableRequest
+from .adaptive import AdaptiveLimit
+from .enrich_functions import CallError, EnrichCall, UnsendableRequest
 from .metrics import OperatorMetrics
 from .operator import ElementFailure, Row
 from .rate import TokenBucket, bucket_for
@@ -89,7 +90,8 @@ def normalize(result: Any) -> list[dict[str, Any]]:
 class ElementResolver:
     """Decides each element of one ENRICH (one per operator instance, on the worker's loop)."""
 
-    def __init__(self, config: Enrich, call: EnrichCall, metrics: OperatorMetrics) -> None:
+    def __init__(self, config: Enrich, call: EnrichCall, metrics: OperatorMetrics,
+                 limit: AdaptiveLimit | None = None) -> None:
         self.config = config
         self.name = config.name
         self.call = call
@@ -100,6 +102,7 @@ class ElementResolver:
         self.batched = config.batch is not None
         self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate and not self.batched else None
         self._returns = tuple(c.name for c in config.returns)
+        self.limit = limit          # CAPACITY n ADAPTIVE: told of answers and of push-back
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
 
@@ -122,25 +125,34 @@ class ElementResolver:
         """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls."""
         cfg = self.config
         retries = self._retries
+        asked = 0.0     # a Retry-After of the last answer: wait at least this long
+        limit = self.limit
         while True:
             attempts[0] += 1
             if attempts[0] > 1:
                 self.metrics.add("retries")
                 assert cfg.retry is not None
-                delay = cfg.retry.delay(attempts[0] - 1)
+                delay = max(cfg.retry.delay(attempts[0] - 1), asked)
                 if delay > 0:
                     await asyncio.sleep(delay)
                 if self.bucket is not None:
                     await self.bucket.acquire()
+            epoch = limit.epoch if limit is not None else 0
             try:
                 results = normalize(await self._invoke(row))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
+                overload = isinstance(exc, CallError) and exc.overload
+                if overload and limit is not None:
+                    limit.overloaded(epoch)
+                asked = (exc.retry_after_s or 0.0) if overload else 0.0
                 if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
                     continue
                 self.metrics.add("errors")
                 return self.policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
+            if limit is not None:
+                limit.succeeded()
             if results:
                 return Rows([self.output_row(row, r) for r in results])
             if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:

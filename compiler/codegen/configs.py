@@ -26,7 +26,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
     return C.Enrich(
         name=node.name, line=node.line, call=call(node), returns=node.returns,
         key_columns=node.key_columns, mode=node.mode, order_by=node.order_by,
-        capacity=node.capacity, timeout_s=node.timeout_s, retry=node.retry, cache=node.cache, rate=node.rate,
+        capacity=node.capacity, adaptive=node.adaptive, timeout_s=node.timeout_s, retry=node.retry, cache=node.cache, rate=node.rate,
         batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
     )

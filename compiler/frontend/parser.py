@@ -99,6 +99,8 @@ def _syntax_error(exc: UnexpectedInput, chunk: Chunk, source: SourceFile) -> Dia
         hint = did_you_mean(text, keywords)
         if hint is None and keywords and text.upper() in STATEMENT_KEYWORDS:
             hint = "did you forget ';' after the previous statement?"
+        if text.upper() == "ADAPTIVE":
+            hint = "ADAPTIVE follows CAPACITY n: CAPACITY 64 ADAPTIVE (the limit moves between 1 and 64)"
         if text.upper() == "BY" and re.search(r"\bUNORDERED\s*$", chunk.text[:token.start_pos], re.I):
             hint = "only ORDERED takes BY (input order per key); UNORDERED keeps no order to key"
         return error("E0101", Span(at, at + max(len(text), 1)), hint=hint,
@@ -206,7 +208,8 @@ class _ToAst(Transformer):
     def opt_trigger_now(self, span): return ast.Opt("trigger", (), span)
     def opt_schema(self, span, *columns): return ast.Opt("schema", columns, span)
     def opt_watermark(self, span, column, delay): return ast.Opt("watermark", (column, self._num(delay)), span)
-    def opt_capacity(self, span, capacity): return ast.Opt("capacity", (self._num(capacity),), span)
+    def opt_capacity(self, span, capacity, adaptive=None):
+        return ast.Opt("capacity", (self._num(capacity),) + ((self._word(adaptive),) if adaptive else ()), span)
     def opt_timeout(self, span, timeout): return ast.Opt("timeout", (self._num(timeout),), span)
     def opt_rate(self, span, per_second): return ast.Opt("rate", (self._num(per_second),), span)
     def opt_on_miss(self, span, outcome): return ast.Opt("on_miss", (outcome,), span)

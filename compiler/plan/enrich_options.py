@@ -18,6 +18,7 @@ class EnrichOptions:
     mode: Mode = Mode.ORDERED
     order_by: tuple[ast.Name, ...] = ()     # ASYNC ORDERED BY (...): checked against the input
     capacity: int = 100
+    adaptive: bool = False                  # CAPACITY n ADAPTIVE
     timeout_s: float = 30.0
     retry: Retry | None = None
     cache: Cache | None = None
@@ -42,6 +43,7 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
                 result.order_by = tuple(opt.args[1:])
         elif opt.key == "capacity":
             result.capacity = values.whole(opt.args[0], "CAPACITY", problems, minimum=1) or result.capacity
+            result.adaptive = len(opt.args) > 1
         elif opt.key == "timeout":
             result.timeout_s = values.duration(opt.args[0], problems) or result.timeout_s
         elif opt.key == "retry":
@@ -105,6 +107,11 @@ def _check_contradictions(result: EnrichOptions, seen: dict[str, ast.Opt],
             problems.append(error("E0304", seen["retry"].span, first="RETRY's first BACKOFF",
                                   second=f"TIMEOUT {seen['timeout'].args[0].text} (no retry could start in time)",
                                   hint="shorten BACKOFF or lengthen TIMEOUT"))
+    if result.adaptive and result.capacity < 2:
+        problems.append(error("E0304", seen["capacity"].span, first="ADAPTIVE",
+                              second=f"CAPACITY {seen['capacity'].args[0].text} (the limit moves between 1 and CAPACITY)",
+                              hint="give the most calls the service should ever see from one task, "
+                                   "e.g. CAPACITY 64 ADAPTIVE; or drop ADAPTIVE"))
     if result.batch and result.batch.size > result.capacity:
         capacity = f"CAPACITY {seen['capacity'].args[0].text}" if "capacity" in seen else "CAPACITY 100 (the default)"
         problems.append(error("E0304", seen["batch"].span, first=f"BATCH {result.batch.size}", second=capacity,

@@ -31,7 +31,7 @@ def _describe(node: plan.PlanNode) -> str:
         else:
             call = f"PYTHON {node.call.ref!r}"
         mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
-        opts = [mode, f"capacity={node.capacity}", f"timeout={node.timeout_s:g}s"]
+        opts = [mode, f"capacity={node.capacity}" + (" adaptive" if node.adaptive else ""), f"timeout={node.timeout_s:g}s"]
         if node.retry:
             opts.append(f"retry={node.retry.attempts}x{node.retry.backoff_s:g}s"
                         + ("exp" if node.retry.exponential else ""))

@@ -147,6 +147,7 @@ class Enrich(Node):
     dead_letter: str | None   # path of the dead-letter sink
     key_columns: tuple[str, ...]
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
+    adaptive: bool = False           # CAPACITY n ADAPTIVE
     batch: Batch | None = None   # BATCH n WITHIN d
 
     @property

@@ -413,6 +413,7 @@ class _Planner:
         return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
                            span=stmt.span, input=upstream.name, call=call, returns=returns,
                            mode=checked.mode, order_by=order_by, capacity=checked.capacity,
+                           adaptive=checked.adaptive,
                            timeout_s=checked.timeout_s,
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,

@@ -66,6 +66,7 @@ class FaultServer:
             self.keys: list[str] = []
             self.started: dict[str, float] = {}
             self.bodies: list[Any] = []            # JSON bodies of POST requests, in arrival order
+            self.rejected = 0                      # 429s of /limited
             self._scripts = {}
         self.default = Reply()
 
@@ -152,6 +153,30 @@ async def handle_post(server: FaultServer, request: web.Request) -> web.StreamRe
             server.in_flight -= 1
 
 
+async def handle_limited(server: FaultServer, request: web.Request) -> web.StreamResponse:
+    """`GET /limited/{key}?limit=L&delay_ms=D[&retry_after=S]`: a service with a hard concurrency
+    limit: above L requests at once it answers 429 at once (with Retry-After: S when given)."""
+    limit = int(request.query.get("limit", "4"))
+    with server._lock:  # noqa: SLF001
+        server.total += 1
+        if server.in_flight >= limit:
+            server.rejected += 1
+            rejected = True
+        else:
+            rejected = False
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+    if rejected:
+        headers = {"Retry-After": request.query["retry_after"]} if "retry_after" in request.query else {}
+        return web.Response(status=429, text="busy", headers=headers)
+    try:
+        await asyncio.sleep(float(request.query.get("delay_ms", "10")) / 1000.0)
+        return web.json_response({"value": f"v-{request.match_info['key']}"})
+    finally:
+        with server._lock:  # noqa: SLF001
+            server.in_flight -= 1
+
+
 def start_server(server: FaultServer) -> tuple[asyncio.AbstractEventLoop, web.AppRunner, threading.Thread]:
     """Run the server's app on a new loop in a daemon thread; returns when it listens."""
     loop = asyncio.new_event_loop()
@@ -161,6 +186,11 @@ def start_server(server: FaultServer) -> tuple[asyncio.AbstractEventLoop, web.Ap
         return await handle_post(server, request)
 
     app.router.add_post("/post/{key}", post)
+
+    async def limited(request: web.Request) -> web.StreamResponse:
+        return await handle_limited(server, request)
+
+    app.router.add_get("/limited/{key}", limited)
     # handler_cancellation: a handler stops (and leaves in_flight) when its client goes away
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     started = threading.Event()

@@ -5,7 +5,10 @@ It runs in its own process (so it does not share a GIL with the Spark driver) an
     GET /fixed/{key}       after LATENCY_MS (20 ms)
     GET /lognormal/{key}   after a heavy-tailed delay: lognormal, median 20 ms, p99 400 ms
     GET /instant/{key}     at once (to measure what the machine's CPUs allow)
-    GET /_stats            {"calls", "max_in_flight", "distinct_keys"} since the last reset
+    POST /model            a model-serving endpoint: a JSON object or an array of them (a batch),
+                           answered after BASE_MS + PER_ITEM_MS per item, at most MODEL_LIMIT
+                           requests at once: 429 at once above that (`?limit=` overrides it)
+    GET /_stats            {"calls", "max_in_flight", "distinct_keys", "items", "rejected"} since the last reset
     GET /_reset            zero the counters
 
 with `{"value": "v-<key>"}`. The lognormal delay of a key is a pure function of the key
@@ -31,6 +34,9 @@ P99_MS = 400.0
 MAX_DELAY_S = 2.0
 SIGMA = math.log(P99_MS / MEDIAN_MS) / statistics.NormalDist().inv_cdf(0.99)   # ≈ 1.29
 DISTRIBUTIONS = ("fixed", "lognormal", "instant")
+BASE_MS = 20.0          # /model: fixed cost of one request ...
+PER_ITEM_MS = 0.2       # ... plus this per item of a batch
+MODEL_LIMIT = 8         # /model: concurrent requests served; 429 above
 
 
 def delay_s(distribution: str, key: str) -> float:
@@ -55,7 +61,7 @@ def mean_delay_s(distribution: str, keys: Iterable[str]) -> float:
 def _serve(pipe: Any) -> None:
     from aiohttp import web
 
-    state = {"calls": 0, "in_flight": 0, "max_in_flight": 0}
+    state = {"calls": 0, "in_flight": 0, "max_in_flight": 0, "items": 0, "rejected": 0}
     keys: set[str] = set()
 
     def handler(distribution: str):
@@ -74,12 +80,31 @@ def _serve(pipe: Any) -> None:
             return web.Response(text=json.dumps({"value": f"v-{key}"}), content_type="application/json")
         return handle
 
+    async def model(request: web.Request) -> web.Response:
+        body = await request.json()
+        items = body if isinstance(body, list) else [body]
+        limit = int(request.query.get("limit", MODEL_LIMIT))
+        state["calls"] += 1
+        if state["in_flight"] >= limit:
+            state["rejected"] += 1
+            return web.Response(status=429, text="busy", headers={"Retry-After": "0"})
+        state["in_flight"] += 1
+        state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
+        state["items"] += len(items)
+        try:
+            await asyncio.sleep((BASE_MS + PER_ITEM_MS * len(items)) / 1000.0)
+        finally:
+            state["in_flight"] -= 1
+        answers = [{"value": f"v-{item.get('id')}"} for item in items]
+        return web.json_response(answers if isinstance(body, list) else answers[0])
+
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"calls": state["calls"], "max_in_flight": state["max_in_flight"],
-                                  "distinct_keys": len(keys)})
+                                  "distinct_keys": len(keys), "items": state["items"],
+                                  "rejected": state["rejected"]})
 
     async def reset(request: web.Request) -> web.Response:
-        state.update(calls=0, max_in_flight=state["in_flight"])
+        state.update(calls=0, max_in_flight=state["in_flight"], items=0, rejected=0)
         keys.clear()
         return web.json_response({})
 
@@ -87,6 +112,7 @@ def _serve(pipe: Any) -> None:
         app = web.Application()
         for distribution in DISTRIBUTIONS:
             app.router.add_get(f"/{distribution}/{{key}}", handler(distribution))
+        app.router.add_post("/model", model)
         app.router.add_get("/_stats", stats)
         app.router.add_get("/_reset", reset)
         runner = web.AppRunner(app, access_log=None)
@@ -125,6 +151,10 @@ class LatencyService:
         if distribution not in DISTRIBUTIONS:
             raise ValueError(f"unknown latency distribution {distribution!r}")
         return f"http://127.0.0.1:{self.port}/{distribution}/{placeholder}"
+
+    def model_url(self, limit: int | None = None) -> str:
+        """The URL of the model-serving endpoint (`limit`: its concurrency limit, default MODEL_LIMIT)."""
+        return f"http://127.0.0.1:{self.port}/model" + (f"?limit={limit}" if limit else "")
 
     def _get(self, path: str) -> dict[str, Any]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=10) as response:

@@ -139,7 +139,8 @@ def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema, waterma
     folder = stage_folder(checkpoint, stage)
     folder.mkdir(parents=True, exist_ok=True)
     df = spark.readStream.schema(schema).parquet(str(folder))
-    return df.withWatermark(*watermark) if watermark else df
+    # the column may have been pruned away before the stage (no reader after it needs it)
+    return df.withWatermark(*watermark) if watermark and watermark[0] in schema.fieldNames() else df
 
 
 def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, name: str, checkpoint: str,

@@ -22,9 +22,6 @@ COUNTRIES = [{"code": "NL", "name": "Netherlands"}, {"code": "DE", "name": "Germ
              {"code": "NL", "name": "Holland"}, {"code": "US", "name": "United States"}]
 
 
-# STREAMING left out for now (issue #12, helper `streaming`): its staged plan re-applies the
-# source's WATERMARK on a stage that no longer has `ts` (UNRESOLVED_COLUMN `ts`); see the #16 report.
-@pytest.mark.parametrize("mode", ["BATCH"])
 def test_a_state_built_from_a_stream_feeds_match_then_enrich_csv_and_python_sinks(flow, service, mode):
     """docs/language.md: "A broadcast state is a keyed map built from a source (or stream)";
     "BROADCAST countries FROM country_list KEY code; -- without OP every row upserts"; then MATCH,

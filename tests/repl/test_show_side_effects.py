@@ -51,7 +51,7 @@ def _service(calls: Counter):
 
     async def slow(request):
         calls["slow"] += 1
-        await asyncio.sleep(1.0)
+        await asyncio.sleep(3.0)     # 40 rows at CAPACITY 2 take a minute: Ctrl-C lands well before the end
         return web.json_response({"tier": "late"})
 
     app = web.Application()

@@ -103,7 +103,7 @@ def test_streaming_file_source_on_a_sink_never_sees_a_partial_micro_batch(spark,
     restart = None
     try:
         # several micro-batches while the reader runs: one group per file, one file at a time
-        for n, grp in enumerate(("g0", "g1", "g2", "g3")):
+        for grp in ("g0", "g1", "g2", "g3"):
             write_jsonl(tmp_path / f"in/events/{grp}.json", _group(grp))
             wait_for(lambda: reader.groups()[grp] == SIZE, 180, f"the reader sees {grp}", writer)
             _assert_whole_batches(reader, sizes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .url_template import placeholders
+from . import url_template
 
 
 class Mode(str, Enum):
@@ -60,6 +60,18 @@ class HttpCall:
     def __post_init__(self) -> None:
         _require(self.method in ("GET", "POST"), f"unsupported HTTP method {self.method!r}")
         _require(self.body is None or self.method == "POST", "BODY needs HTTP POST")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """Columns named by the URL's `{column}` placeholders, in order, without repeats."""
+        return url_template.placeholders(self.url)
+
+    @property
+    def columns(self) -> tuple[str, ...] | None:
+        """Input columns a request carries (None: every column, a POST without BODY)."""
+        if self.method == "POST":
+            return None if self.body is None else tuple(dict.fromkeys(self.placeholders + self.body))
+        return self.placeholders
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +178,7 @@ class Enrich:
         _require(self.on_error is not Outcome.RETRY, "ON ERROR RETRY is not a policy; use RETRY n")
         if self.batch is not None and isinstance(self.call, HttpCall):
             _require(self.call.method == "POST", "BATCH needs HTTP POST (one request carries many rows)")
-            _require(not placeholders(self.call.url), "BATCH needs a URL without placeholders (one URL for many rows)")
+            _require(not self.call.placeholders, "BATCH needs a URL without placeholders (one URL for many rows)")
 
     @property
     def dead_letters(self) -> bool:

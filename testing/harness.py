@@ -141,10 +141,8 @@ def prepare(case: Case, p: plan.Plan) -> _Prepared:
 
 
 def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, Any]:
-    from dslc.runtime.url_template import placeholders
-
     http_get = isinstance(node.call, plan.HttpCall) and node.call.method == "GET"
-    columns = placeholders(node.call.url) if http_get else node.key_columns
+    columns = node.call.placeholders if http_get else node.key_columns
     key = entry["key"]
     if not isinstance(key, dict):
         if len(columns) != 1:

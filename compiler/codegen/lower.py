@@ -48,10 +48,8 @@ def _ddl(schema: plan.Schema) -> str:
 def _user_modules(p: plan.Plan) -> tuple[str, ...]:
     refs: list[str] = []
     for node in p.nodes:
-        if isinstance(node, plan.Enrich) and isinstance(node.call, plan.PythonFunction):
+        if isinstance(node, (plan.Enrich, plan.Process)) and isinstance(node.call, plan.PythonCall):
             refs.append(node.call.ref)
-        elif isinstance(node, plan.Process):
-            refs.append(node.ref)
         elif isinstance(node, plan.BroadcastState) and node.using:
             refs.append(node.using)
         elif isinstance(node, plan.Source) and node.connector == "PYTHON" and node.path:
@@ -303,7 +301,7 @@ class _Lowering:
                 o.line(f"columns={lit(step.input_columns)},")
             watermark = self.watermarks.get(step.input.lower())
             if watermark is not None:
-                o.line(f"watermark={construct(configs.watermark(watermark))[0]},")
+                o.line(f"watermark={construct(watermark)[0]},")
             states = sorted({s for op in step.operators if isinstance(op, plan.Process) for s in op.states})
             if states:
                 o.line(f"states={self._states_ref(states)},")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dslc.compiler.plan.logical import Field
+from dslc.compiler.plan.logical import Column
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,7 +12,7 @@ class SourceKind:
 
     takes_arg: bool
     needs_schema: bool
-    fixed_schema: tuple[Field, ...] = ()
+    fixed_schema: tuple[Column, ...] = ()
     required_options: tuple[str, ...] = ()
 
 
@@ -20,12 +20,12 @@ SOURCES: dict[str, SourceKind] = {
     "JSON": SourceKind(True, True),
     "CSV": SourceKind(True, True),
     "PARQUET": SourceKind(True, True),
-    "TEXT": SourceKind(True, False, (Field("value", "STRING"),)),
-    "RATE": SourceKind(False, False, (Field("timestamp", "TIMESTAMP"), Field("value", "BIGINT"))),
+    "TEXT": SourceKind(True, False, (Column("value", "STRING"),)),
+    "RATE": SourceKind(False, False, (Column("timestamp", "TIMESTAMP"), Column("value", "BIGINT"))),
     "KAFKA": SourceKind(False, False, (
-        Field("key", "BINARY"), Field("value", "BINARY"), Field("topic", "STRING"),
-        Field("partition", "INT"), Field("offset", "BIGINT"), Field("timestamp", "TIMESTAMP"),
-        Field("timestampType", "INT")), ("kafka.bootstrap.servers",)),
+        Column("key", "BINARY"), Column("value", "BINARY"), Column("topic", "STRING"),
+        Column("partition", "INT"), Column("offset", "BIGINT"), Column("timestamp", "TIMESTAMP"),
+        Column("timestampType", "INT")), ("kafka.bootstrap.servers",)),
     "PYTHON": SourceKind(True, True),
 }
 

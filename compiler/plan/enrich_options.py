@@ -8,8 +8,6 @@ from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.runtime.config import Batch, Cache, Mode, Outcome, Rate, Retry
 
-OUTCOMES = ("FAIL", "NULL", "DROP", "DEAD LETTER")
-
 
 @dataclass
 class EnrichOptions:
@@ -87,7 +85,7 @@ def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> Ou
         dead_letters.append((opt.key, arg.args[0]))
         return Outcome.DEAD_LETTER
     value = Outcome(arg.value)
-    if value == "RETRY" and opt.key != "on_miss":
+    if value is Outcome.RETRY and opt.key != "on_miss":
         problems.append(error("E0309", arg.span, text="RETRY", what=f"{options.title(opt.key)} outcome",
                               hint="add RETRY n to retry; then say what happens after the last attempt"))
         return None
@@ -96,7 +94,7 @@ def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> Ou
 
 def _check_contradictions(result: EnrichOptions, seen: dict[str, ast.Opt],
                           dead_letters: list[tuple[str, ast.Str]], problems: list[Diagnostic]) -> None:
-    if result.on_miss == "RETRY" and (result.retry is None or result.retry.attempts == 0):
+    if result.on_miss is Outcome.RETRY and (result.retry is None or result.retry.attempts == 0):
         problems.append(error("E0304", seen["on_miss"].span, first="ON MISS RETRY",
                               second="no RETRY n (there would be nothing to retry)",
                               hint="add RETRY 3 BACKOFF 50ms, or use ON MISS NULL"))

@@ -49,7 +49,7 @@ def _describe(node: plan.PlanNode) -> str:
         return f"Match[{node.input} x {node.state} AS {node.alias}] " + " ".join(node.predicate.split())
     if isinstance(node, plan.Process):
         states = f" with {', '.join(node.states)}" if node.states else ""
-        return f"Process[{node.input}{states}] PYTHON {node.ref!r}"
+        return f"Process[{node.input}{states}] PYTHON {node.call.ref!r}"
     raise TypeError(f"cannot describe {type(node).__name__}")
 
 

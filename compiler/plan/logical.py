@@ -12,29 +12,19 @@ from typing import Union
 from sqlglot import exp
 
 from dslc.compiler.source import Span
-# One vocabulary for an operator's settings: the plan holds the runtime's own configuration types,
-# so what the checker accepted is what the job's operators are built from.
-from dslc.runtime.config import Batch, Cache, Column, Mode, Outcome, Rate, Retry
+# One vocabulary for an operator's settings: the plan holds the runtime's own configuration types
+# (a schema's Column, with `?` as the type when it could not be inferred; the call; a source's
+# Watermark), so what the checker accepted is what the job's operators are built from.
+from dslc.runtime.config import (Batch, Cache, Column, HttpCall, Mode, Outcome, PythonCall, Rate, Retry,
+                                 Watermark)
 
-
-# A column of a schema: name and Spark SQL type (`?` when the type could not be inferred); the
-# runtime's own Column, so a schema goes to the job's operators as it is.
-Field = Column
-Schema = tuple[Field, ...]
+Schema = tuple[Column, ...]
 
 
 def _check_unique(schema: Schema, where: str) -> None:
     names = [f.name.lower() for f in schema]
     if len(names) != len(set(names)):
         raise ValueError(f"{where}: duplicate column in schema {names}")
-
-
-@dataclass(frozen=True, slots=True)
-class Watermark:
-    """Event-time column and allowed lateness."""
-
-    column: str
-    delay_s: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,36 +94,12 @@ class Query(Node):
             raise ValueError(f"{self.name}: a query must read at least one source or stream")
 
 
-@dataclass(frozen=True, slots=True)
-class HttpCall:
-    """HTTP GET of a URL template, or POST of a JSON body (the `body` columns; None: all)."""
-
-    url: str
-    placeholders: tuple[str, ...]
-    method: str = "GET"
-    body: tuple[str, ...] | None = None
-
-    @property
-    def columns(self) -> tuple[str, ...] | None:
-        """Input columns a request carries (None: every column, a POST without BODY)."""
-        if self.method == "POST":
-            return None if self.body is None else tuple(dict.fromkeys(self.placeholders + self.body))
-        return self.placeholders
-
-
-@dataclass(frozen=True, slots=True)
-class PythonFunction:
-    """A user function or class 'module:name'."""
-
-    ref: str
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
 
     input: str
-    call: HttpCall | PythonFunction
+    call: HttpCall | PythonCall     # search_path empty: the job adds its folder
     returns: Schema
     mode: Mode
     capacity: int
@@ -185,7 +151,7 @@ class Process(Node):
 
     input: str
     states: tuple[str, ...]
-    ref: str
+    call: PythonCall
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -209,7 +209,7 @@ class _Planner:
         return builder(stmt)
 
     def _columns(self, defs: tuple[ast.ColumnDef, ...], where: str) -> plan.Schema:
-        fields: list[plan.Field] = []
+        fields: list[plan.Column] = []
         seen: set[str] = set()
         for col in defs:
             type_text = canonical(col.type.text)
@@ -222,7 +222,7 @@ class _Planner:
             if col.name.value.lower() in seen:
                 self.add(error("E0211", col.name.span, column=col.name.value, where=where))
             seen.add(col.name.value.lower())
-            fields.append(plan.Field(col.name.value, type_text))
+            fields.append(plan.Column(col.name.value, type_text))
         return tuple(fields)
 
     def _python_ref(self, ref: ast.Str) -> bool:
@@ -390,13 +390,14 @@ class _Planner:
             if method is None:
                 return None
             self._check_http_batch(stmt, method, holes, checked)
-            call: plan.HttpCall | plan.PythonFunction = plan.HttpCall(url, holes, method, body)
+            # a BODY with GET was reported just above: the call is built without it
+            call: plan.HttpCall | plan.PythonCall | None = plan.HttpCall(url, method, body if method == "POST" else None)
             key_columns = tuple(dict.fromkeys(holes + (body or ())))
         else:
-            self._python_ref(stmt.call.ref)
-            call = plan.PythonFunction(stmt.call.ref.value)
+            well_formed = self._python_ref(stmt.call.ref) or _PYTHON_REF.match(stmt.call.ref.value)
+            call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
-        if upstream is None:
+        if upstream is None or call is None:
             return None
         existing = {f.name.lower() for f in upstream.schema}
         clash = False
@@ -481,7 +482,7 @@ class _Planner:
         renamed = self._state_columns(stmt, upstream, state, alias)
         if renamed is None:
             return None
-        schema = upstream.schema + tuple(plan.Field(out, f.type) for (_, out), f in zip(renamed, state.schema))
+        schema = upstream.schema + tuple(plan.Column(out, f.type) for (_, out), f in zip(renamed, state.schema))
         return plan.Match(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                           input=upstream.name, state=state.name, alias=alias, predicate=stmt.predicate.text,
                           state_columns=tuple(renamed))
@@ -512,11 +513,12 @@ class _Planner:
         states = [self._lookup(s, "broadcast state", (ast.Broadcast,), "PROCESS ... WITH BROADCAST")
                   for s in stmt.states]
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
-        self._python_ref(stmt.ref)
-        if upstream is None or any(s in (None, False) for s in states):
+        well_formed = self._python_ref(stmt.ref) or _PYTHON_REF.match(stmt.ref.value)
+        if upstream is None or any(s in (None, False) for s in states) or not well_formed:
             return None
         return plan.Process(name=stmt.name.value, schema=returns, line=self.line(stmt.span), span=stmt.span,
-                            input=upstream.name, states=tuple(s.name for s in states), ref=stmt.ref.value)
+                            input=upstream.name, states=tuple(s.name for s in states),
+                            call=plan.PythonCall(stmt.ref.value))
 
     # ---- SINK
     def _sink(self, stmt: ast.Sink) -> plan.Sink | None:

@@ -18,7 +18,7 @@ from sqlglot.tokens import Token, TokenType
 
 from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
-from dslc.compiler.plan.logical import Field, Schema
+from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS
@@ -377,7 +377,7 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
         spellings.update((c.lower(), c) for c in columns)
     spellings.update((i.name.lower(), i.name) for i in tree.find_all(exp.Identifier))
     set_types = annotator._get_setop_column_types(typed) if isinstance(typed, exp.SetOperation) else []
-    fields: list[Field] = []
+    fields: list[Column] = []
     for index, projection in enumerate(typed.selects):
         name = projection.alias_or_name.split(_REPEAT)[0]
         name = spellings.get(name.lower(), name)    # sqlglot folds names to lower case; Spark keeps them
@@ -393,7 +393,7 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
                 set_types[index][1], exp.DataType) else set_types[index][1])
         else:
             type_text = _type_text(projection.type)
-        fields.append(Field(name, type_text))
+        fields.append(Column(name, type_text))
     return tuple(fields)
 
 
@@ -423,7 +423,7 @@ def _type_text(data_type: exp.DataType | None) -> str:
     return data_type.sql(dialect="spark")
 
 
-def _generated_columns(function: str, node: exp.Expression) -> list[Field]:
+def _generated_columns(function: str, node: exp.Expression) -> list[Column]:
     """The columns an unaliased generator adds, named as Spark names them (col, key and value,
     pos, the struct's fields, c0...)."""
     types = generated_types(node)
@@ -436,7 +436,7 @@ def _generated_columns(function: str, node: exp.Expression) -> list[Field]:
     else:
         is_map = arg_type is not None and arg_type.is_type(exp.DataType.Type.MAP)
         names = (["pos"] if function.startswith("posexplode") else []) + (["key", "value"] if is_map else ["col"])
-    return [Field(name, _type_text(t)) for name, t in zip(names, types)]
+    return [Column(name, _type_text(t)) for name, t in zip(names, types)]
 
 
 def analyze_condition(sql: ast.Sql, sides: Mapping[str, Schema], problems: list[Diagnostic]) -> bool:

@@ -2,13 +2,18 @@
 configuration objects written back as the constructor calls that rebuild them."""
 from __future__ import annotations
 
+import ast
 import dataclasses
+import io
+import re
+import textwrap
+import tokenize
 from contextlib import contextmanager
 from enum import Enum
 from typing import Iterable, Iterator
 
 
-WIDTH = 100     # generated lines longer than this are broken (calls, method chains)
+WIDTH = 100     # generated lines longer than this are broken (calls, chains, literals, comments)
 
 
 class Emitter:
@@ -19,8 +24,41 @@ class Emitter:
         self._depth = 0
 
     def line(self, text: str = "") -> None:
-        """One line at the current indentation (blank lines stay blank)."""
+        """One line at the current indentation (blank lines stay blank); a line too long for
+        WIDTH because of a string literal has that literal broken over the following lines."""
+        if len(text) > self.room() and self._break_literal(text):
+            return
         self._lines.append(("    " * self._depth + text) if text else "")
+
+    def _break_literal(self, text: str) -> bool:
+        """Write `text` with its longest string literal as adjacent literals, one line each (in
+        parentheses unless a bracket is open there); False when no literal is to blame."""
+        tokens: list[tokenize.TokenInfo] = []
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(text).readline):
+                tokens.append(token)
+        except (tokenize.TokenError, SyntaxError):
+            pass                # an unclosed bracket (`f(`): the tokens up to there will do
+        strings = [t for t in tokens if t.type == tokenize.STRING and t.start[0] == t.end[0] == 1
+                   and t.string[:1] in "'\""]       # no prefix: not an f-string or bytes
+        if not strings:
+            return False
+        token = max(strings, key=lambda t: len(t.string))
+        before, after = text[:token.start[1]].rstrip(), text[token.end[1]:]
+        if len(before) + len(after) + 2 > self.room():
+            return False        # the line is long without the literal too
+        depth = 0
+        for t in tokens:
+            if t.type == tokenize.OP and t.end[1] <= token.start[1]:
+                depth += (t.string in "([{") - (t.string in ")]}")
+        bracket = depth <= 0    # a statement (`x = '...'`): parentheses make the pieces one value
+        opening = (f"{before} (" if before else "(") if bracket else before
+        self._lines.append("    " * self._depth + opening)
+        with self.indent():
+            for piece in wrapped(ast.literal_eval(token.string), self.room()):
+                self._lines.append("    " * self._depth + piece)
+        self._lines.append("    " * self._depth + (")" + after if bracket else after.lstrip()))
+        return True
 
     def lines(self, texts: list[str]) -> None:
         """Several lines at the current indentation."""
@@ -36,8 +74,23 @@ class Emitter:
         self._lines[-1] += text
 
     def comment(self, text: str) -> None:
-        """`# text`, with line breaks and other unprintable characters escaped so it stays one comment."""
-        self.line("# " + printable(text))
+        """`# text`, with line breaks and other unprintable characters escaped so it stays one
+        comment, wrapped at word boundaries into several `#` lines when it is too long."""
+        for part in textwrap.wrap(printable(text), self.room() - 2, break_long_words=False,
+                                  break_on_hyphens=False) or [""]:
+            self.line("# " + part)
+
+    def keyword(self, label: str, value: str) -> None:
+        """`label=value,` as one argument line of a broken call; a long string `value` as
+        adjacent literals in parentheses, one line each."""
+        one = f"{label}={lit(value)},"
+        if len(one) <= self.room():
+            self.line(one)
+            return
+        self.line(f"{label}=(")
+        with self.indent():
+            self.lines(wrapped(value, self.room()))
+        self.line("),")
 
     def docstring(self, text: str) -> None:
         """A docstring: triple-quoted when that is safe, else repr() (DSL names may hold quotes)."""
@@ -57,19 +110,31 @@ class Emitter:
                 self.line(f"{arg},")
         self.line(f"){tail}")
 
-    def chain(self, head: str, calls: list[str]) -> None:
+    def chain(self, head: str, calls: list[str | StringCall]) -> None:
         """A method chain `head.call().call()`: one line when it fits in WIDTH characters, else
-        in parentheses with one call a line, as Spark's own examples write readers and writers."""
-        one = head + "".join(calls)
+        in parentheses with one call a line, as Spark's own examples write readers and writers
+        (a call of one long string argument broken into adjacent literals)."""
+        one = head + "".join(map(str, calls))
         if len("    " * self._depth + one) <= WIDTH:
             self.line(one)
             return
         assign, _, receiver = head.rpartition(" = ")
         self.line(f"{assign} = (" if assign else "(")
         with self.indent():
-            self.line(receiver + calls[0] if receiver else calls[0])
-            for call in calls[1:]:
-                self.line(call)
+            for index, call in enumerate(calls):
+                self._chained(receiver if index == 0 else "", call)
+        self.line(")")
+
+    def _chained(self, receiver: str, call: str | StringCall) -> None:
+        """One call of a broken chain: on its line, or its long string argument broken."""
+        if not isinstance(call, StringCall) or len(receiver + str(call)) <= self.room():
+            self.line(receiver + str(call))
+            return
+        self.line(f"{receiver}{call.head}(")
+        with self.indent():
+            if call.before:
+                self.line(call.before)
+            self.lines(wrapped(call.value, self.room()))
         self.line(")")
 
     @contextmanager
@@ -101,10 +166,57 @@ def printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
-def multiline(text: str) -> list[str]:
-    """A long string as adjacent literals, one source line each (readable, still safe)."""
-    parts = text.split("\n")
-    return [repr(p + ("\n" if i < len(parts) - 1 else "")) for i, p in enumerate(parts)]
+@dataclasses.dataclass(frozen=True)
+class StringCall:
+    """A method call of one string argument in a chain (`.schema('...')`), which the emitter may
+    break into adjacent literals when the line would be too long."""
+
+    head: str           # `.schema`, `.option`, ...
+    value: str
+    before: str = ""    # the arguments before the string, as Python text with their comma
+
+    def __str__(self) -> str:
+        return f"{self.head}({self.before and self.before + ' '}{lit(self.value)})"
+
+
+def wrapped(text: str, width: int = WIDTH) -> list[str]:
+    """`text` as adjacent string literals, one source line each: a piece per line of the text,
+    a longer piece split after a comma (a column of a schema, an item of a select list), else
+    after a space or a slash (a path), else anywhere. The literals join back into exactly `text` (user SQL and
+    schemas run as written) and all use the same quote when they can."""
+    quote = '"' if "'" in text and '"' not in text else "'"
+
+    def literal(piece: str) -> str:
+        written = lit(piece)
+        if quote == '"' and written[0] == "'" and "'" not in piece:    # so no escape changes
+            written = '"' + written[1:-1] + '"'
+        return written
+
+    def fits(piece: str) -> bool:
+        return len(literal(piece)) <= width
+
+    out: list[str] = []
+    for line in text.splitlines(keepends=True) or [""]:
+        piece = ""
+        for chunk in re.findall(r"[^,]*,\s*|[^,]+", line):
+            if fits(piece + chunk):
+                piece += chunk
+                continue
+            if piece:
+                out.append(literal(piece))
+            piece = ""
+            for word in re.findall(r"[^\s/]*[\s/]*", chunk):     # after a space or a /
+                if piece and not fits(piece + word):
+                    out.append(literal(piece))
+                    piece = ""
+                piece += word
+                while not fits(piece) and len(piece) > 1:     # a word longer than a line
+                    cut = max(n for n in range(1, min(len(piece), width)) if fits(piece[:n]) or n == 1)
+                    out.append(literal(piece[:cut]))
+                    piece = piece[cut:]
+        if piece or not out:
+            out.append(literal(piece))
+    return out
 
 
 def ident(name: str) -> str:

@@ -20,7 +20,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen import configs
-from dslc.compiler.codegen.emitter import Emitter, construct, ident, lit, lit_dict, multiline
+from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
 
 # SINK connector -> Spark data source format, for the sinks a job writes with df.write itself
 _WRITE_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
@@ -131,7 +131,7 @@ class _Lowering:
         o.line("def main() -> None:")
         with o.indent():
             conf = lit_dict(s.conf)
-            o.line(f"spark = session({lit(s.name)}, {conf}, FOLDER, modules={lit(_user_modules(self.plan))})")
+            o.call("spark = session", [lit(s.name), conf, "FOLDER", f"modules={lit(_user_modules(self.plan))}"])
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
             o.line("metrics = MetricsCollector(spark)")
@@ -209,14 +209,14 @@ class _Lowering:
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
             o.line("python_source.register(spark)")
-        calls = [f".format({lit(_READ_FORMATS[node.connector])})"]
+        calls: list[str | StringCall] = [f".format({lit(_READ_FORMATS[node.connector])})"]
         if node.connector not in ("TEXT", "RATE", "KAFKA"):
-            calls.append(f".schema({lit(_ddl(node.schema))})")
+            calls.append(StringCall(".schema", _ddl(node.schema)))
         options = dict(node.options)
         if node.connector == "PYTHON":
             options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema),
                        "dslc.name": node.name, "dslc.line": str(node.line)}
-        calls += [f".option({lit(k)}, {lit(v)})" for k, v in options.items()]
+        calls += [StringCall(".option", v, before=f"{lit(k)},") for k, v in options.items()]
         if node.connector == "PYTHON":
             calls.append(".option('dslc.folder', FOLDER)")
         if node.path and node.connector not in ("PYTHON",):
@@ -258,13 +258,13 @@ class _Lowering:
             # a filter an optimiser rule moved: said as what it is, on the DataFrame it filters
             o.comment(f"{node.origin} (fewer rows reach the calls)")
             condition = node.tree.args["where"].this.sql(dialect="spark")
-            o.line(f"{self.v(node.name)} = {self.v(node.reads[0])}.where({lit(condition)})")
+            o.chain(f"{self.v(node.name)} = {self.v(node.reads[0])}", [StringCall(".where", condition)])
             self._view(self.v(node.name), node.name)
             return
         self.comment([node.line], f"STREAM {node.name} = SELECT ...")
         o.line(f"{self.v(node.name)} = {session}.sql(")
         with o.indent():
-            o.lines(multiline(node.sql))
+            o.lines(wrapped(node.sql, o.room()))
         o.line(")")
         self._view(self.v(node.name), node.name)
 
@@ -298,7 +298,9 @@ class _Lowering:
                     self._operator(op)
             o.line("),")
             if step.input_columns is not None:
-                o.line(f"columns={lit(step.input_columns)},")
+                columns = construct(step.input_columns, o.room() - len("columns=,"))
+                o.lines(["columns=" + columns[0], *columns[1:]])
+                o.append(",")
             watermark = self.watermarks.get(step.input.lower())
             if watermark is not None:
                 o.line(f"watermark={construct(watermark)[0]},")
@@ -382,8 +384,8 @@ class _Lowering:
             else:
                 o.line(f"{session}, {self.v(node.input)}, input_name={lit(node.input)},")
                 o.line(f"state={self.v(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
-            o.line(f"predicate={lit(node.predicate)},")
-            o.line(f"state_schema={lit(_ddl(state_node.schema))},")
+            o.keyword("predicate", node.predicate)
+            o.keyword("state_schema", _ddl(state_node.schema))
             o.line(f"columns={lit(node.state_columns)},")
         o.line(")")
         if self.streaming:
@@ -402,8 +404,9 @@ class _Lowering:
         if sink.connector not in _WRITE_FORMATS:
             self.out.call("sinks.write_batch", [self.v(sink.input), *self._sink_kwargs(sink)])
             return
-        calls = [f".format({lit(_WRITE_FORMATS[sink.connector])})", f".mode({lit(sink.mode.lower())})"]
-        calls += [f".option({lit(k)}, {lit(v)})" for k, v in sink.options]
+        calls: list[str | StringCall] = [f".format({lit(_WRITE_FORMATS[sink.connector])})",
+                                         f".mode({lit(sink.mode.lower())})"]
+        calls += [StringCall(".option", v, before=f"{lit(k)},") for k, v in sink.options]
         if sink.partition_by:
             calls.append(f".partitionBy({', '.join(lit(c) for c in sink.partition_by)})")
         calls.append(f".save(resolve(FOLDER, {lit(sink.path)}))" if sink.path else ".save()")

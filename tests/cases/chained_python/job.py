@@ -31,7 +31,8 @@ def main() -> None:
     # an action: collects the rows of thresholds to the driver and applies them in order
     limits = state.changelog_state('limits', thresholds, key='device', op='op')
 
-    # lines 6, 7, 8: chain#1 [a -> b -> c], one mapInArrow pass ('per_device' is a shuffle (GROUP BY / window))
+    # lines 6, 7, 8: chain#1 [a -> b -> c], one mapInArrow pass ('per_device' is a shuffle (GROUP BY
+    # / window))
     c = chains.run_chain(
         readings,
         name='chain#1',

@@ -20,7 +20,8 @@ def main() -> None:
     )
     orders.createOrReplaceTempView('orders')
 
-    # amount > 500 moved from 'big' (line 5) before ENRICH 'enriched' (line 3) (fewer rows reach the calls)
+    # amount > 500 moved from 'big' (line 5) before ENRICH 'enriched' (line 3) (fewer rows reach the
+    # calls)
     enriched__filter = orders.where('amount > 500')
 
     # line 3: chain#1 [enriched], one mapInArrow pass ('big' is Spark SQL)

@@ -31,7 +31,8 @@ def main() -> None:
     # an action: collects the rows of limit updates to the driver and applies them in order
     größen_grenzen = state.changelog_state('größen grenzen', limit_updates, key='customer', op='op')
 
-    # `montant€` > 10 AND `select` = 'yes' moved from 'raw_orders' (line 10) before ENRICH 'enriched-orders' (line 8) (fewer rows reach the calls)
+    # `montant€` > 10 AND `select` = 'yes' moved from 'raw_orders' (line 10) before ENRICH
+    # 'enriched-orders' (line 8) (fewer rows reach the calls)
     enriched_orders__filter = raw_orders.where("`montant€` > 10 AND `select` = 'yes'")
 
     # line 8: chain#1 [enriched-orders], one mapInArrow pass ('raw_orders' is Spark SQL)

@@ -55,7 +55,8 @@ def main() -> None:
         watermark=C.Watermark(column='ts', delay_s=10.0),
         metrics=metrics,
     )
-    # query stage1: computed once into CHECKPOINT/stages/stage1, read back as a stream (read on 2 paths to the outputs)
+    # query stage1: computed once into CHECKPOINT/stages/stage1, read back as a stream (read on 2
+    # paths to the outputs)
     queries.append(streaming.write_stage(scored, 'stage1', CHECKPOINT, TRIGGER))
     scored = streaming.read_stage(
         spark, 'stage1', CHECKPOINT, scored.schema,

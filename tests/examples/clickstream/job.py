@@ -18,7 +18,10 @@ def main() -> None:
     # line 7: SOURCE views FROM JSON 'data/views/'
     views = (
         spark.readStream.format('json')
-        .schema('`view_id` STRING, `user_id` STRING, `ip` STRING, `url` STRING, `duration_ms` BIGINT, `ts` TIMESTAMP')
+        .schema(
+            '`view_id` STRING, `user_id` STRING, `ip` STRING, `url` STRING, `duration_ms` BIGINT, '
+            '`ts` TIMESTAMP'
+        )
         .load(resolve(FOLDER, 'data/views/'))
         .withWatermark('ts', '60 seconds')
     )
@@ -26,7 +29,8 @@ def main() -> None:
 
     # line 12: STREAM page_views = SELECT ...
     page_views = spark.sql(
-        "SELECT view_id, user_id, ip, regexp_extract(url, '^/([a-z]*)', 1) AS section, duration_ms, ts\n"
+        "SELECT view_id, user_id, ip, regexp_extract(url, '^/([a-z]*)', 1) AS section, "
+        "duration_ms, ts\n"
         "  FROM views WHERE url NOT LIKE '/static/%' AND user_id IS NOT NULL"
     )
     page_views.createOrReplaceTempView('page_views')
@@ -37,7 +41,8 @@ def main() -> None:
         "  FROM page_views GROUP BY section, window(ts, '1 minute')"
     )
 
-    # duration_ms >= 1000 moved from 'engaged' (line 35) before ENRICH 'located' (line 24) (fewer rows reach the calls)
+    # duration_ms >= 1000 moved from 'engaged' (line 35) before ENRICH 'located' (line 24) (fewer
+    # rows reach the calls)
     located__filter = page_views.where('duration_ms >= 1000')
 
     # line 24: chain#1 [located], one mapInArrow pass ('engaged' is Spark SQL)
@@ -67,7 +72,8 @@ def main() -> None:
         watermark=C.Watermark(column='ts', delay_s=60.0),
         metrics=metrics,
     )
-    # query stage1: computed once into CHECKPOINT/stages/stage1, read back as a stream (read on 2 paths to the outputs; its dead letters are written apart from its rows)
+    # query stage1: computed once into CHECKPOINT/stages/stage1, read back as a stream (read on 2
+    # paths to the outputs; its dead letters are written apart from its rows)
     queries.append(streaming.write_stage(located, 'stage1', CHECKPOINT, TRIGGER))
     located = streaming.read_stage(
         spark, 'stage1', CHECKPOINT, located.schema,

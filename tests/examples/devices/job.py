@@ -22,7 +22,10 @@ def main() -> None:
         .option('per_hour', '12')
         .option('seed', '7')
         .option('dslc.ref', 'devices:DeviceLogs')
-        .option('dslc.schema', '`device` STRING, `kind` STRING, `ts` TIMESTAMP, `temperature` DOUBLE')
+        .option(
+            'dslc.schema',
+            '`device` STRING, `kind` STRING, `ts` TIMESTAMP, `temperature` DOUBLE'
+        )
         .option('dslc.name', 'readings')
         .option('dslc.line', '6')
         .option('dslc.folder', FOLDER)
@@ -75,8 +78,9 @@ def main() -> None:
 
     # line 21: STREAM per_device = SELECT ...
     per_device = spark.sql(
-        "SELECT device, count(*) AS readings, sum(CASE WHEN status = 'alert' THEN 1 ELSE 0 END) AS alerts\n"
-        '  FROM checked GROUP BY device'
+        "SELECT device, count(*) AS readings, "
+        "sum(CASE WHEN status = 'alert' THEN 1 ELSE 0 END) AS alerts\n"
+        "  FROM checked GROUP BY device"
     )
 
     # line 24: SINK alerts TO PARQUET 'target/out/alerts'

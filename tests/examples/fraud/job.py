@@ -15,7 +15,10 @@ def main() -> None:
     # line 8: SOURCE orders FROM JSON 'data/orders/'
     orders = (
         spark.read.format('json')
-        .schema('`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `country` STRING, `ts` TIMESTAMP')
+        .schema(
+            '`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `country` STRING, '
+            '`ts` TIMESTAMP'
+        )
         .load(resolve(FOLDER, 'data/orders/'))
     )
     orders.createOrReplaceTempView('orders')
@@ -64,7 +67,8 @@ def main() -> None:
         watermark=C.Watermark(column='ts', delay_s=30.0),
         metrics=metrics,
     )
-    # computed once and kept in Spark's checkpoint folder: read on 2 paths to the outputs; its dead letters are written apart from its rows
+    # computed once and kept in Spark's checkpoint folder: read on 2 paths to the outputs; its dead
+    # letters are written apart from its rows
     enriched = chains.keep(enriched)
     # an action: writes the dead letters now, keeps the other rows for what follows
     enriched = chains.split_dead_letters(

@@ -94,7 +94,8 @@ class _Planner:
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
         ordered = tuple(n for n in self.nodes.values() if n is not None)
         result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
-        self.problems.extend(streaming.check(result, [(sink, stmt.span) for sink, stmt in built]))
+        sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
+        self.problems.extend(streaming.check(result, [(sink, stmt.span) for sink, stmt in built], sql_of))
         return result
 
     def _define(self, stmt: Definition) -> None:

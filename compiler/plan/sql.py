@@ -179,8 +179,12 @@ def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, .
     return tuple(spans[:count])
 
 
-def _extent(node: exp.Expression, sql: ast.Sql) -> Span:
+def extent(node: exp.Expression, sql: ast.Sql) -> Span:
     """From the first to the last character of everything written in `node`."""
+    return _extent(node, sql)
+
+
+def _extent(node: exp.Expression, sql: ast.Sql) -> Span:
     starts = [n.meta["start"] for n in node.walk() if n.meta.get("start") is not None]
     ends = [n.meta["end"] for n in node.walk() if n.meta.get("end") is not None]
     if not starts:

@@ -10,14 +10,18 @@ from __future__ import annotations
 from sqlglot import exp
 
 from dslc.compiler.diagnostics import Diagnostic, error
+from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan import streaming_sql
 from dslc.compiler.plan.connectors import SINKS
 from dslc.compiler.source import Span
 
-_APPEND_RULE = ("Spark's rule: \"Append output mode not supported when there are streaming aggregations "
-                "on streaming DataFrames/DataSets without watermark\"")
-_COMPLETE_RULE = ("Spark's rule: \"Complete output mode not supported when there are no streaming "
-                  "aggregations on streaming DataFrames/Datasets\"")
+_APPEND_RULE = ("Spark's rule (STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION): \"Invalid streaming output mode: "
+                "append. This output mode is not supported for streaming aggregations without watermark on "
+                "streaming DataFrames/DataSets\"")
+_COMPLETE_RULE = ("Spark's rule (STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION): \"Invalid streaming output mode: "
+                  "complete. This output mode is not supported for no streaming aggregations on streaming "
+                  "DataFrames/DataSets\"")
 
 
 def watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
@@ -36,33 +40,78 @@ def watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
     return found
 
 
+def event_times(p: plan.Plan) -> dict[str, plan.Watermark | None]:
+    """`watermarks`, and where a query drops the column but keeps `window(ts, ...) AS w`, the
+    window column `w`: Spark's window struct carries the event time (so `window(window_time(w),
+    ...)` of a later query groups by event time). For the checks only: a stage declares its
+    WATERMARK on a timestamp column (`watermarks`)."""
+    found: dict[str, plan.Watermark | None] = {}
+    for node in p.nodes:
+        if isinstance(node, plan.Source):
+            found[node.name.lower()] = node.watermark
+            continue
+        if isinstance(node, plan.BroadcastState):
+            continue
+        columns = {f.name.lower() for f in node.schema}
+        parents = [found.get(i.lower()) for i in node.inputs if not isinstance(p.node(i), plan.BroadcastState)]
+        mark = next((w for w in parents if w and w.column.lower() in columns), None)
+        if mark is None and isinstance(node, plan.Query):
+            marked = {w.column.lower(): w for w in parents if w}
+            for select in node.tree.find_all(exp.Alias):
+                call = select.this
+                if isinstance(call, exp.Anonymous) and call.name.lower() in ("window", "session_window") \
+                        and any(c.name.lower() in marked for c in call.find_all(exp.Column)):
+                    used = next(c.name.lower() for c in call.find_all(exp.Column) if c.name.lower() in marked)
+                    mark = plan.Watermark(select.alias, marked[used].delay_s)
+                    break
+        found[node.name.lower()] = mark
+    return found
+
+
 def groups_by_event_time(query: plan.Query, marks: dict[str, plan.Watermark | None]) -> bool:
     """True when a streaming aggregation can emit in APPEND mode: it groups by a watermarked
     event-time column of its input (directly or through window(...))."""
     columns = {marks[r.lower()].column.lower() for r in query.reads if marks.get(r.lower())}
     group = query.tree.find(exp.Group)
-    if not columns or group is None:
+    distinct = _distinct_select(query)
+    keys = group.expressions if group is not None else distinct.expressions if distinct is not None else None
+    if not columns or keys is None:
         return False
-    return any(c.name.lower() in columns for e in group.expressions for c in e.find_all(exp.Column))
+    return any(c.name.lower() in columns for e in keys for c in e.find_all(exp.Column))
+
+
+def _distinct_select(query: plan.Query) -> exp.Select | None:
+    """The SELECT DISTINCT of a query, if any: Spark runs it as an aggregation."""
+    return next((s for s in query.tree.find_all(exp.Select) if s.args.get("distinct")), None)
+
+
+def _aggregating(query: plan.Query) -> bool:
+    """GROUP BY, aggregate functions (not in a window function: Spark refuses those on their
+    own, streaming_sql.py), window(...), or DISTINCT: an aggregation for Spark."""
+    tree = query.tree
+    return (tree.find(exp.Group) is not None or _distinct_select(query) is not None
+            or any(f.find_ancestor(exp.Window) is None for f in tree.find_all(exp.AggFunc))
+            or any(f.name.lower() in ("window", "session_window") for f in tree.find_all(exp.Anonymous)))
 
 
 def aggregated_without_watermark(p: plan.Plan) -> set[str]:
     """Relations (lower case) whose rows come from an aggregation that cannot emit in APPEND,
     directly or through the statements that read it."""
-    marks = watermarks(p)
+    marks = event_times(p)
     found: set[str] = set()
     for node in p.nodes:
         if isinstance(node, plan.BroadcastState):
             continue
-        if isinstance(node, plan.Query) and node.aggregates and not groups_by_event_time(node, marks):
+        if isinstance(node, plan.Query) and _aggregating(node) and not groups_by_event_time(node, marks):
             found.add(node.name.lower())
         elif any(i.lower() in found for i in node.inputs):
             found.add(node.name.lower())
     return found
 
 
-def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]]) -> list[Diagnostic]:
-    """Every STREAMING problem of the plan (nothing in BATCH)."""
+def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]], sql_of: dict[str, ast.Sql] | None = None) -> list[Diagnostic]:
+    """Every STREAMING problem of the plan (nothing in BATCH); `sql_of`: each SELECT's text, by
+    lower-case name, for Spark's rules on the SQL (streaming_sql.py)."""
     if p.settings.mode != "STREAMING":
         return []
     problems: list[Diagnostic] = []
@@ -86,7 +135,7 @@ def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]]) -> list[Diagnostic]
             problems.append(error("E0311", span.sub(0, 4), feature=f"SINK {sink.input} in MODE COMPLETE "
                                   "of a stream that does not aggregate", mode="STREAMING", why=_COMPLETE_RULE,
                                   hint="use MODE APPEND (the default), or sink a GROUP BY"))
-    return problems
+    return problems + streaming_sql.check(p, sinks, sql_of or {}, event_times(p))
 
 
 def _aggregates(p: plan.Plan, name: str) -> bool:
@@ -100,7 +149,7 @@ def _aggregates(p: plan.Plan, name: str) -> bool:
         node = p.node(current)
         if isinstance(node, plan.BroadcastState):
             continue
-        if isinstance(node, plan.Query) and node.aggregates:
+        if isinstance(node, plan.Query) and _aggregating(node):
             return True
         stack.extend(i.lower() for i in node.inputs)
     return False

@@ -423,7 +423,7 @@ def test_streaming_append_of_an_aggregation_needs_a_watermark():
             + "STREAM n = SELECT country, count(*) AS k FROM orders GROUP BY country;\nSINK n TO PARQUET 'n';")
     expect(text, ("E0311", "SINK n"))
     _, [diag] = diagnostics_of(text, FOLDER)
-    assert "Append output mode not supported" in diag.message
+    assert "not supported for streaming aggregations without watermark" in diag.message
     assert "WATERMARK" in diag.hint and "MODE COMPLETE" in diag.hint
     # a watermark the GROUP BY does not use does not help either (Spark's rule)
     unused = text.replace(";\nSTREAM n", "\n  WATERMARK ts DELAY 10s;\nSTREAM n", 1)

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan.match_keys import equality_keys
 from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen import configs
@@ -387,6 +388,9 @@ class _Lowering:
             o.keyword("predicate", node.predicate)
             o.keyword("state_schema", _ddl(state_node.schema))
             o.line(f"columns={lit(node.state_columns)},")
+            keys = equality_keys(node, self.plan.node(node.input).schema, state_node.schema) if self.streaming else ()
+            if keys:              # the pinned snapshot indexed by these (input, state) columns
+                o.line(f"keys={lit(keys)},")
         o.line(")")
         if self.streaming:
             self._write_stage(node.name, self.v(node.name))

@@ -59,51 +59,91 @@ def match(spark: SparkSession, df: DataFrame, *, input_name: str, state: Snapsho
 
 
 class _MatchExpand:
-    """mapInArrow of a streaming MATCH: each input row once per entry of the pinned snapshot, the
-    entry as a struct column named after the alias (so `alias.column` in the predicate reads it)
-    and, for the unqualified names of the predicate, as plain columns the input does not have."""
+    """mapInArrow of a streaming MATCH: each input row once per candidate entry of the pinned
+    snapshot, the entry as a struct column named after the alias (so `alias.column` in the
+    predicate reads it) and, for the unqualified names of the predicate, as plain columns the
+    input does not have. Without `keys` every entry is a candidate (rows x entries pairs); with
+    `keys` ((input column, state column) pairs of the predicate's equalities, compiler/plan/
+    match_keys.py) only the entries whose key values equal the row's, found in a dict built once
+    per task; a NULL key matches nothing, as in SQL. Spark filters the pairs with the predicate."""
 
     def __init__(self, pinned: PinnedStates, state_name: str, fields: tuple[tuple[str, str], ...],
-                 flat: tuple[str, ...], alias: str, max_rows: int = 65536):
+                 flat: tuple[str, ...], alias: str, keys: tuple[tuple[str, str], ...] = (), max_rows: int = 65536):
         self.pinned, self.state_name, self.fields = pinned, state_name, fields
-        self.flat, self.alias, self.max_rows = flat, alias, max_rows
+        self.flat, self.alias, self.keys, self.max_rows = flat, alias, keys, max_rows
 
     def _entries(self) -> pa.Table:
         snapshot = self.pinned.snapshots()[self.state_name]
         entries = list(snapshot.entries().get(self.state_name, {}).values())
         return pa.table({c: pa.array([thaw(e.get(c)) for e in entries], to_arrow_type(t)) for c, t in self.fields})
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        state = self._entries()
+    def _output(self, rows: pa.RecordBatch, entries: pa.Table) -> pa.RecordBatch:
+        columns = [entries.column(c).combine_chunks() for c, _ in self.fields]
+        struct = pa.StructArray.from_arrays(columns, names=[c for c, _ in self.fields])
+        flat = [entries.column(c).combine_chunks() for c in self.flat]
+        names = list(rows.schema.names) + [self.alias] + list(self.flat)
+        return pa.RecordBatch.from_arrays(list(rows.columns) + [struct] + flat, names=names)
+
+    def _scan(self, batches: Iterator[pa.RecordBatch], state: pa.Table) -> Iterator[pa.RecordBatch]:
         k = state.num_rows
-        if k == 0:
-            return
         step = max(1, self.max_rows // k)
         for batch in batches:
             for start in range(0, batch.num_rows, step):
                 part = batch.slice(start, step)
                 n = part.num_rows
-                left = part.take(pa.array(np.repeat(np.arange(n), k)))
-                right = state.take(pa.array(np.tile(np.arange(k), n)))
-                columns = [right.column(c).combine_chunks() for c, _ in self.fields]
-                struct = pa.StructArray.from_arrays(columns, names=[c for c, _ in self.fields])
-                flat = [right.column(c).combine_chunks() for c in self.flat]
-                names = list(left.schema.names) + [self.alias] + list(self.flat)
-                yield pa.RecordBatch.from_arrays(list(left.columns) + [struct] + flat, names=names)
+                yield self._output(part.take(pa.array(np.repeat(np.arange(n), k))),
+                                   state.take(pa.array(np.tile(np.arange(k), n))))
+
+    def _index(self, state: pa.Table, types: list[pa.DataType]) -> dict[tuple, list[int]]:
+        """Key values -> entry positions; the state's key columns in the input's Arrow types, so
+        both sides give the same Python values (time zones, decimals)."""
+        index: dict[tuple, list[int]] = {}
+        columns = [state.column(s).cast(t).to_pylist() for (_, s), t in zip(self.keys, types)]
+        for position, key in enumerate(zip(*columns)):
+            if None not in key:
+                index.setdefault(key, []).append(position)
+        return index
+
+    def _lookup(self, batches: Iterator[pa.RecordBatch], state: pa.Table) -> Iterator[pa.RecordBatch]:
+        index = None
+        for batch in batches:
+            by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+            positions = [by_name[c.lower()] for c, _ in self.keys]
+            if index is None:
+                index = self._index(state, [batch.schema.field(i).type for i in positions])
+            values = [batch.column(i).to_pylist() for i in positions]
+            rows: list[int] = []
+            entries: list[int] = []
+            for row, key in enumerate(zip(*values)):
+                hits = index.get(key) if None not in key else None
+                if hits:
+                    rows.extend([row] * len(hits))
+                    entries.extend(hits)
+            for start in range(0, len(rows), self.max_rows):
+                yield self._output(batch.take(pa.array(rows[start:start + self.max_rows], pa.int64())),
+                                   state.take(pa.array(entries[start:start + self.max_rows], pa.int64())))
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        state = self._entries()
+        if state.num_rows == 0:
+            return
+        yield from (self._lookup(batches, state) if self.keys else self._scan(batches, state))
 
 
 def match_stream(df: DataFrame, *, input_name: str, pinned: PinnedStates, state_name: str, alias: str,
-                 predicate: str, state_schema: str, columns: tuple[tuple[str, str], ...]) -> DataFrame:
+                 predicate: str, state_schema: str, columns: tuple[tuple[str, str], ...],
+                 keys: tuple[tuple[str, str], ...] = ()) -> DataFrame:
     """MATCH inside a streaming query: the same rows as `match`, with the snapshot pinned for the
-    task's micro-batch (a replay sees the same rules). Each row is paired with every entry, then
-    Spark filters the pairs with the predicate, so the cost grows with rows x entries."""
+    task's micro-batch (a replay sees the same rules). Each row is paired with the entries whose
+    `keys` equal its own (every entry when there are no keys), then Spark filters the pairs with
+    the predicate: rows x matching entries work, rows x entries without keys."""
     state_fields = StructType.fromDDL(state_schema).fields
     fields = tuple((f.name, f.dataType.simpleString()) for f in state_fields)
     taken = {c.lower() for c in df.columns} | {alias.lower()}
     flat = tuple(f.name for f in state_fields if f.name.lower() not in taken)
     spark_out = StructType(list(df.schema.fields) + [StructField(alias, StructType(state_fields), True)]
                            + [f for f in state_fields if f.name in flat])
-    expanded = df.mapInArrow(_MatchExpand(pinned, state_name, fields, flat, alias), spark_out)
+    expanded = df.mapInArrow(_MatchExpand(pinned, state_name, fields, flat, alias, keys), spark_out)
     joined = expanded.alias(input_name).where(F.expr(predicate))
     selected = [col(input_name, c) for c in df.columns]
     selected += [col(alias, c).alias(out) for c, out in columns]

@@ -60,3 +60,44 @@ SINK b TO CONSOLE;""")
         check_file(path)
     [problem] = failed.value.diagnostics
     assert problem.code == "E0211" and "r_country" in problem.message and "alias" in problem.hint
+
+
+KEYED = """
+SOURCE events FROM JSON 'in/events/' SCHEMA (id STRING, country STRING, tier INT, amount DOUBLE, code STRING);
+SOURCE limit_updates FROM JSON 'in/limits/' SCHEMA (limit_id STRING, op STRING, country STRING, tier INT,
+  max_amount DOUBLE, code INT);
+BROADCAST limits FROM limit_updates KEY limit_id OP op;
+"""
+EVENTS = [{"id": "e1", "country": "NL", "tier": 1, "amount": 50.0, "code": "7"},
+          {"id": "e2", "country": "NL", "tier": 2, "amount": 50.0, "code": "8"},
+          {"id": "e3", "country": None, "tier": 1, "amount": 50.0, "code": "7"},     # NULL key: no match
+          {"id": "e4", "country": "DE", "tier": None, "amount": 50.0, "code": None},
+          {"id": "e5", "country": "DE", "tier": 1, "amount": 1.0, "code": "07"}]
+LIMITS = [{"limit_id": "l1", "op": "set", "country": "NL", "tier": 1, "max_amount": 10.0, "code": 7},
+          {"limit_id": "l2", "op": "set", "country": "NL", "tier": 1, "max_amount": 20.0, "code": 8},
+          {"limit_id": "l3", "op": "set", "country": None, "tier": 1, "max_amount": 0.0, "code": 7},   # NULL never equals
+          {"limit_id": "l4", "op": "set", "country": "DE", "tier": None, "max_amount": 0.0, "code": 7},
+          {"limit_id": "l5", "op": "set", "country": "DE", "tier": 1, "max_amount": 0.0, "code": 7}]
+
+
+@pytest.mark.parametrize("where, expected", [
+    # two equalities of the same types: STREAMING looks the entries up by (country, tier)
+    ("events.country = l.country AND events.tier = l.tier AND events.amount > l.max_amount",
+     [("e1", "l1"), ("e1", "l2"), ("e5", "l5")]),
+    # STRING = INT is a cast in SQL ('07' = 7): not a key, the entries are scanned
+    ("events.code = l.code AND events.country = l.country", [("e1", "l1"), ("e2", "l2"), ("e5", "l4"), ("e5", "l5")]),
+    # no equality at all: every entry is a candidate
+    ("events.amount > l.max_amount * 4 AND l.tier IS NULL", [("e1", "l4"), ("e2", "l4"), ("e3", "l4"), ("e4", "l4"), ("e5", "l4")]),
+])
+def test_equality_keys_match_as_sql_equality_in_both_modes(flow, mode, where, expected):
+    """MATCH rows are the SQL condition's rows in both modes: a NULL key matches nothing (not even
+    a NULL entry), only same-typed equalities become the STREAMING lookup's keys (#12)."""
+    flow.rows_file("in/events/1.json", EVENTS)
+    flow.rows_file("in/limits/1.json", LIMITS)
+    code = flow.run(KEYED + f"""
+STREAM hits = MATCH events AGAINST limits AS l WHERE {where};
+SINK hits TO PARQUET 'out/hits';""", mode)
+    assert by(flow.read("out/hits"), "id", "limit_id") == sorted(expected)
+    keyed = "keys=(('country', 'country'), ('tier', 'tier'))," in code
+    assert keyed == (mode == "STREAMING" and where.startswith("events.country")), code[-1500:]
+    assert ("keys=(('country', 'country'),)," in code) == (mode == "STREAMING" and where.startswith("events.code"))

@@ -70,6 +70,7 @@ def main() -> None:
         predicate='scored.user = l.user AND scored.amount > l.max_amount',
         state_schema='`user` STRING, `max_amount` DOUBLE',
         columns=(('user', 'l_user'), ('max_amount', 'max_amount')),
+        keys=(('user', 'user'),),
     )
 
     # line 11: SINK scored TO JSON 'out/scored'

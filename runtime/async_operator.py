@@ -73,7 +73,7 @@ class EnrichOperator:
         self._call = call if call is not None else build_call(config)
         self._queue: OrderedQueue | UnorderedQueue = make_queue(
             config.mode is Mode.ORDERED, config.capacity, key_of=_key_of(config.order_by) if config.order_by else None)
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.Lock())   # never taken twice by one thread
         # elements handed to the loop: the chain thread appends, the loop drains in batches,
         # so a burst of elements costs one cross-thread wake-up, not one each
         self._inbox: collections.deque[ElementEntry] = collections.deque()
@@ -86,8 +86,8 @@ class EnrichOperator:
         self._batching: BatchingCall | None = None
         if config.batch is not None:
             self._call = self._batching = BatchingCall(self._call, config, self._metrics)
-        # CAPACITY n ADAPTIVE: elements wait in the inbox (outside their TIMEOUT) while the
-        # adaptive limit of elements in flight is reached; the queue still holds up to n
+        # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
+        # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
         self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
         self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -258,10 +258,8 @@ class EnrichOperator:
         self._drain_scheduled = False   # cleared before draining: a later append reschedules
         loop = self._loop
         assert loop is not None
-        inbox, tasks, run, limit = self._inbox, self._tasks, self._run, self._limit
+        inbox, tasks, run = self._inbox, self._tasks, self._run
         while inbox:
-            if limit is not None and len(tasks) >= limit.limit:
-                return      # a finishing element drains again (see _run)
             entry = inbox.popleft()
             tasks[entry] = loop.create_task(run(entry))
 
@@ -299,8 +297,6 @@ class EnrichOperator:
     async def _run(self, entry: ElementEntry) -> None:
         """The whole life of one element on the loop; always completes its entry unless cancelled."""
         started = time.perf_counter()
-        self._running += 1
-        self._metrics.in_flight(self._running)
         try:
             resolution = await self._resolve(entry)
         except asyncio.CancelledError:
@@ -308,12 +304,8 @@ class EnrichOperator:
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(self._resolver.failure(entry.payload, exc))
         finally:
-            self._running -= 1
             self._metrics.latency.record(time.perf_counter() - started)
             self._tasks.pop(entry, None)
-            if self._limit is not None and self._inbox and not self._drain_scheduled:
-                self._drain_scheduled = True
-                asyncio.get_running_loop().call_soon(self._drain_inbox)
         self._complete(entry, resolution)
 
     async def _resolve(self, entry: ElementEntry) -> Resolution:
@@ -321,14 +313,17 @@ class EnrichOperator:
         resolver = self._resolver
         row = entry.payload
         attempts = [0]
-        await resolver.first_token()
+        await resolver.admit()
         epoch = self._limit.epoch if self._limit is not None else 0
         deadline = self._arm_deadline(entry)
+        self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls
+        self._metrics.in_flight(self._running)
         try:
             try:
                 return await resolver.attempt(row, attempts)
             finally:
                 deadline.done = True
+                self._running -= 1
         except asyncio.CancelledError:
             if not deadline.expired:
                 raise                      # cancelled by dispose, not by the TIMEOUT

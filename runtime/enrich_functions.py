@@ -13,6 +13,7 @@ import base64
 import datetime as dt
 import decimal
 import email.utils
+import functools
 import inspect
 import json
 import os
@@ -78,18 +79,35 @@ def fill_url(template: str, row: Row) -> str:
     a server or proxy normalises the path ('/users/../admin' is '/admin'); an empty segment is
     merged away by many. Such a value is an error of the element (ON ERROR decides), never a call.
     """
-    def value(match: re.Match[str]) -> str:
-        column = match.group(1)
+    literals, columns = _template(template)
+    if not columns:
+        return template
+    parts = [literals[0]]
+    suspect = False         # only values '', '.' or '..' can make such a segment
+    for column, literal in zip(columns, literals[1:]):
         if column not in row:
             raise UnsendableRequest(f"placeholder column {column} is not in the row")
         v = row[column]
         if v is None:
             raise UnsendableRequest(f"placeholder column {column} is null")
-        return urllib.parse.quote(str(v), safe="")
-    url = PLACEHOLDER.sub(value, template)
-    if url != template:
+        encoded = urllib.parse.quote(str(v), safe="")
+        suspect = suspect or encoded in _DOT_VALUES
+        parts.append(encoded)
+        parts.append(literal)
+    url = "".join(parts)
+    if suspect:
         _check_path_segments(template, url)
     return url
+
+
+_DOT_VALUES = frozenset(("", ".", ".."))
+
+
+@functools.lru_cache(maxsize=256)
+def _template(template: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A URL template split once into its literal pieces and the placeholder columns between them."""
+    pieces = PLACEHOLDER.split(template)
+    return tuple(pieces[0::2]), tuple(pieces[1::2])
 
 
 def _path_segments(url: str) -> list[str]:
@@ -115,13 +133,19 @@ def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
     """Raise CallError when an answer field does not fit its RETURNS type (a JSON string for a
     DOUBLE, an object for an INT...), so the element's ON ERROR policy decides instead of the
     whole task failing when the chain builds its Arrow batch. Returns `result` unchanged."""
+    check = _checker(returns)
+    if check is None:
+        return result
     items = result if isinstance(result, list) else (result,)
     for item in items:
         if isinstance(item, dict):        # the operator reports shapes it cannot use
-            problem = result_types.mismatch(item, returns)
+            problem = check(item)
             if problem:
                 raise CallError(f"answer {problem}")
     return result
+
+
+_checker = functools.lru_cache(maxsize=256)(result_types.checker)
 
 
 def _hashable(key: tuple) -> Hashable | None:
@@ -281,15 +305,18 @@ class PythonEnrichCall(EnrichCall):
 # --------------------------------------------------------------------------- http
 
 
-_sessions: dict[tuple[int, int, str], aiohttp.ClientSession] = {}
+_sessions: dict[tuple[int, int, str, int], aiohttp.ClientSession] = {}
 
 
 def _session(name: str, limit: int) -> aiohttp.ClientSession:
-    """The worker's session for one operator on the running loop (created on first use)."""
+    """The worker's session for one operator and CAPACITY on the running loop (created on first
+    use): its connector keeps up to CAPACITY keep-alive connections, so a call in a full window
+    reuses one instead of connecting. Another CAPACITY (a later job in the same worker) gets its
+    own session; none is dropped unclosed while a task may still use it."""
     loop = asyncio.get_running_loop()
-    key = (os.getpid(), id(loop), name)
+    key = (os.getpid(), id(loop), name, limit)
     session = _sessions.get(key)
-    if session is None or session.closed or session.connector is None or session.connector.limit < limit:
+    if session is None or session.closed:
         connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300)
         session = aiohttp.ClientSession(
             connector=connector,
@@ -302,9 +329,10 @@ def _session(name: str, limit: int) -> aiohttp.ClientSession:
 
 async def _close_session(name: str) -> None:
     loop = asyncio.get_running_loop()
-    session = _sessions.pop((os.getpid(), id(loop), name), None)
-    if session is not None and not session.closed:
-        await session.close()
+    for key in [k for k in _sessions if k[:3] == (os.getpid(), id(loop), name)]:
+        session = _sessions.pop(key)
+        if not session.closed:
+            await session.close()
 
 
 async def close_all_sessions() -> None:
@@ -378,8 +406,11 @@ class HttpEnrichCall(EnrichCall):
                 text = (await response.content.read(200)).decode("utf-8", "replace")
                 raise CallError(f"HTTP {response.status} from {_redact(url)}: {text}", response.status,
                                       retry_after_s(response.headers.get("Retry-After")))
-            if response.content_length is not None and response.content_length > MAX_BODY_BYTES:
-                raise CallError(f"response body of {response.content_length} bytes exceeds {MAX_BODY_BYTES}")
+            length = response.content_length
+            if length is not None:      # the usual case: one read of a body of known size
+                if length > MAX_BODY_BYTES:
+                    raise CallError(f"response body of {length} bytes exceeds {MAX_BODY_BYTES}")
+                return response.status, await response.read()
             body = await response.content.read(MAX_BODY_BYTES + 1)
             while len(body) <= MAX_BODY_BYTES:
                 more = await response.content.read(MAX_BODY_BYTES + 1 - len(body))

@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import result_types, user_code
 from .config import Process
 from .operator import ElementFailure, Output, Row, Watermark
+
+
+_PLAIN_ITERABLES = (list, tuple, types.GeneratorType)
 
 
 class ProcessOperator:
@@ -25,6 +29,7 @@ class ProcessOperator:
         self.config = config
         self._state_args = tuple(states[name] for name in config.states)
         self._columns = tuple(column.name for column in config.returns)
+        self._check = result_types.checker(config.returns)
         self._output: Output | None = None
         self._target: Any = None
         self._fn: Any = None
@@ -61,18 +66,24 @@ class ProcessOperator:
         """Normalise the user's answer to a list of rows with exactly the RETURNS columns."""
         if value is None:
             return []
-        if isinstance(value, Mapping):
+        kind = type(value)
+        if kind is dict:                   # the usual answers first: no ABC checks per row
             items: Iterable[Any] = (value,)
+        elif kind in _PLAIN_ITERABLES:
+            items = value
+        elif isinstance(value, Mapping):
+            items = (value,)
         elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
             raise TypeError(f"PROCESS function must return a dict, an iterable of dicts or None, got {type(value).__name__}")
         else:
             items = value
         rows = []
+        columns, check = self._columns, self._check
         for item in items:  # iterating runs a generator's body, so its errors land here too
-            if not isinstance(item, Mapping):
+            if type(item) is not dict and not isinstance(item, Mapping):
                 raise TypeError(f"PROCESS function produced a {type(item).__name__}, expected a dict")
-            row = {column: item.get(column) for column in self._columns}
-            problem = result_types.mismatch(row, self.config.returns)
+            row = {column: item.get(column) for column in columns}
+            problem = check(row) if check is not None else None
             if problem:
                 raise TypeError(f"PROCESS result {problem}")
             rows.append(row)

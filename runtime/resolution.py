@@ -109,20 +109,25 @@ class ElementResolver:
     async def resolve(self, row: Row) -> Resolution:
         """The whole contract for one element on the running loop (TIMEOUT by asyncio.timeout)."""
         attempts = [0]
-        await self.first_token()
+        await self.admit()
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 return await self.attempt(row, attempts)
         except TimeoutError:
             return await self.timed_out(row, attempts[0])
 
-    async def first_token(self) -> None:
-        """Wait for the first RATE token; outside TIMEOUT, since waiting for quota is not the call."""
+    async def admit(self) -> None:
+        """Wait for the first RATE token and, with ADAPTIVE, the first attempt's slot; outside
+        TIMEOUT, since waiting for quota is not the call. `attempt` must follow at once."""
         if self.bucket is not None:
             await self.bucket.acquire()
+        if self.limit is not None:
+            await self.limit.acquire()
 
     async def attempt(self, row: Row, attempts: list[int]) -> Resolution:
-        """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls."""
+        """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls.
+        With ADAPTIVE each attempt holds a slot of the limit (the first one's taken by `admit`)
+        only while its request is out, not while it sleeps before a retry."""
         cfg = self.config
         retries = self._retries
         asked = 0.0     # a Retry-After of the last answer: wait at least this long
@@ -137,6 +142,8 @@ class ElementResolver:
                     await asyncio.sleep(delay)
                 if self.bucket is not None:
                     await self.bucket.acquire()
+                if limit is not None:
+                    await limit.acquire()
             epoch = limit.epoch if limit is not None else 0
             try:
                 results = normalize(await self._invoke(row))
@@ -144,13 +151,17 @@ class ElementResolver:
                 raise
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
                 overload = isinstance(exc, CallError) and exc.overload
+                asked = (exc.retry_after_s or 0.0) if overload else 0.0
                 if overload and limit is not None:
                     limit.overloaded(epoch)
-                asked = (exc.retry_after_s or 0.0) if overload else 0.0
+                    limit.pause(asked)
                 if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
                     continue
                 self.metrics.add("errors")
                 return self.policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
+            finally:
+                if limit is not None:
+                    limit.release()
             if limit is not None:
                 limit.succeeded()
             if results:

@@ -6,7 +6,7 @@ named, instead of failing the whole task later when the chain builds its Arrow b
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -62,7 +62,29 @@ def mismatch(row: Mapping[str, Any], returns: tuple[Column, ...]) -> str | None:
     for column in returns:
         value = row.get(column.name)
         if not _fits(value, column.type):
-            shown = repr(value)
-            shown = shown if len(shown) <= 60 else shown[:57] + "..."
-            return f"field '{column.name}' is declared {column.type} but got {type(value).__name__} {shown}"
+            return _message(column, value)
     return None
+
+
+def checker(returns: tuple[Column, ...]) -> Callable[[Mapping[str, Any]], str | None] | None:
+    """`mismatch` for these RETURNS, decided once per operator rather than per row: None when no
+    column has a checked type (strings, arrays...); a float for a DOUBLE passes at once."""
+    checked = tuple((c, _kind(c.type)[0] == "number") for c in returns if _kind(c.type)[0] != "any")
+    if not checked:
+        return None
+
+    def check(row: Mapping[str, Any]) -> str | None:
+        for column, number in checked:
+            value = row.get(column.name)
+            if value is None or (number and type(value) is float):
+                continue
+            if not _fits(value, column.type):
+                return _message(column, value)
+        return None
+    return check
+
+
+def _message(column: Column, value: Any) -> str:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    return f"field '{column.name}' is declared {column.type} but got {type(value).__name__} {shown}"

@@ -2,14 +2,18 @@
 that answers 429 above a hard concurrency limit."""
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from dslc.runtime.adaptive import AdaptiveLimit
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
+from dslc.runtime.enrich_functions import build_call
+from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.resolution import ElementResolver, Rows
 
-from runtime_support import run_operator as run
+from runtime_support import Reply, run_operator as run
 
 _names = iter(range(10**9))
 
@@ -72,3 +76,67 @@ def test_retry_after_sets_the_wait_before_the_next_attempt(fault_server) -> None
 def test_adaptive_needs_a_capacity_to_adapt() -> None:
     with pytest.raises(ValueError, match="ADAPTIVE"):
         make("http://h/{id}", capacity=1, adaptive=True)
+
+
+def test_slots_wait_at_the_limit_and_pass_on_when_released() -> None:
+    async def main() -> None:
+        limit = AdaptiveLimit(8)                   # starts at 2
+        await limit.acquire()
+        await limit.acquire()
+        third = asyncio.ensure_future(limit.acquire())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not third.done() and limit.in_flight == 2
+        limit.release()                            # an answer arrived: its slot goes to the waiter
+        await asyncio.wait_for(third, 5)
+        assert limit.in_flight == 2
+        limit.succeeded()                          # slow start: a third slot
+        await asyncio.wait_for(limit.acquire(), 5)
+        assert limit.in_flight == 3
+        cancelled = asyncio.ensure_future(limit.acquire())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert not limit._waiters                  # noqa: SLF001 - a cancelled waiter leaves the queue
+    asyncio.run(main())
+
+
+def test_retry_after_pauses_every_new_attempt_of_the_task() -> None:
+    async def main() -> None:
+        limit = AdaptiveLimit(8)
+        limit.pause(30.0)                          # a 429 said Retry-After: 30
+        blocked = asyncio.ensure_future(limit.acquire())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert not blocked.done() and limit.in_flight == 0    # free slots, but paused
+        blocked.cancel()
+        short = AdaptiveLimit(8)
+        short.pause(0.01)
+        await asyncio.wait_for(short.acquire(), 5)
+        assert short.in_flight == 1
+    asyncio.run(main())
+
+
+def test_an_element_waiting_for_its_retry_leaves_its_slot(fault_server) -> None:
+    fault_server.script("1", Reply(status=503))
+    config = make(fault_server.url("/kv/{id}"), capacity=4, adaptive=True, retry=Retry(1, 0.3))
+    limit = AdaptiveLimit(config.capacity)
+    call = build_call(config)
+    call.open()
+    resolver = ElementResolver(config, call, OperatorMetrics(config.name), limit)
+
+    async def main() -> tuple[object, int]:
+        element = asyncio.ensure_future(resolver.resolve({"id": 1}))
+        while resolver.metrics.counters["retries"] == 0 and not element.done():
+            await asyncio.sleep(0.005)
+        during_backoff = limit.in_flight           # the 503 came back; the element sleeps 300 ms
+        return await element, during_backoff
+
+    try:
+        resolution, during_backoff = asyncio.run(main())
+    finally:
+        call.close()
+    assert during_backoff == 0
+    assert isinstance(resolution, Rows) and resolution.rows[0]["value"] == "v-1"
+    assert fault_server.total == 2 and limit.in_flight == 0 and limit.epoch == 1   # the 503 shrank it

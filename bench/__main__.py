@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import (async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes, pushdown, report,
-               streaming_sinks)
+from . import (adaptive, async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes,
+               pushdown, report, streaming_sinks)
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -27,6 +27,7 @@ BENCHES = {
     "modes": enrich_modes.run,
     "streaming": streaming_sinks.run,
     "cpu": cpu_per_call.run,
+    "adaptive": adaptive.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

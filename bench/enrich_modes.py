@@ -14,9 +14,7 @@ slots per task, so 4 requests in flight), and without BATCH, once at the same CA
 requests in flight: most get 429 and are retried, RETRY 50 BACKOFF 10ms) and once at CAPACITY 4,
 the most the server accepts from two tasks (8 in flight).
 
-c. Adaptive concurrency. The same `/model`, unbatched, with a limit of L = 32 requests at once
-(16 per task), scored at CAPACITY 64 per task (4L in all) with and without ADAPTIVE (RETRY 50 BACKOFF
-10ms): the share of requests answered 429, and the rate against L / 20.2 ms.
+Adaptive concurrency (CAPACITY n ADAPTIVE) against the same `/model` is section 9.
 """
 from __future__ import annotations
 
@@ -99,7 +97,6 @@ def run(ctx: Context) -> Section:
     table.add("ORDERED (whole input order)", "-", n_ordered, f"{ordered:.0f}", ratio(ordered, many["UNORDERED"]))
     section = Section("6. ENRICH beyond Flink", __doc__.split("\n\n", 1)[1], tables=[table])
     _batch_tables(ctx, section)
-    _adaptive_table(ctx, section)
     section.targets.append(Target(
         "lognormal, CAPACITY 100: ORDERED BY >= 0.8x UNORDERED (many customers)",
         ratio(many[modes[1]], many["UNORDERED"]), many[modes[1]] >= 0.8 * many["UNORDERED"]))
@@ -135,23 +132,3 @@ def _batch_tables(ctx: Context, section: Section) -> None:
     section.notes.append(
         "Unbatched, the server's limit bounds the rate at 8 / 20.2 ms = 396 rows/s whatever CAPACITY is; "
         "above it every extra request is a 429 and a retry. With BATCH 64 four requests carry up to 256 rows.")
-
-
-def _adaptive_table(ctx: Context, section: Section) -> None:
-    limit = 32
-    n = 20_000 if ctx.full else 6_000
-    runs = {label: _batching(ctx, n, 64, batch, limit) for label, batch in
-            (("CAPACITY 64 ADAPTIVE", "ADAPTIVE"), ("CAPACITY 64", ""))}
-    bound = limit / 0.0202
-    table = Table([f"/model, L = {limit} at once", "N", "rows/s", "of L / latency", "requests", "429 answers",
-                   "429 share"])
-    for label, (rate, stats, _) in runs.items():
-        table.add(label, n, f"{rate:.0f}", f"{rate / bound:.0%}", stats["calls"], stats["rejected"],
-                  f"{stats['rejected'] / stats['calls']:.1%}")
-    section.tables.append(table)
-    rate, stats, _ = runs["CAPACITY 64 ADAPTIVE"]
-    section.targets += [
-        Target("/model L=32, CAPACITY 64 ADAPTIVE x 2 tasks: under 5% of requests get 429",
-               f"{stats['rejected'] / stats['calls']:.1%}", stats["rejected"] < 0.05 * stats["calls"]),
-        Target("/model L=32, CAPACITY 64 ADAPTIVE: >= 0.8 of L / latency", f"{rate / bound:.0%}", rate >= 0.8 * bound),
-    ]

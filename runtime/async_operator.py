@@ -313,7 +313,8 @@ class EnrichOperator:
         resolver = self._resolver
         row = entry.payload
         attempts = [0]
-        await resolver.admit()
+        if resolver.admits:
+            await resolver.admit()
         epoch = self._limit.epoch if self._limit is not None else 0
         deadline = self._arm_deadline(entry)
         self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls

@@ -103,13 +103,15 @@ class ElementResolver:
         self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate and not self.batched else None
         self._returns = tuple(c.name for c in config.returns)
         self.limit = limit          # CAPACITY n ADAPTIVE: told of answers and of push-back
+        self.admits = self.bucket is not None or limit is not None   # admit() may wait
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
 
     async def resolve(self, row: Row) -> Resolution:
         """The whole contract for one element on the running loop (TIMEOUT by asyncio.timeout)."""
         attempts = [0]
-        await self.admit()
+        if self.admits:
+            await self.admit()
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 return await self.attempt(row, attempts)
@@ -188,8 +190,9 @@ class ElementResolver:
 
     def _count_call(self) -> None:
         if not self.batched:
-            self.metrics.add("calls")
-            self.metrics.add("elements_called")
+            counters = self.metrics.counters
+            counters["calls"] += 1
+            counters["elements_called"] += 1
 
     async def timed_out(self, row: Row, attempts: int) -> Resolution:
         """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT."""

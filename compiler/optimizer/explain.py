@@ -10,18 +10,31 @@ from dslc.compiler.optimizer import physical, queries
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.diagnostics import ToolError
 from dslc.compiler.plan.explain import _describe
+from dslc.compiler.plan.match_keys import equality_keys
 from dslc.compiler.optimizer.optimize import Options, optimize
 
 
-def _step_line(step: physical.Step) -> str:
+def _match_kind(step: physical.MatchJoin, p: plan.Plan) -> str:
+    """BATCH: Spark's broadcast join. STREAMING: a lookup in the snapshot pinned for the
+    micro-batch, by the condition's equality keys when it has any (runtime/spark/state.py)."""
+    if p.settings.mode != "STREAMING":
+        return "broadcast join"
+    node = step.node
+    keys = equality_keys(node, p.node(node.input).schema, p.node(node.state).schema)
+    if keys:
+        return f"pinned-snapshot lookup by ({', '.join(s for _, s in keys)}) per micro-batch"
+    return "pinned-snapshot scan (every entry) per micro-batch"
+
+
+def _step_line(step: physical.Step, p: plan.Plan) -> str:
     if isinstance(step, physical.Chain):
         ops = " -> ".join(op.name for op in step.operators)
         lines = ", ".join(str(op.line) for op in step.operators)
         where = "line" if len(step.operators) == 1 else "lines"
         return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- {where} {lines}"
     node = step.node
-    kind = {physical.Read: "read", physical.State: "state", physical.Sql: "sql",
-            physical.MatchJoin: "broadcast join"}[type(step)]
+    kind = _match_kind(step, p) if isinstance(step, physical.MatchJoin) else \
+        {physical.Read: "read", physical.State: "state", physical.Sql: "sql"}[type(step)]
     return f"{step.name}: {kind} {_describe(node)}  -- line {node.line}"
 
 
@@ -37,7 +50,7 @@ def render_text(phys: physical.Physical) -> str:
     out += [f"  {name}: {note}" for name, note in phys.passes]
     out.append("steps:")
     for step in phys.steps:
-        out.append("  " + _step_line(step))
+        out.append("  " + _step_line(step, phys.plan))
         if isinstance(step, physical.Chain):
             for op in step.operators:
                 out.append(f"      {op.name} := {_describe(op)}")

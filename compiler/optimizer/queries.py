@@ -31,24 +31,21 @@ def _stages(phys: physical.Physical) -> dict[str, str]:
 
 def _reads(phys: physical.Physical, name: str, stages: dict[str, str], own: str | None = None) -> tuple[str, ...]:
     """What a query computing relation `name` reads: sources, stage folders, pinned states."""
-    p = phys.plan
-    found: list[str] = []
-    stack, seen = [name.lower()], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        node = p.node(current)
-        if current in stages and current != own:
-            found.append(f"stage folder {stages[current]}")
+    def staged(node: plan.PlanNode) -> bool:
+        return node.name.lower() in stages and node.name.lower() != own
+
+    def ends_walk(node: plan.PlanNode) -> bool:
+        return staged(node) or isinstance(node, (plan.Source, plan.BroadcastState))
+
+    found: set[str] = set()
+    for node in phys.plan.upstream([name], stop=ends_walk):
+        if staged(node):
+            found.add(f"stage folder {stages[node.name.lower()]}")
         elif isinstance(node, plan.Source):
-            found.append(f"source {node.name}")
+            found.add(f"source {node.name}")
         elif isinstance(node, plan.BroadcastState):
-            found.append(f"state {node.name} (snapshot pinned per micro-batch)")
-        else:
-            stack.extend(i.lower() for i in node.inputs)
-    return tuple(sorted(set(found)))
+            found.add(f"state {node.name} (snapshot pinned per micro-batch)")
+    return tuple(sorted(found))
 
 
 def streaming_queries(phys: physical.Physical) -> list[StreamingQuery]:

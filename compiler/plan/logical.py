@@ -6,6 +6,7 @@ snapshot tests.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -220,6 +221,22 @@ class Plan:
             return self._by_name[name.lower()]
         except KeyError:
             raise KeyError(name) from None
+
+    def upstream(self, names: Iterable[str],
+                 stop: Callable[[PlanNode], bool] = lambda node: False) -> Iterator[PlanNode]:
+        """`names` and every node they read, transitively, each once (depth first, no recursion,
+        so a lineage of any length works); the walk yields a node for which `stop` is true but
+        does not go on to what it reads."""
+        stack, seen = [n.lower() for n in names], set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            node = self.node(current)
+            yield node
+            if not stop(node):
+                stack.extend(i.lower() for i in node.inputs)
 
     def consumers(self, name: str) -> list[PlanNode | Sink]:
         """Nodes and sinks that read `name`."""

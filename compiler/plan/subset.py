@@ -18,15 +18,7 @@ from dslc.compiler.plan import logical as plan
 
 def ancestors(p: plan.Plan, names: list[str] | tuple[str, ...]) -> set[str]:
     """`names` and every relation they read, transitively (lower case)."""
-    found: set[str] = set()
-    stack = [n.lower() for n in names]
-    while stack:
-        current = stack.pop()
-        if current in found:
-            continue
-        found.add(current)
-        stack.extend(i.lower() for i in p.node(current).inputs)
-    return found
+    return {node.name.lower() for node in p.upstream(names)}
 
 
 def lineage(p: plan.Plan, names: list[str] | tuple[str, ...] | None = None) -> plan.Plan:

@@ -140,16 +140,5 @@ def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]], sql_of: dict[str, a
 
 def _aggregates(p: plan.Plan, name: str) -> bool:
     """True when `name` or a stream it reads aggregates (Spark looks at the whole query)."""
-    stack, seen = [name.lower()], set()
-    while stack:
-        current = stack.pop()
-        if current in seen:
-            continue
-        seen.add(current)
-        node = p.node(current)
-        if isinstance(node, plan.BroadcastState):
-            continue
-        if isinstance(node, plan.Query) and _aggregating(node):
-            return True
-        stack.extend(i.lower() for i in node.inputs)
-    return False
+    return any(isinstance(node, plan.Query) and _aggregating(node)
+               for node in p.upstream([name], stop=lambda node: isinstance(node, plan.BroadcastState)))

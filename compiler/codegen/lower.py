@@ -209,7 +209,7 @@ class _Lowering:
             return
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
-            o.line("python_source.register(spark)")
+            o.line(f"python_source.register(spark{', streaming=True' if self.streaming else ''})")
         calls: list[str | StringCall] = [f".format({lit(_READ_FORMATS[node.connector])})"]
         if node.connector not in ("TEXT", "RATE", "KAFKA"):
             calls.append(StringCall(".schema", _ddl(node.schema)))

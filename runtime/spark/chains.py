@@ -17,7 +17,7 @@ from dslc.runtime.broadcast import Snapshot
 
 from . import names
 from .metrics import MetricsCollector
-from .session import checkpoint, is_connect, parallelism
+from .session import checkpoint, is_connect, parallelism, worker_function
 from .pinned import PinnedStates
 
 
@@ -58,7 +58,7 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     sink = metrics.sink() if metrics else None
     function = _PinnedChain(chain, states, sink) if isinstance(states, PinnedStates) else \
         ChainFunction(chain, states or {}, sink)
-    return df.mapInArrow(function, out_schema)
+    return df.mapInArrow(worker_function(df, function), out_schema)
 
 
 class _PinnedChain:

@@ -19,7 +19,8 @@ from dslc.runtime import config as C
 from dslc.runtime.arrow_chain import ChainFunction
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
-from .session import checkpoint, is_connect
+from .pinned import PinnedStates
+from .session import checkpoint, is_connect, worker_function
 
 
 class _MetricsParam(AccumulatorParam):
@@ -40,13 +41,16 @@ class MetricsCollector:
 
     Classic sessions use one accumulator that tasks add to when they end. Spark Connect has no
     accumulators: there each chain's tasks append one extra row holding their metrics (JSON), which
-    the driver reads from the checkpointed chain output (see `chain_with_metrics`)."""
+    the driver reads from the checkpointed chain output in BATCH, and from each micro-batch's
+    observed metrics (the query's progress) in STREAMING (see `chain_with_metrics`)."""
 
     def __init__(self, spark: SparkSession):
         self._spark = spark
         self.on_connect = is_connect(spark)
         self._acc = None if self.on_connect else spark.sparkContext.accumulator({}, _MetricsParam())
         self._tasks: list[str] = []   # Connect: each task's metrics (JSON)
+        self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
+        self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
 
     def sink(self):
         """A picklable callable for the chain function to report a task's metrics with (classic)."""
@@ -58,13 +62,18 @@ class MetricsCollector:
 
         Each task appends one row carrying its metrics; the output is checkpointed at once (so its
         calls run once, whoever reads it later), the driver reads the metrics rows from the
-        checkpoint and the other rows go on. A streaming chain cannot be checkpointed: its metrics
-        are not collected on Connect."""
-        if df.isStreaming:
-            return df.mapInArrow(ChainFunction(chain, dict(states)), schema)
+        checkpoint and the other rows go on. A streaming chain cannot be checkpointed: there the
+        metrics rows are collected by a DataFrame observation (each micro-batch's list lands in the
+        query's progress, read by `value()`) and dropped right after it."""
         with_metrics = StructType(schema.fields + [StructField(METRICS_COLUMN, StringType(), True)])
-        kept = checkpoint(df.mapInArrow(ChainWithMetricsRow(chain, dict(states)), with_metrics))
         column = F.col(METRICS_COLUMN)
+        if df.isStreaming:
+            name = f"dslc_metrics_{chain.name}_{len(self._observed)}"
+            self._observed.add(name)
+            function = worker_function(df, ChainWithMetricsRow(chain, states))
+            observed = df.mapInArrow(function, with_metrics).observe(name, F.collect_list(column).alias("tasks"))
+            return observed.where(column.isNull()).drop(METRICS_COLUMN)
+        kept = checkpoint(df.mapInArrow(ChainWithMetricsRow(chain, dict(states)), with_metrics))
         self._tasks.extend(row[0] for row in kept.where(column.isNotNull()).select(column).collect())
         out = kept.where(column.isNull()).drop(METRICS_COLUMN)
         out._dslc_kept = True      # chains.keep: already computed once
@@ -75,7 +84,7 @@ class MetricsCollector:
         if self._acc is not None:
             return dict(self._acc.value)
         param, merged = _MetricsParam(), {}
-        for task in self._tasks:
+        for task in self._tasks + observed_tasks(self._observed):
             param.addInPlace(merged, json.loads(task))
         return merged
 
@@ -87,18 +96,49 @@ class MetricsCollector:
 
 METRICS_COLUMN = "__dslc_task_metrics"
 
+_queries: list = []   # the streaming queries this process started (their progress holds observations)
+
+
+def track(query) -> None:
+    """Remember a started streaming query: on Spark Connect its progress carries the metrics."""
+    _queries.append(query)
+
+
+def observed_tasks(names: set[str]) -> list[str]:
+    """The task metrics (JSON) that observations `names` collected in every micro-batch of the
+    tracked queries (Spark keeps the last `spark.sql.streaming.numRecentProgressUpdates` batches
+    of each query)."""
+    if not names:
+        return []
+    tasks: list[str] = []
+    for query in _queries:
+        for progress in query.recentProgress:
+            for name, row in (progress.observedMetrics or {}).items():
+                if name in names:
+                    tasks.extend(_observed_list(row))
+    return tasks
+
+
+def _observed_list(row) -> list[str]:
+    """The `tasks` list of one observation: Row(tasks=[...]) in a classic session, Row(values=
+    [[...]], schema=...) as Spark Connect parses a query's progress."""
+    fields = row.asDict()
+    return list(fields["tasks"] if "tasks" in fields else fields["values"][0] or [])
+
 
 class ChainWithMetricsRow:
     """mapInArrow function: the chain's batches (with a NULL metrics column), then one row carrying
-    the task's metrics as JSON. Picklable: built on the driver, run on executors."""
+    the task's metrics as JSON. Picklable: built on the driver, run on executors. In a streaming
+    query the broadcast snapshots are the ones pinned for the task's micro-batch (pinned.py)."""
 
-    def __init__(self, chain: C.Chain, states: Mapping[str, Any]) -> None:
+    def __init__(self, chain: C.Chain, states: Mapping[str, Any] | PinnedStates) -> None:
         self.chain = chain
-        self.states = states
+        self.states = states if isinstance(states, PinnedStates) else dict(states)
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reported: list[dict] = []
-        function = ChainFunction(self.chain, self.states, reported.append)
+        states = self.states.snapshots() if isinstance(self.states, PinnedStates) else self.states
+        function = ChainFunction(self.chain, states, reported.append)
         schema = function.schema.append(pa.field(METRICS_COLUMN, pa.string()))
         for batch in function(batches):
             yield batch.append_column(METRICS_COLUMN, pa.nulls(batch.num_rows, pa.string()))

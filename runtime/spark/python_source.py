@@ -9,6 +9,7 @@ source's name and DSL line for error messages.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -18,12 +19,24 @@ from pyspark.sql.types import StructType
 
 from .. import python_source as core
 from ..config import PythonCall
+from .session import is_connect
 
 FORMAT = "dslc_python"
 
 
-def register(spark: SparkSession) -> None:
-    """Make `format('dslc_python')` known to this session (idempotent)."""
+def register(spark: SparkSession, streaming: bool = False) -> None:
+    """Make `format('dslc_python')` known to this session (idempotent).
+
+    A streaming query on Spark Connect runs the source's Python in workers that do not get the
+    session's artifacts, and Spark unpickles the source class there before any code of dslc could
+    put the shipped runtime on their path: refused with a way out unless dslc is installed there."""
+    if streaming and is_connect(spark) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
+        raise SystemExit(
+            "dslc: error: SOURCE ... FROM PYTHON in a STREAMING pipeline cannot run through Spark Connect: the "
+            "server's Python workers of a streaming query do not receive the shipped dslc runtime, and Spark "
+            "loads the source class there before dslc could provide it.\n"
+            "  hint: run it in BATCH, or with spark-submit (dslc run FILE --master URL), or install dslc into "
+            "the Spark Connect server's Python and set DSLC_SHIP_RUNTIME=0")
     spark.dataSource.register(PythonSource)
 
 

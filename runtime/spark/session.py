@@ -82,16 +82,49 @@ def checkpoint(df):
     return df.localCheckpoint(eager=True)
 
 
-def require_foreach_batch(df, what: str) -> None:
-    """Stop with a clear error where Spark Connect cannot run a foreachBatch of dslc: the server runs
-    the function in its own Python worker, which does not get the session's artifacts (the shipped
-    runtime zip), so it cannot import dslc. Fine when dslc is installed there (DSLC_SHIP_RUNTIME=0)."""
-    if is_connect(df.sparkSession) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
-        raise SystemExit(
-            f"dslc: error: {what} runs per micro-batch (foreachBatch), which Spark Connect runs in the server's "
-            "own Python worker; that worker does not receive the shipped dslc runtime.\n"
-            "  hint: run it with spark-submit (dslc run FILE --master URL), or install dslc into the Spark "
-            "Connect server's Python and set DSLC_SHIP_RUNTIME=0")
+def batch_function(df, function):
+    """`function(batch, batch_id)` as foreachBatch runs it: itself on a classic session (it runs in
+    this process); on Spark Connect wrapped to carry the shipped runtime and user modules into the
+    server's own foreachBatch worker, which does not get the session's artifacts (portable.py)."""
+    return _portable(df.sparkSession, function) if is_connect(df.sparkSession) else function
+
+
+def worker_function(df, function):
+    """A Python function Spark runs over `df`'s partitions (mapInArrow, foreachPartition): itself,
+    except in a streaming query on Spark Connect, whose Python workers do not get the session's
+    artifacts either (portable.py)."""
+    return _portable(df.sparkSession, function) if is_connect(df.sparkSession) and df.isStreaming else function
+
+
+WORKER_STARTS = 3
+
+
+def start_query(writer, path: str | None = None):
+    """`writer.start()`. A Spark Connect server gives a foreachBatch query's Python worker 10 s to
+    start (fixed in Spark 4) and refuses the query when it is late, which a busy server machine
+    causes now and then: the start is tried again (nothing of the query exists yet), and after
+    WORKER_STARTS attempts the job stops with a clear error instead of the server's stack trace."""
+    start = (lambda: writer.start(path)) if path else writer.start
+    if not type(writer).__module__.startswith("pyspark.sql.connect"):
+        return start()
+    for attempt in range(1, WORKER_STARTS + 1):
+        try:
+            return start()
+        except Exception as exc:
+            if "Python worker failed to connect back" not in str(exc):
+                raise
+            if attempt == WORKER_STARTS:
+                raise SystemExit(
+                    f"dslc: error: the Spark Connect server could not start the Python worker of a STREAMING query "
+                    f"(foreachBatch) within its 10 s limit, {WORKER_STARTS} times.\n"
+                    "  hint: the server machine is overloaded, or its Python lacks pyspark's connect extra "
+                    "(pip install 'pyspark[connect]' there)") from None
+
+
+def _portable(spark: SparkSession, function):
+    from .portable import portable
+
+    return portable(function, list(_shipped.get(id(spark), ())))
 
 
 def quiet_by_default(spark: SparkSession) -> None:
@@ -118,11 +151,11 @@ def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> 
         except RuntimeZipError as exc:
             raise SystemExit(str(exc)) from None
     if connect:
-        shipped = _shipped.setdefault(id(spark), set())
+        shipped = _shipped.setdefault(id(spark), [])
         for path in paths:
             if path not in shipped:
                 spark.addArtifacts(path, pyfile=True)
-                shipped.add(path)
+                shipped.append(path)
         return
     context = spark.sparkContext
     by_name = _shipped_files.setdefault(id(context), {})
@@ -140,7 +173,7 @@ def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> 
             by_name[name] = content
 
 
-_shipped: dict[int, set[str]] = {}   # Connect sessions: artifacts already added (adding twice fails)
+_shipped: dict[int, list[str]] = {}   # Connect sessions: artifacts already added (adding twice fails)
 _shipped_files: dict[int, dict[str, bytes]] = {}   # classic sessions: file name -> content shipped
 
 

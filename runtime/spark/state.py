@@ -16,6 +16,7 @@ from dslc.runtime.config import PythonCall
 
 from .names import col
 from .pinned import PinnedStates
+from .session import worker_function
 
 
 def _rows(df: DataFrame):
@@ -143,7 +144,8 @@ def match_stream(df: DataFrame, *, input_name: str, pinned: PinnedStates, state_
     flat = tuple(f.name for f in state_fields if f.name.lower() not in taken)
     spark_out = StructType(list(df.schema.fields) + [StructField(alias, StructType(state_fields), True)]
                            + [f for f in state_fields if f.name in flat])
-    expanded = df.mapInArrow(_MatchExpand(pinned, state_name, fields, flat, alias, keys), spark_out)
+    expand = worker_function(df, _MatchExpand(pinned, state_name, fields, flat, alias, keys))
+    expanded = df.mapInArrow(expand, spark_out)
     joined = expanded.alias(input_name).where(F.expr(predicate))
     selected = [col(input_name, c) for c in df.columns]
     selected += [col(alias, c).alias(out) for c, out in columns]

@@ -23,9 +23,9 @@ from dslc.runtime import user_code
 from dslc.runtime.broadcast import BroadcastState, SnapshotStore
 from dslc.runtime.config import PythonCall
 
-from . import chains
+from . import chains, metrics
 from .pinned import state_root
-from .session import require_foreach_batch
+from .session import batch_function, start_query, worker_function
 from .sinks import FORMATS, PythonSink
 
 
@@ -48,7 +48,9 @@ def _start(writer: DataStreamWriter, checkpoint: Path, trigger: str | None, path
     args = trigger_args(trigger)
     if args:
         writer = writer.trigger(**args)
-    return writer.start(path) if path else writer.start()
+    query = start_query(writer, path)
+    metrics.track(query)
+    return query
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -79,6 +81,14 @@ class StreamingState:
         if not self.store.versions():
             self.store.write(self.state.snapshot())   # the empty state, for batches before any rules
 
+    def __getstate__(self) -> dict:
+        """What a Spark Connect server's foreachBatch worker gets (apply_batch runs there): no
+        session, query or lock of this process."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("spark", "query", "lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, spark=None, query=None, lock=threading.Lock())
+
     def _restore(self) -> tuple[BroadcastState, int]:
         marker = self.root / "applied.json"
         if marker.is_file():
@@ -104,8 +114,8 @@ class StreamingState:
 
     def start(self, source: DataFrame, trigger: str | None) -> StreamingQuery:
         """Start the state's own query; with AVAILABLE NOW, finish it before any data batch."""
-        require_foreach_batch(source, f"STREAMING broadcast state '{self.name}'")
-        writer = source.writeStream.foreachBatch(self.apply_batch).queryName(f"dslc_state_{self.name}")
+        writer = source.writeStream.foreachBatch(batch_function(source, self.apply_batch))
+        writer = writer.queryName(f"dslc_state_{self.name}")
         self.query = _start(writer, self.root / "query", trigger)
         if trigger == "available-now":
             self.query.awaitTermination()
@@ -161,12 +171,11 @@ def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None,
     commits each micro-batch in its _spark_metadata log); COMPLETE into files replaces the folder
     atomically; PYTHON calls the user's function per partition."""
     if connector == "PYTHON":
-        sink = PythonSink(path, folder)
+        sink = worker_function(df, PythonSink(path, folder))
         return for_each_batch(df, lambda batch, _id: batch.foreachPartition(sink), name, checkpoint, trigger)
     if mode == "COMPLETE" and connector in ("PARQUET", "JSON", "CSV"):
         replace = CompleteFolder(path, FORMATS[connector], partition_by, options)
-        require_foreach_batch(df, f"STREAMING query '{name}' (MODE COMPLETE into files)")
-        writer = df.writeStream.outputMode("complete").foreachBatch(replace)
+        writer = df.writeStream.outputMode("complete").foreachBatch(batch_function(df, replace))
         return _start(writer, Path(checkpoint) / name, trigger)
     fmt = "console" if connector == "CONSOLE" else FORMATS[connector]
     writer = df.writeStream.format(fmt).outputMode(mode.lower()).options(**options)
@@ -178,8 +187,7 @@ def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None,
 def for_each_batch(df: DataFrame, function: Callable[[DataFrame, int], None], name: str, checkpoint: str,
                    trigger: str | None) -> StreamingQuery:
     """A sink query whose micro-batches run `function(batch, batch_id)` on the driver."""
-    require_foreach_batch(df, f"STREAMING query '{name}'")
-    return _start(df.writeStream.foreachBatch(function), Path(checkpoint) / name, trigger)
+    return _start(df.writeStream.foreachBatch(batch_function(df, function)), Path(checkpoint) / name, trigger)
 
 
 class CompleteFolder:

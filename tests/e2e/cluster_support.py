@@ -21,6 +21,10 @@ import time
 from pathlib import Path
 
 EXECUTOR_PACKAGES = ("pyspark", "pyarrow", "aiohttp")
+# A Spark Connect server runs foreachBatch functions in a Python worker that is itself a Connect
+# client: its Python needs pyspark's `connect` extra too (the driver's versions).
+CONNECT_PACKAGES = EXECUTOR_PACKAGES + ("grpcio", "grpcio-status", "googleapis-common-protos", "zstandard",
+                                        "pandas", "numpy", "protobuf")
 
 
 def free_port() -> int:
@@ -30,18 +34,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def executor_python() -> Path:
-    """bin/python of a venv with pyspark, pyarrow and aiohttp (the driver's versions) but no dslc."""
-    pins = [f"{name}=={importlib.metadata.version(name)}" for name in EXECUTOR_PACKAGES]
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins)
+def executor_python(packages: tuple[str, ...] = EXECUTOR_PACKAGES, kind: str = "executor") -> Path:
+    """bin/python of a venv with `packages` (the driver's versions: pyspark, pyarrow, aiohttp) but no dslc."""
+    pins = [f"{name}=={importlib.metadata.version(name)}" for name in packages]
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins[:3])
     cache = Path(os.environ.get("DSLC_TEST_CACHE") or Path.home() / ".cache" / "dslc-tests")
-    venv = cache / f"executor-{tag}"
+    venv = cache / f"{kind}-{tag}"
     python = venv / "bin" / "python"
     done = venv / ".complete"
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / f"executor-{tag}.lock", "w") as lock:
+    with open(cache / f"{kind}-{tag}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)      # parallel test workers build it once
-        if not done.is_file():
+        if not done.is_file() or done.read_text() != "\n".join(pins) + "\n":
             shutil.rmtree(venv, ignore_errors=True)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
             subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins],

@@ -24,11 +24,13 @@ def standalone_cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def connect_server(tmp_path_factory, executor_python):
-    """pyspark's Spark Connect server on a free port of 127.0.0.1; its Python workers lack dslc."""
-    from cluster_support import ConnectServer
+def connect_server(tmp_path_factory):
+    """pyspark's Spark Connect server on a free port of 127.0.0.1; its Python workers lack dslc
+    (they have pyspark's `connect` extra, which its foreachBatch worker imports)."""
+    from cluster_support import CONNECT_PACKAGES, ConnectServer
 
-    server = ConnectServer(tmp_path_factory.mktemp("connect"), executor_python)
+    python = build_executor_python(CONNECT_PACKAGES, kind="connect")
+    server = ConnectServer(tmp_path_factory.mktemp("connect"), python)
     try:
         yield server
     finally:

@@ -101,29 +101,3 @@ def test_remote_and_master_together_are_refused(tmp_path):
                              "sc://127.0.0.1:1", "--master", "local[2]"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--remote runs the job through Spark Connect: --master and spark-submit arguments" in result.stderr
-
-
-def test_a_streaming_micro_batch_job_through_connect_stops_with_a_clear_error(tmp_path, connect_server):
-    """foreachBatch runs in the server's own Python worker, which does not get the shipped runtime:
-    a clear error with a way out, not a traceback from the server. (A STREAMING BROADCAST is applied
-    per micro-batch of its source.)"""
-    (tmp_path / "rules").mkdir()
-    (tmp_path / "rules" / "1.csv").write_text("rule_id,op,country\nr1,set,NL\n")
-    (tmp_path / "orders").mkdir()
-    (tmp_path / "orders" / "1.json").write_text('{"id": "o1", "country": "NL"}\n')
-    flow = tmp_path / "pipeline.flow"
-    flow.write_text(
-        "PIPELINE p MODE STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW;\n"
-        "SOURCE rule_updates FROM CSV 'rules/' OPTIONS (header = 'true')\n"
-        "  SCHEMA (rule_id STRING, op STRING, country STRING);\n"
-        "BROADCAST rules FROM rule_updates KEY rule_id OP op;\n"
-        "SOURCE orders FROM JSON 'orders/' SCHEMA (id STRING, country STRING);\n"
-        "STREAM hits = MATCH orders AGAINST rules AS r WHERE orders.country = r.country;\n"
-        "SINK hits TO PARQUET 'out/hits';\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON", "SPARK_REMOTE")}
-    result = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(flow), "--remote",
-                             connect_server.url], env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "dslc: error: STREAMING broadcast state 'rules' runs per micro-batch (foreachBatch)" in result.stderr
-    assert "hint: run it with spark-submit (dslc run FILE --master URL)" in result.stderr
-    assert "Traceback" not in result.stderr

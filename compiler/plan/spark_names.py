@@ -35,6 +35,58 @@ _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "in
                "json_tuple", "stack")
 _RANKING = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.RowNumber, exp.Ntile)
 
+# Nodes Spark prints by one template: {this}, {left}, {right}, {expression}, {low}, {high} are
+# those children as Spark prints them, {expressions} the list of children, {name} the node's
+# name, {outer} the outer columns a subquery refers to.
+_TEMPLATES: dict[type[exp.Expression], str] = {
+    exp.Paren: "{this}",
+    exp.Dot: "{this}.{name}",
+    exp.Null: "NULL",
+    exp.Star: "1",                                  # count(*) is count(1)
+    exp.BitwiseNot: "~{this}",
+    exp.NEQ: "(NOT ({left} = {right}))",
+    exp.Is: "({this} IS NULL)",
+    exp.DPipe: "concat({left}, {right})",
+    exp.Like: "{this} LIKE {expression}",
+    exp.RegexpLike: "RLIKE({this}, {expression})",
+    exp.Between: "between({this}, {low}, {high})",
+    exp.Subquery: "scalarsubquery({outer})",
+    exp.Exists: "exists({outer})",
+    exp.Bracket: "{this}[{expressions}]",
+    exp.IgnoreNulls: "{this}",
+    exp.RespectNulls: "{this}",
+    exp.Distinct: "DISTINCT {expressions}",
+}
+
+# Nodes printed by a method of SparkNamer.
+_PRINTERS: dict[type[exp.Expression], str] = {
+    exp.Column: "_column", exp.Literal: "_literal", exp.Interval: "_interval", exp.Cast: "_cast",
+    exp.TryCast: "_cast", exp.Case: "_case", exp.Window: "_window", exp.Lambda: "_lambda",
+}
+_ARGS = {"left": "this", "right": "expression"}
+
+
+def _registered(table: dict[type, str], node: exp.Expression) -> str | None:
+    """The entry of `node`'s type, or of its nearest base class that has one."""
+    return next((table[k] for k in type(node).__mro__ if k in table), None)
+
+
+class _Children(dict):
+    """A node's parts by template name, printed when a template asks for them."""
+
+    def __init__(self, namer: SparkNamer, node: exp.Expression):
+        super().__init__()
+        self.namer, self.node = namer, node
+
+    def __missing__(self, key: str) -> str:
+        if key == "expressions":
+            return self.namer._list(self.node.expressions)
+        if key == "name":
+            return self.node.name
+        if key == "outer":
+            return self.namer._outer(self.node)
+        return self.namer.sql(self.node.args[_ARGS.get(key, key)])
+
 
 class SparkNamer:
     """Prints expressions of one query the way Spark names them."""
@@ -65,81 +117,41 @@ class SparkNamer:
         if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp)) and node.meta.get("start") is None \
                 and _first_position(node.this) is not None and self._written_call(node.this):
             return self.sql(node.this)      # sqlglot's own wrapper: year(ts) is Year(TsOrDsToDate(ts))
-        if isinstance(node, exp.Paren):
-            return self.sql(node.this)
-        if isinstance(node, exp.Column):
-            return self._column(node)
-        if isinstance(node, exp.Dot):
-            return f"{self.sql(node.this)}.{node.name}"
-        if isinstance(node, exp.Literal):
-            return self._literal(node)
+        template = _registered(_TEMPLATES, node)
+        if template is not None:
+            return template.format_map(_Children(self, node))
+        printer = _registered(_PRINTERS, node)
+        if printer is not None:
+            return getattr(self, printer)(node)
         if isinstance(node, exp.Boolean):
             return "true" if node.this else "false"
-        if isinstance(node, exp.Null):
-            return "NULL"
         if isinstance(node, exp.HexString):
             return f"X'{node.this.upper()}'"
-        if isinstance(node, exp.Star):
-            return "1"                  # count(*) is count(1)
-        if isinstance(node, exp.Interval):
-            return self._interval(node)
-        if isinstance(node, (exp.Cast, exp.TryCast)):
-            return self._cast(node)
         if isinstance(node, exp.Neg):
             if isinstance(node.this, exp.Literal) and not node.this.is_string:
                 return "-" + self._literal(node.this)
             return f"(- {self.sql(node.this)})"
-        if isinstance(node, exp.BitwiseNot):
-            return f"~{self.sql(node.this)}"
         if isinstance(node, exp.Not):
             inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
             if isinstance(inner, exp.Is):
                 return f"({self.sql(inner.this)} IS NOT NULL)"
             return f"(NOT {self.sql(inner)})"
-        if isinstance(node, exp.NEQ):
-            return f"(NOT ({self.sql(node.left)} = {self.sql(node.right)}))"
-        if isinstance(node, exp.Is):
-            return f"({self.sql(node.this)} IS NULL)"
-        if isinstance(node, exp.DPipe):
-            return f"concat({self.sql(node.left)}, {self.sql(node.right)})"
         if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
                                                      or isinstance(node.right, exp.Interval)):
             op = "+" if isinstance(node, exp.Add) else "-"
             return f"{self.sql(node.left)} {op} {self.sql(node.right)}"
         if type(node) in _BINARY:
             return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
-        if isinstance(node, exp.Like):
-            return f"{self.sql(node.this)} LIKE {self.sql(node.expression)}"
-        if isinstance(node, exp.RegexpLike):
-            return f"RLIKE({self.sql(node.this)}, {self.sql(node.expression)})"
         if isinstance(node, exp.In):
             if node.args.get("query") is not None:
                 return f"({self.sql(node.this)} IN (listquery({self._outer(node.args['query'])})))"
             return f"({self.sql(node.this)} IN ({self._list(node.expressions)}))"
-        if isinstance(node, exp.Between):
-            return f"between({self.sql(node.this)}, {self.sql(node.args['low'])}, {self.sql(node.args['high'])})"
-        if isinstance(node, exp.Case):
-            return self._case(node)
         if isinstance(node, exp.If):
             otherwise = node.args.get("false")
             parts = [node.this, node.args["true"]] + ([otherwise] if otherwise is not None else [])
             return f"(IF({self._list(parts)}))"
-        if isinstance(node, exp.Subquery):
-            return f"scalarsubquery({self._outer(node)})"
-        if isinstance(node, exp.Exists):
-            return f"exists({self._outer(node)})"
-        if isinstance(node, exp.Bracket):
-            return f"{self.sql(node.this)}[{self._list(node.expressions)}]"
-        if isinstance(node, exp.Window):
-            return self._window(node)
         if isinstance(node, exp.Filter):
             return f"{self.sql(node.this)} FILTER (WHERE {self.sql(node.expression.this)})"
-        if isinstance(node, (exp.IgnoreNulls, exp.RespectNulls)):
-            return self.sql(node.this)
-        if isinstance(node, exp.Distinct):
-            return "DISTINCT " + self._list(node.expressions)
-        if isinstance(node, exp.Lambda):
-            return self._lambda(node)
         if isinstance(node, exp.Extract):
             return f"extract({node.this.name.upper()} FROM {self.sql(node.expression)})"
         if isinstance(node, exp.Trim) and node.args.get("position"):

@@ -147,9 +147,18 @@ STREAM checked = PROCESS readings WITH BROADCAST thresholds USING PYTHON 'device
 STREAM alerts = SELECT device, ts, temperature, max_temperature FROM checked WHERE status = 'alert';
 STREAM per_device = SELECT device, count(*) AS readings,
   sum(CASE WHEN status = 'alert' THEN 1 ELSE 0 END) AS alerts FROM checked GROUP BY device;
+STREAM labelled = ENRICH alerts WITH PYTHON 'labels:label' RETURNS (label STRING)
+  ON ERROR DEAD LETTER 'target/dlq/labels';
 SINK alerts TO PARQUET 'target/out/alerts';
-SINK alerts TO PYTHON 'recorder:write';
+SINK labelled TO PYTHON 'recorder:write';
 SINK per_device TO JSON 'target/out/per_device' MODE COMPLETE;
+"""
+
+LABELS = """\
+def label(row):
+    if row["device"] == "dev5":
+        raise ValueError("no label for dev5")
+    return {"label": row["device"] + "-hot"}
 """
 
 RECORDER = """\
@@ -167,11 +176,13 @@ def write(rows):
 
 
 def _devices_stream(folder: Path) -> Path:
-    """The devices example's PROCESS WITH BROADCAST in STREAMING over JSON readings, with a PYTHON
-    sink (a user module shipped with the job) and a MODE COMPLETE file sink."""
+    """The devices example's PROCESS WITH BROADCAST in STREAMING over JSON readings, an ENRICH WITH
+    PYTHON that dead-letters one device, a PYTHON sink (user modules shipped with the job) and a
+    MODE COMPLETE file sink."""
     (folder / "data" / "readings").mkdir(parents=True)
     shutil.copytree(EXAMPLES / "devices" / "data" / "thresholds", folder / "data" / "thresholds")
     shutil.copy(EXAMPLES / "devices" / "devices.py", folder / "devices.py")
+    (folder / "labels.py").write_text(LABELS)
     (folder / "recorder.py").write_text(RECORDER.format(out=str(folder / "target" / "recorded")))
     kinds = {"freezer": (-20, -16, -14, -10), "oven": (150, 185, 195, 220), "server": (40, 47, 49, 55)}
     lines = []
@@ -203,9 +214,14 @@ def test_streaming_state_process_python_sink_and_complete_mode_through_connect(t
     assert {row[1] for row in per_device} == {"dev0", "dev2", "dev3", "dev5"}   # oven deleted by update 2
     recorded = _recorded(remote)
     alerts = _table(spark, remote / "target/out/alerts", "parquet")
-    assert alerts and recorded == _recorded(local) and len(recorded) == len(alerts)
-    assert _counts(_metrics(remote)) == _counts(_metrics(local))
-    assert _metrics(remote)["operators"]["checked"]["elements_in"] == 48
+    letters = _table(spark, remote / "target/dlq/labels", "text")
+    assert letters == _table(spark, local / "target/dlq/labels", "text")
+    assert letters and all('"operator": "labelled"' in row[0] and "no label for dev5" in row[0] for row in letters)
+    assert recorded == _recorded(local) and len(recorded) + len(letters) == len(alerts) > 0
+    assert all('-hot"' in line for line in recorded)
+    operators = _counts(_metrics(remote))
+    assert operators == _counts(_metrics(local))
+    assert operators["checked"]["elements_in"] == 48 and operators["labelled"]["dead_letters"] == len(letters)
 
 
 def test_a_streaming_python_source_through_connect_stops_with_a_clear_error(tmp_path, connect_server):

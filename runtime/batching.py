@@ -25,6 +25,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
+from .call_wrappers import DelegatingCall
 from .config import Enrich
 from .enrich_functions import EnrichCall, check_result_types
 from .metrics import OperatorMetrics
@@ -46,12 +47,12 @@ class _Slot:
         self.call: asyncio.Task[None] | None = None   # the batch call carrying it, once sent
 
 
-class BatchingCall(EnrichCall):
+class BatchingCall(DelegatingCall):
     """Gathers the per-element calls of one operator instance into batch calls (loop thread only)."""
 
     def __init__(self, inner: EnrichCall, config: Enrich, metrics: OperatorMetrics) -> None:
         assert config.batch is not None
-        self.inner = inner
+        super().__init__(inner)
         self.config = config
         self.size = config.batch.size
         self.within_s = config.batch.within_s
@@ -64,23 +65,6 @@ class BatchingCall(EnrichCall):
         self._dispatch_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._flushing = False
-
-    # the wrapped adapter's face
-    @property
-    def timeout_handler(self) -> Any:  # type: ignore[override]
-        return self.inner.timeout_handler
-
-    def open(self) -> None:
-        self.inner.open()
-
-    def close(self) -> None:
-        self.inner.close()
-
-    def cache_key(self, row: Row) -> Hashable | None:
-        return self.inner.cache_key(row)
-
-    async def aclose_clients(self) -> None:
-        await self.inner.aclose_clients()
 
     # ----------------------------------------------------------------- one element
 

@@ -31,11 +31,11 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Hashable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from .call_wrappers import DelegatingCall
 from .config import Enrich, HttpCall
 from .enrich_functions import CallError, EnrichCall, check_result_types, fill_url
 from .url_template import placeholders
@@ -141,22 +141,16 @@ def _request(config: Enrich, row: dict[str, Any]) -> str:
     return f"PYTHON {config.call.ref}"
 
 
-class _Wrapper(EnrichCall):
-    """Delegates the adapter's lifecycle and cache key."""
+class _Wrapper(DelegatingCall):
+    """A recording's view of the adapter: its config and the call key of a row."""
 
     def __init__(self, inner: EnrichCall, config: Enrich) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.config = config
         self.columns = key_columns(config)
 
     def key(self, row: dict[str, Any]) -> dict[str, Any]:
         return {c: row.get(c) for c in self.columns}
-
-    def cache_key(self, row: dict[str, Any]) -> Hashable | None:
-        return self.inner.cache_key(row)
-
-    async def aclose_clients(self) -> None:
-        await self.inner.aclose_clients()
 
 
 # --------------------------------------------------------------------------- record
@@ -170,16 +164,6 @@ class RecordingCall(_Wrapper):
     def __init__(self, inner: EnrichCall, config: Enrich, directory: Path) -> None:
         super().__init__(inner, config)
         self.part = directory / PARTS / f"{os.getpid()}-{uuid.uuid4().hex[:12]}.jsonl"
-
-    @property
-    def timeout_handler(self) -> Any:   # type: ignore[override]
-        return self.inner.timeout_handler
-
-    def open(self) -> None:
-        self.inner.open()
-
-    def close(self) -> None:
-        self.inner.close()
 
     def _write(self, row: dict[str, Any], started: float, **outcome: Any) -> None:
         entry = {"operator": self.config.name, "line": self.config.line, "key": plain(self.key(row)),
@@ -326,6 +310,8 @@ class ReplayCall(_Wrapper):
     waits as long as the recorded call took; a recorded timeout waits until the TIMEOUT fires.
     """
 
+    timeout_handler = None      # the user's timeout(row) belongs to the adapter, which is not used
+
     def __init__(self, inner: EnrichCall, config: Enrich, settings: dict[str, Any]) -> None:
         super().__init__(inner, config)
         self.directory = settings["dir"]
@@ -360,6 +346,12 @@ class ReplayCall(_Wrapper):
         for call in calls:
             if call and call.get("error") is not None:
                 raise _error_class(call.get("error_type", "CallError"))(call["error"])
+
+    def open(self) -> None:
+        """The adapter is never opened: replaying makes no connection and runs no user open()."""
+
+    def close(self) -> None:
+        """Nothing was opened."""
 
     @staticmethod
     def _answer(call: dict[str, Any] | None) -> Any:

@@ -54,10 +54,11 @@ def _table(spark, path: Path, fmt: str, port: int | None = None) -> list[tuple]:
     return sorted(rows)
 
 
-def _metrics(folder: Path) -> dict:
-    files = sorted((folder / "target" / "metrics").glob("*.json"))
-    assert len(files) == 1, files
-    return json.loads(files[0].read_text())
+def _metrics(folder: Path, runs: int = 1) -> dict:
+    """The metrics file of the last of `runs` runs."""
+    files = sorted((folder / "target" / "metrics").glob("*.json"), key=lambda f: f.stat().st_mtime_ns)
+    assert len(files) == runs, files
+    return json.loads(files[-1].read_text())
 
 
 def _counts(metrics: dict) -> dict:
@@ -222,6 +223,30 @@ def test_streaming_state_process_python_sink_and_complete_mode_through_connect(t
     operators = _counts(_metrics(remote))
     assert operators == _counts(_metrics(local))
     assert operators["checked"]["elements_in"] == 48 and operators["labelled"]["dead_letters"] == len(letters)
+
+    # AVAILABLE NOW again after new readings and a rules update: only the new files are read, and
+    # the broadcast state restored from the CHECKPOINT gets the update (ovens are checked again)
+    for folder in (local, remote):
+        _more_devices_data(folder)
+    run_flow(local / "pipeline.flow")
+    _run_remote(remote / "pipeline.flow", connect_server.url)
+    assert _table(spark, remote / "target/out/alerts", "parquet") == _table(spark, local / "target/out/alerts", "parquet")
+    per_device = _table(spark, remote / "target/out/per_device", "json")
+    assert per_device == _table(spark, local / "target/out/per_device", "json")
+    assert ("1", "dev1", "3") in per_device                      # 3 oven readings, one above 190
+    assert _recorded(remote) == _recorded(local)
+    operators = _counts(_metrics(remote, runs=2))
+    assert operators == _counts(_metrics(local, runs=2))
+    assert operators["checked"]["elements_in"] == 5               # the new file only
+
+
+def _more_devices_data(folder: Path) -> None:
+    (folder / "data" / "thresholds" / "thresholds-3.csv").write_text("kind,op,max_temperature\noven,upsert,190.0\n")
+    readings = [("dev1", "oven", 0, 150.0), ("dev1", "oven", 1, 230.0), ("dev1", "oven", 2, 185.0),
+                ("dev0", "freezer", 9, -30.0), ("dev0", "freezer", 10, -5.0)]
+    (folder / "data" / "readings" / "2.json").write_text("".join(
+        json.dumps({"device": d, "kind": k, "ts": f"2026-01-01T01:{i:02d}:00Z", "temperature": t}) + "\n"
+        for d, k, i, t in readings))
 
 
 def test_a_streaming_python_source_through_connect_stops_with_a_clear_error(tmp_path, connect_server):

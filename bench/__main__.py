@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from . import (adaptive, async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes,
-               pushdown, report, streaming_sinks)
+               pushdown, report, streaming_match, streaming_sinks)
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -26,6 +26,7 @@ BENCHES = {
     "cache": cache_zipf.run,
     "modes": enrich_modes.run,
     "streaming": streaming_sinks.run,
+    "match": streaming_match.run,
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
 }

@@ -391,6 +391,10 @@ class _Lowering:
             keys = equality_keys(node, self.plan.node(node.input).schema, state_node.schema) if self.streaming else ()
             if keys:              # the pinned snapshot indexed by these (input, state) columns
                 o.line(f"keys={lit(keys)},")
+            watermark = self.watermarks.get(node.name.lower())
+            if self.streaming and watermark is not None and self.phys.stage(node.name):
+                # the stage's readers get the input's latest event time too (TICK rows)
+                o.line(f"event_time={lit(watermark.column)},")
         o.line(")")
         if self.streaming:
             self._write_stage(node.name, self.v(node.name))

@@ -5,9 +5,10 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import BooleanType, StructField, StructType
 
 from dslc.runtime import user_code
 from dslc.runtime.arrow_types import to_arrow_type
@@ -59,6 +60,10 @@ def match(spark: SparkSession, df: DataFrame, *, input_name: str, state: Snapsho
     return joined.select(*selected)
 
 
+#: A MATCH stage's rows that only carry the event time of a micro-batch's input (see _MatchExpand).
+TICK = "__dslc_event_time_tick"
+
+
 class _MatchExpand:
     """mapInArrow of a streaming MATCH: each input row once per candidate entry of the pinned
     snapshot, the entry as a struct column named after the alias (so `alias.column` in the
@@ -66,12 +71,20 @@ class _MatchExpand:
     input does not have. Without `keys` every entry is a candidate (rows x entries pairs); with
     `keys` ((input column, state column) pairs of the predicate's equalities, compiler/plan/
     match_keys.py) only the entries whose key values equal the row's, found in a dict built once
-    per task; a NULL key matches nothing, as in SQL. Spark filters the pairs with the predicate."""
+    per task; a NULL key matches nothing, as in SQL. Spark filters the pairs with the predicate.
+
+    With `event_time` (a MATCH written to a stage), each input batch also yields one TICK row:
+    every column NULL but the batch's latest event time. The stage's readers declare the
+    WATERMARK before dropping the ticks, so their watermark follows every input row, not only the
+    matched ones, as it would if MATCH and its readers were one query."""
 
     def __init__(self, pinned: PinnedStates, state_name: str, fields: tuple[tuple[str, str], ...],
-                 flat: tuple[str, ...], alias: str, keys: tuple[tuple[str, str], ...] = (), max_rows: int = 65536):
+                 flat: tuple[str, ...], alias: str, keys: tuple[tuple[str, str], ...] = (),
+                 event_time: str | None = None, max_rows: int = 65536):
         self.pinned, self.state_name, self.fields = pinned, state_name, fields
         self.flat, self.alias, self.keys, self.max_rows = flat, alias, keys, max_rows
+        self.event_time = event_time
+        self.index: dict[tuple, list[int]] | None = None
 
     def _entries(self) -> pa.Table:
         snapshot = self.pinned.snapshots()[self.state_name]
@@ -83,19 +96,36 @@ class _MatchExpand:
         struct = pa.StructArray.from_arrays(columns, names=[c for c, _ in self.fields])
         flat = [entries.column(c).combine_chunks() for c in self.flat]
         names = list(rows.schema.names) + [self.alias] + list(self.flat)
-        return pa.RecordBatch.from_arrays(list(rows.columns) + [struct] + flat, names=names)
+        arrays = list(rows.columns) + [struct] + flat
+        if self.event_time:
+            names.append(TICK)
+            arrays.append(pa.array([False] * rows.num_rows, pa.bool_()))
+        return pa.RecordBatch.from_arrays(arrays, names=names)
 
-    def _scan(self, batches: Iterator[pa.RecordBatch], state: pa.Table) -> Iterator[pa.RecordBatch]:
+    def _tick(self, batch: pa.RecordBatch, state: pa.Table) -> pa.RecordBatch | None:
+        """One row with the batch's latest event time, NULL elsewhere (None: no event time)."""
+        at = {n.lower(): i for i, n in enumerate(batch.schema.names)}[self.event_time.lower()]
+        latest = pc.max(batch.column(at))
+        if not latest.is_valid:
+            return None
+        columns = [pa.array([latest.as_py()], f.type) if i == at else pa.nulls(1, f.type)
+                   for i, f in enumerate(batch.schema)]
+        struct_type = pa.struct([pa.field(c, state.schema.field(c).type) for c, _ in self.fields])
+        flat = [pa.nulls(1, state.schema.field(c).type) for c in self.flat]
+        names = list(batch.schema.names) + [self.alias] + list(self.flat) + [TICK]
+        return pa.RecordBatch.from_arrays(columns + [pa.nulls(1, struct_type)] + flat + [pa.array([True])],
+                                          names=names)
+
+    def _scan(self, batch: pa.RecordBatch, state: pa.Table) -> Iterator[pa.RecordBatch]:
         k = state.num_rows
         step = max(1, self.max_rows // k)
-        for batch in batches:
-            for start in range(0, batch.num_rows, step):
-                part = batch.slice(start, step)
-                n = part.num_rows
-                yield self._output(part.take(pa.array(np.repeat(np.arange(n), k))),
-                                   state.take(pa.array(np.tile(np.arange(k), n))))
+        for start in range(0, batch.num_rows, step):
+            part = batch.slice(start, step)
+            n = part.num_rows
+            yield self._output(part.take(pa.array(np.repeat(np.arange(n), k))),
+                               state.take(pa.array(np.tile(np.arange(k), n))))
 
-    def _index(self, state: pa.Table, types: list[pa.DataType]) -> dict[tuple, list[int]]:
+    def _build_index(self, state: pa.Table, types: list[pa.DataType]) -> dict[tuple, list[int]]:
         """Key values -> entry positions; the state's key columns in the input's Arrow types, so
         both sides give the same Python values (time zones, decimals)."""
         index: dict[tuple, list[int]] = {}
@@ -105,48 +135,56 @@ class _MatchExpand:
                 index.setdefault(key, []).append(position)
         return index
 
-    def _lookup(self, batches: Iterator[pa.RecordBatch], state: pa.Table) -> Iterator[pa.RecordBatch]:
-        index = None
-        for batch in batches:
-            by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
-            positions = [by_name[c.lower()] for c, _ in self.keys]
-            if index is None:
-                index = self._index(state, [batch.schema.field(i).type for i in positions])
-            values = [batch.column(i).to_pylist() for i in positions]
-            rows: list[int] = []
-            entries: list[int] = []
-            for row, key in enumerate(zip(*values)):
-                hits = index.get(key) if None not in key else None
-                if hits:
-                    rows.extend([row] * len(hits))
-                    entries.extend(hits)
-            for start in range(0, len(rows), self.max_rows):
-                yield self._output(batch.take(pa.array(rows[start:start + self.max_rows], pa.int64())),
-                                   state.take(pa.array(entries[start:start + self.max_rows], pa.int64())))
+    def _lookup(self, batch: pa.RecordBatch, state: pa.Table) -> Iterator[pa.RecordBatch]:
+        by_name = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+        positions = [by_name[c.lower()] for c, _ in self.keys]
+        if self.index is None:
+            self.index = self._build_index(state, [batch.schema.field(i).type for i in positions])
+        values = [batch.column(i).to_pylist() for i in positions]
+        rows: list[int] = []
+        entries: list[int] = []
+        for row, key in enumerate(zip(*values)):
+            hits = self.index.get(key) if None not in key else None
+            if hits:
+                rows.extend([row] * len(hits))
+                entries.extend(hits)
+        for start in range(0, len(rows), self.max_rows):
+            yield self._output(batch.take(pa.array(rows[start:start + self.max_rows], pa.int64())),
+                               state.take(pa.array(entries[start:start + self.max_rows], pa.int64())))
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         state = self._entries()
-        if state.num_rows == 0:
-            return
-        yield from (self._lookup(batches, state) if self.keys else self._scan(batches, state))
+        self.index = None
+        pairs = self._lookup if self.keys else self._scan
+        for batch in batches:
+            if state.num_rows:
+                yield from pairs(batch, state)
+            tick = self._tick(batch, state) if self.event_time else None
+            if tick is not None:
+                yield tick
 
 
 def match_stream(df: DataFrame, *, input_name: str, pinned: PinnedStates, state_name: str, alias: str,
                  predicate: str, state_schema: str, columns: tuple[tuple[str, str], ...],
-                 keys: tuple[tuple[str, str], ...] = ()) -> DataFrame:
+                 keys: tuple[tuple[str, str], ...] = (), event_time: str | None = None) -> DataFrame:
     """MATCH inside a streaming query: the same rows as `match`, with the snapshot pinned for the
     task's micro-batch (a replay sees the same rules). Each row is paired with the entries whose
     `keys` equal its own (every entry when there are no keys), then Spark filters the pairs with
-    the predicate: rows x matching entries work, rows x entries without keys."""
+    the predicate: rows x matching entries work, rows x entries without keys. With `event_time`
+    (the MATCH is written to a stage) the output also has the TICK column and rows, which
+    `streaming.read_stage` drops after declaring the WATERMARK."""
     state_fields = StructType.fromDDL(state_schema).fields
     fields = tuple((f.name, f.dataType.simpleString()) for f in state_fields)
     taken = {c.lower() for c in df.columns} | {alias.lower()}
     flat = tuple(f.name for f in state_fields if f.name.lower() not in taken)
-    spark_out = StructType(list(df.schema.fields) + [StructField(alias, StructType(state_fields), True)]
-                           + [f for f in state_fields if f.name in flat])
-    expand = worker_function(df, _MatchExpand(pinned, state_name, fields, flat, alias, keys))
+    inputs = [StructField(f.name, f.dataType, True) for f in df.schema.fields] if event_time else list(df.schema.fields)
+    spark_out = StructType(inputs + [StructField(alias, StructType(state_fields), True)]
+                           + [f for f in state_fields if f.name in flat]
+                           + ([StructField(TICK, BooleanType(), False)] if event_time else []))
+    expand = worker_function(df, _MatchExpand(pinned, state_name, fields, flat, alias, keys, event_time))
     expanded = df.mapInArrow(expand, spark_out)
-    joined = expanded.alias(input_name).where(F.expr(predicate))
+    condition = F.expr(predicate)
+    joined = expanded.alias(input_name).where(F.col(TICK) | condition if event_time else condition)
     selected = [col(input_name, c) for c in df.columns]
     selected += [col(alias, c).alias(out) for c, out in columns]
-    return joined.select(*selected)
+    return joined.select(*selected, *([F.col(TICK)] if event_time else []))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from dslc.runtime import user_code
@@ -24,8 +25,10 @@ from dslc.runtime.broadcast import BroadcastState, SnapshotStore
 from dslc.runtime.config import PythonCall
 
 from . import chains, metrics
+from .names import col
 from .pinned import state_root
 from .session import batch_function, start_query, worker_function
+from .state import TICK
 from .sinks import FORMATS, PythonSink
 
 
@@ -145,12 +148,22 @@ def write_stage(df: DataFrame, stage: str, checkpoint: str, trigger: str | None)
 
 def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema, watermark: tuple[str, str] | None = None) -> DataFrame:
     """A stage folder as a stream (Spark's file source lists only committed files), with the
-    event-time WATERMARK of its rows declared again."""
+    event-time WATERMARK of its rows declared again. A MATCH stage also holds TICK rows (the
+    latest event time of each input batch, state.py): declared before they are dropped, they
+    move the watermark as all the MATCH's input rows did, not only the matched ones."""
     folder = stage_folder(checkpoint, stage)
     folder.mkdir(parents=True, exist_ok=True)
     df = spark.readStream.schema(schema).parquet(str(folder))
     # the column may have been pruned away before the stage (no reader after it needs it)
-    return df.withWatermark(*watermark) if watermark and watermark[0] in schema.fieldNames() else df
+    marked = bool(watermark and watermark[0] in schema.fieldNames())
+    if marked:
+        df = df.withWatermark(*watermark)
+    if TICK in schema.fieldNames():
+        # a TICK row always has its event time; naming the column keeps Spark from pushing the
+        # filter below the watermark (it pushes only conditions without the event-time column)
+        keep = ~F.col(TICK) | col(watermark[0]).isNull() if marked else ~F.col(TICK)
+        df = df.where(keep).drop(TICK)
+    return df
 
 
 def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, name: str, checkpoint: str,

@@ -101,3 +101,31 @@ SINK hits TO PARQUET 'out/hits';""", mode)
     keyed = "keys=(('country', 'country'), ('tier', 'tier'))," in code
     assert keyed == (mode == "STREAMING" and where.startswith("events.country")), code[-1500:]
     assert ("keys=(('country', 'country'),)," in code) == (mode == "STREAMING" and where.startswith("events.code"))
+
+
+TIMED = """
+SOURCE events FROM JSON 'in/events/' SCHEMA (id STRING, user STRING, amount DOUBLE, ts TIMESTAMP)
+  WATERMARK ts DELAY 0s;
+SOURCE limit_updates FROM JSON 'in/limits/' SCHEMA (user STRING, max_amount DOUBLE);
+BROADCAST limits FROM limit_updates KEY user;
+STREAM over = MATCH events AGAINST limits AS l WHERE events.user = l.user AND events.amount > l.max_amount;
+STREAM per_minute = SELECT user, window(ts, '1 minute') AS w, count(*) AS n FROM over GROUP BY user, window(ts, '1 minute');
+SINK over TO PARQUET 'out/over';
+SINK per_minute TO PARQUET 'out/per_minute';
+"""
+
+
+def test_windows_after_a_match_stage_close_by_every_input_row(flow, mode):
+    """The MATCH is read on two paths, so in STREAMING it is a stage; its readers' watermark
+    follows every input row of the MATCH (not only the matched ones), as one query's would: the
+    last matched minute (12:01) closes because an unmatched event of 12:02 arrived (#12)."""
+    events = [{"id": f"e{i}", "user": "a", "amount": 100.0, "ts": f"2026-11-01T12:0{i // 10}:{i % 10:02d}"}
+              for i in range(20)]                                     # matched, minutes 0 and 1
+    events.append({"id": "late", "user": "b", "amount": 1.0, "ts": "2026-11-01T12:02:30"})   # not matched
+    flow.rows_file("in/events/1.json", events)
+    flow.rows_file("in/limits/1.json", [{"user": "a", "max_amount": 10.0}, {"user": "b", "max_amount": 10.0}])
+    code = flow.run(TIMED, mode)
+    counts = sorted((r["user"], r["w"]["start"].strftime("%H:%M"), r["n"]) for r in flow.read("out/per_minute"))
+    assert counts == [("a", "12:00", 10), ("a", "12:01", 10)]
+    assert sorted(r["id"] for r in flow.read("out/over")) == sorted(f"e{i}" for i in range(20))
+    assert ("event_time='ts'" in code) == (mode == "STREAMING")

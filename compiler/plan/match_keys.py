@@ -37,7 +37,7 @@ def equality_keys(match: plan.Match, input_schema: plan.Schema, state_schema: pl
     inputs = {f.name.lower(): f for f in input_schema}
     states = {f.name.lower(): f for f in state_schema}
 
-    def side(column: exp.Expression) -> tuple[str, plan.Field] | None:
+    def side(column: exp.Expression) -> tuple[str, plan.Column] | None:
         if not isinstance(column, exp.Column):
             return None
         name, qualifier = column.name.lower(), column.table.lower()

@@ -26,9 +26,9 @@ BENCHES = {
     "cache": cache_zipf.run,
     "modes": enrich_modes.run,
     "streaming": streaming_sinks.run,
-    "match": streaming_match.run,
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
+    "match": streaming_match.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -60,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in names:
                 print(f"bench: {name} ...", file=sys.stderr, flush=True)
                 section = BENCHES[name](ctx)
+                section.load = os.getloadavg()[0]   # sections kept by a later --only run keep theirs
                 print(f"bench: {name} done in {section.seconds:.0f} s", file=sys.stderr, flush=True)
                 sections.append(section)
         spark.stop()

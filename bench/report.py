@@ -47,6 +47,7 @@ class Section:
     targets: list[Target] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    load: float | None = None     # 1-minute load average when the section ended (set by __main__)
 
     def markdown(self) -> str:
         """The section, with its setup, tables, targets and notes."""
@@ -60,7 +61,8 @@ class Section:
         parts += [f"- {note}" for note in self.notes]
         if self.notes:
             parts.append("")
-        parts.append(f"_Section ran in {self.seconds:.0f} s._")
+        load = "" if self.load is None else f"; load average (1 min) at its end: {self.load:.1f}"
+        parts.append(f"_Section ran in {self.seconds:.0f} s{load}._")
         return "\n".join(parts)
 
 

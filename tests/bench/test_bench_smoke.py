@@ -41,4 +41,4 @@ def test_compiler_scaling_and_report(tmp_path):
     assert len(rows) == 2 and all(row.count("|") == 6 for row in rows)
     assert sum(line.startswith("| branches of <= 9 operators: 8 statements") or
                line.startswith("| one lineage: 8 statements") for line in lines) == 2
-    assert re.search(r"^_Section ran in \d+ s\._$", text, re.M)
+    assert re.search(r"^_Section ran in \d+ s(; load average \(1 min\) at its end: [\d.]+)?\._$", text, re.M)

@@ -27,17 +27,7 @@ _COMPLETE_RULE = ("Spark's rule (STREAMING_OUTPUT_MODE.UNSUPPORTED_OPERATION): \
 def watermarks(p: plan.Plan) -> dict[str, plan.Watermark | None]:
     """Each relation's source WATERMARK, as long as its column is still there; one pass in
     dependency order (no recursion, so a lineage of any length works)."""
-    found: dict[str, plan.Watermark | None] = {}
-    for node in p.nodes:
-        if isinstance(node, plan.Source):
-            found[node.name.lower()] = node.watermark
-            continue
-        if isinstance(node, plan.BroadcastState):
-            continue
-        columns = {f.name.lower() for f in node.schema}
-        parents = (found.get(i.lower()) for i in node.inputs if not isinstance(p.node(i), plan.BroadcastState))
-        found[node.name.lower()] = next((w for w in parents if w and w.column.lower() in columns), None)
-    return found
+    return _propagate(p, through_windows=False)
 
 
 def event_times(p: plan.Plan) -> dict[str, plan.Watermark | None]:
@@ -45,6 +35,11 @@ def event_times(p: plan.Plan) -> dict[str, plan.Watermark | None]:
     window column `w`: Spark's window struct carries the event time (so `window(window_time(w),
     ...)` of a later query groups by event time). For the checks only: a stage declares its
     WATERMARK on a timestamp column (`watermarks`)."""
+    return _propagate(p, through_windows=True)
+
+
+def _propagate(p: plan.Plan, through_windows: bool) -> dict[str, plan.Watermark | None]:
+    """The event-time mark of each relation, from its sources down, in dependency order."""
     found: dict[str, plan.Watermark | None] = {}
     for node in p.nodes:
         if isinstance(node, plan.Source):
@@ -55,17 +50,21 @@ def event_times(p: plan.Plan) -> dict[str, plan.Watermark | None]:
         columns = {f.name.lower() for f in node.schema}
         parents = [found.get(i.lower()) for i in node.inputs if not isinstance(p.node(i), plan.BroadcastState)]
         mark = next((w for w in parents if w and w.column.lower() in columns), None)
-        if mark is None and isinstance(node, plan.Query):
-            marked = {w.column.lower(): w for w in parents if w}
-            for select in node.tree.find_all(exp.Alias):
-                call = select.this
-                if isinstance(call, exp.Anonymous) and call.name.lower() in ("window", "session_window") \
-                        and any(c.name.lower() in marked for c in call.find_all(exp.Column)):
-                    used = next(c.name.lower() for c in call.find_all(exp.Column) if c.name.lower() in marked)
-                    mark = plan.Watermark(select.alias, marked[used].delay_s)
-                    break
+        if mark is None and through_windows and isinstance(node, plan.Query):
+            mark = _window_mark(node, {w.column.lower(): w for w in parents if w})
         found[node.name.lower()] = mark
     return found
+
+
+def _window_mark(query: plan.Query, marked: dict[str, plan.Watermark]) -> plan.Watermark | None:
+    """`window(ts, ...) AS w` (or session_window) over a marked column: `w` carries its event time."""
+    for select in query.tree.find_all(exp.Alias):
+        call = select.this
+        if isinstance(call, exp.Anonymous) and call.name.lower() in ("window", "session_window") \
+                and any(c.name.lower() in marked for c in call.find_all(exp.Column)):
+            used = next(c.name.lower() for c in call.find_all(exp.Column) if c.name.lower() in marked)
+            return plan.Watermark(select.alias, marked[used].delay_s)
+    return None
 
 
 def groups_by_event_time(query: plan.Query, marks: dict[str, plan.Watermark | None]) -> bool:

@@ -19,20 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from jobs import run_flow
+from jobs import EXAMPLES, copy_example as _copy, run_flow
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 COUNTS = ("elements_in", "elements_out", "misses", "errors", "dead_letters", "timeouts")
-
-
-def _copy(example: str, folder: Path, port: int | None = None) -> Path:
-    shutil.copytree(EXAMPLES / example, folder, ignore=shutil.ignore_patterns("target", "__pycache__"))
-    flow = folder / "pipeline.flow"
-    if port is not None:
-        flow.write_text(flow.read_text().replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
-    return flow
 
 
 def _run_remote(flow: Path, url: str, *args: str, expect: int = 0) -> subprocess.CompletedProcess:

@@ -2,7 +2,10 @@
 
 The chain's thread calls `process_element` synchronously; each element enters the queue and
 its call starts on the worker's event loop (one daemon thread per Python worker process,
-reused by every task so clients and caches survive). Completed entries are emitted from the
+reused by every task so clients and caches survive). On the loop, a pool of at most CAPACITY
+call tasks takes elements from the hand-off deque one after another: a call that answers at
+once (a lookup served from memory) costs no task of its own, and a burst of elements is
+started in one loop step. Completed entries are emitted from the
 calling thread only, in the order the queue allows. A full queue blocks the caller, who keeps
 emitting whatever completes meanwhile (back-pressure, never dropping). The window is
 continuous: calls are never gathered per batch.
@@ -73,14 +76,21 @@ class EnrichOperator:
         self._call = call if call is not None else build_call(config)
         self._queue: OrderedQueue | UnorderedQueue = make_queue(
             config.mode is Mode.ORDERED, config.capacity, key_of=_key_of(config.order_by) if config.order_by else None)
-        self._cond = threading.Condition(threading.Lock())   # never taken twice by one thread
-        # elements handed to the loop: the chain thread appends, the loop drains in batches,
-        # so a burst of elements costs one cross-thread wake-up, not one each
+        # guards the queue; taken directly (a C-level `with`) where nobody waits, through the
+        # condition where the chain thread waits for a completion
+        self._lock = threading.Lock()   # never taken twice by one thread
+        self._cond = threading.Condition(self._lock)
+        # elements handed to the loop: the chain thread appends, the pool's call tasks take them
+        # (loop thread), so a burst of elements costs one cross-thread wake-up, not one each
         self._inbox: collections.deque[ElementEntry] = collections.deque()
-        self._drain_scheduled = False
+        self._wake_scheduled = False
         self._notify_scheduled = False   # loop thread only, see _complete
-        # running calls by entry (loop thread only); `_run` removes its own entry, so a finished
-        # call costs no done-callback round through the loop
+        self._completed: list[tuple[ElementEntry, Resolution]] = []   # loop thread only, see _complete
+        # the pool of call tasks (loop thread only): at most CAPACITY, started as elements come,
+        # parked on a future of `_idle` while the inbox is empty
+        self._pool: set[asyncio.Task[None]] = set()
+        self._idle: list[asyncio.Future[bool]] = []
+        # the call task running each element now, for its TIMEOUT (loop thread only)
         self._tasks: dict[ElementEntry, asyncio.Task[None]] = {}
         self._metrics = OperatorMetrics(config.name)
         self._batching: BatchingCall | None = None
@@ -113,28 +123,27 @@ class EnrichOperator:
 
     def process_element(self, row: Row) -> None:
         """Enqueue one row, start its call, and emit whatever may leave (blocking while full)."""
-        self._metrics.add("elements_in")
         queue = self._queue
-        with self._cond:   # fast path: one lock round for put and pop while there is room
+        with self._lock:   # fast path: one lock round for put and pop while there is room
             entry = queue.put_element(row) if queue.has_capacity() else None
             ready = queue.pop_ready() if entry is not None and queue.has_ready() else None
         if entry is None:
             self._wait_for_capacity()
-            with self._cond:
+            with self._lock:
                 entry = queue.put_element(row)
                 ready = queue.pop_ready() if queue.has_ready() else None
         loop = self._loop
         assert loop is not None, "process_element before open"
         self._inbox.append(entry)
-        if not self._drain_scheduled:   # see _drain_inbox: append first, then test the flag
-            self._drain_scheduled = True
-            loop.call_soon_threadsafe(self._drain_inbox)
+        if not self._wake_scheduled:   # see _wake_pool: append first, then test the flag
+            self._wake_scheduled = True
+            loop.call_soon_threadsafe(self._wake_pool)
         if ready:
             self._emit(ready)
 
     def process_watermark(self, watermark: Watermark) -> None:
         """Queue a watermark; it is forwarded once every element before it has left."""
-        with self._cond:
+        with self._lock:
             self._queue.put_watermark(watermark)
         self._emit_ready()
 
@@ -159,13 +168,14 @@ class EnrichOperator:
             self._call.close()
 
     def dispose(self) -> None:
-        """Always runs: after a failure, cancel pending calls and close this operator's clients."""
+        """Always runs: end the pool's call tasks (after a failure, cancelling pending calls) and
+        close this operator's clients."""
         if self._disposed:
             return
         self._disposed = True
         abnormal = self._failed or not self._finished
         loop = self._loop
-        if loop is not None and loop.is_running() and (self._tasks or self._inbox):
+        if loop is not None and loop.is_running() and (self._pool or self._inbox):
             try:
                 asyncio.run_coroutine_threadsafe(self._cancel_all(), loop).result(timeout=5)
             except Exception:  # noqa: BLE001 - dispose must not mask the original failure
@@ -187,6 +197,7 @@ class EnrichOperator:
     def metrics(self) -> dict[str, Any]:
         """This task's metrics as a plain dict."""
         m = self._metrics
+        m.counters["elements_in"] = self._queue.entered
         stats = self._resolver.cache_stats
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses
@@ -221,7 +232,7 @@ class EnrichOperator:
                 self._metrics.blocked_seconds += time.perf_counter() - started
 
     def _emit_ready(self) -> None:
-        with self._cond:
+        with self._lock:
             ready = self._queue.pop_ready()
         if ready:
             self._emit(ready)
@@ -230,16 +241,17 @@ class EnrichOperator:
         """Hand entries that left the queue downstream, in order (chain thread, no lock held)."""
         output = self._output
         assert output is not None
+        emit = output.emit
         m = self._metrics
         for entry in ready:
-            if isinstance(entry, WatermarkEntry):
-                output.emit_watermark(entry.watermark)
-                continue
-            value = entry.value
-            if isinstance(value, Rows):
-                for out in value.rows:
-                    output.emit(out)
-                m.add("elements_out", len(value.rows))
+            value = entry.value if type(entry) is ElementEntry else entry
+            if type(value) is Rows:
+                rows = value.rows
+                m.counters["elements_out"] += len(rows)
+                for out in rows:
+                    emit(out)
+            elif isinstance(value, WatermarkEntry):
+                output.emit_watermark(value.watermark)
             elif isinstance(value, DeadLetter):
                 m.add("dead_letters")
                 output.emit_dead_letter(value.letter)
@@ -253,35 +265,59 @@ class EnrichOperator:
 
     # ----------------------------------------------------------------- loop thread
 
-    def _drain_inbox(self) -> None:
-        """Start the calls of every element handed over since the last drain."""
-        self._drain_scheduled = False   # cleared before draining: a later append reschedules
+    def _wake_pool(self) -> None:
+        """Find a call task for every element handed over: wake parked ones, start new ones."""
+        self._wake_scheduled = False   # cleared before looking: a later append reschedules
         loop = self._loop
         assert loop is not None
-        inbox, tasks, run = self._inbox, self._tasks, self._run
-        while inbox:
-            entry = inbox.popleft()
-            tasks[entry] = loop.create_task(run(entry))
+        waiting, idle, pool = len(self._inbox), self._idle, self._pool
+        while waiting and idle:
+            wake = idle.pop()
+            if not wake.done():
+                wake.set_result(True)
+                waiting -= 1
+        while waiting and len(pool) < self.config.capacity:
+            pool.add(loop.create_task(self._call_task()))
+            waiting -= 1
+
+    async def _call_task(self) -> None:
+        """One task of the pool: run the inbox's elements one after another, park when it is empty."""
+        loop = self._loop
+        assert loop is not None
+        task = asyncio.current_task()
+        assert task is not None
+        inbox, idle, run = self._inbox, self._idle, self._run
+        try:
+            while True:
+                while inbox:
+                    await run(inbox.popleft(), task)
+                wake = loop.create_future()
+                idle.append(wake)
+                await wake
+        finally:
+            self._pool.discard(task)
 
     async def _cancel_all(self) -> None:
-        """Cancel every call of this operator and wait until they have stopped."""
+        """End every call task of this operator (cancelling calls in flight) and wait for them."""
         self._inbox.clear()
-        tasks = list(self._tasks.values())
+        tasks = list(self._pool)
         for task in tasks:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=2)
-        self._tasks.clear()   # a task cancelled before its first step never ran its `finally`
+        self._pool.clear()
+        self._idle.clear()
+        self._tasks.clear()
         self._deadlines.clear()
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
 
     def _complete(self, entry: ElementEntry, resolution: Resolution) -> None:
-        with self._cond:
-            self._queue.complete(entry, resolution)
-        # Wake the chain thread once per loop iteration, not once per completion: calls answered
-        # together (one burst of responses) then leave, and are replaced, in one round.
+        # Hand answers to the queue, and wake the chain thread, once per loop iteration, not
+        # once per completion: calls answered together (one burst of responses) then leave,
+        # and are replaced, in one round, for one lock round.
+        self._completed.append((entry, resolution))
         if not self._notify_scheduled:
             self._notify_scheduled = True
             loop = self._loop
@@ -290,50 +326,52 @@ class EnrichOperator:
 
     def _notify(self) -> None:
         self._notify_scheduled = False
-        with self._cond:
-            if self._queue.has_ready():   # wake the chain thread only when something may leave
+        completed, self._completed = self._completed, []
+        queue = self._queue
+        with self._lock:
+            for entry, resolution in completed:
+                queue.complete(entry, resolution)
+            if queue.has_ready():   # wake the chain thread only when something may leave
                 self._cond.notify()
 
-    async def _run(self, entry: ElementEntry) -> None:
-        """The whole life of one element on the loop; always completes its entry unless cancelled."""
+    async def _run(self, entry: ElementEntry, task: asyncio.Task[None]) -> None:
+        """The whole life of one element on the loop, in call task `task`: its admission, its
+        calls under TIMEOUT (enforced by this operator's reaper, which cancels `task`), and its
+        answer; always completes its entry unless cancelled by dispose."""
         started = time.perf_counter()
+        self._tasks[entry] = task
+        resolver, limit = self._resolver, self._limit
+        row = entry.payload
         try:
-            resolution = await self._resolve(entry)
+            attempts = [0]
+            if resolver.admits:
+                await resolver.admit()
+            epoch = limit.epoch if limit is not None else 0
+            deadline = self._arm_deadline(entry)
+            self._running += 1             # counted from admission: RATE and ADAPTIVE waits are not calls
+            if self._running > self._metrics.max_in_flight:
+                self._metrics.max_in_flight = self._running
+            try:
+                try:
+                    resolution = await resolver.attempt(row, attempts)
+                finally:
+                    deadline.done = True
+                    self._running -= 1
+            except asyncio.CancelledError:
+                if not deadline.expired:
+                    raise                  # cancelled by dispose, not by the TIMEOUT
+                task.uncancel()
+                if limit is not None:
+                    limit.overloaded(epoch)
+                resolution = await resolver.timed_out(row, attempts[0])
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
-            resolution = Fail(self._resolver.failure(entry.payload, exc))
+            resolution = Fail(resolver.failure(row, exc))
         finally:
             self._metrics.latency.record(time.perf_counter() - started)
             self._tasks.pop(entry, None)
         self._complete(entry, resolution)
-
-    async def _resolve(self, entry: ElementEntry) -> Resolution:
-        """Resolve one element under its TIMEOUT, enforced by this operator's reaper."""
-        resolver = self._resolver
-        row = entry.payload
-        attempts = [0]
-        if resolver.admits:
-            await resolver.admit()
-        epoch = self._limit.epoch if self._limit is not None else 0
-        deadline = self._arm_deadline(entry)
-        self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls
-        self._metrics.in_flight(self._running)
-        try:
-            try:
-                return await resolver.attempt(row, attempts)
-            finally:
-                deadline.done = True
-                self._running -= 1
-        except asyncio.CancelledError:
-            if not deadline.expired:
-                raise                      # cancelled by dispose, not by the TIMEOUT
-            task = asyncio.current_task()
-            assert task is not None
-            task.uncancel()
-            if self._limit is not None:
-                self._limit.overloaded(epoch)
-            return await resolver.timed_out(row, attempts[0])
 
     def _arm_deadline(self, entry: ElementEntry) -> _Deadline:
         """Start the TIMEOUT of the element whose call runs in `self._tasks[entry]`."""

@@ -72,6 +72,11 @@ class _BaseQueue:
         self._elements = 0  # element entries in the queue
         self._seq = 0
 
+    @property
+    def entered(self) -> int:
+        """Elements put in so far (the operator's `elements_in`)."""
+        return self._seq
+
     def element_count(self) -> int:
         """Element entries in the queue (in flight or completed, not yet left)."""
         return self._elements

@@ -8,7 +8,6 @@ exception in `dispose` never hides the one that caused it.
 """
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,35 +36,28 @@ class Emitted:
 
 
 class Collector:
-    """The chain's tail output: gathers rows and dead letters until drained (thread-safe)."""
+    """The chain's tail output: gathers rows and dead letters until drained.
+
+    Only the chain's thread emits and drains (operators emit from `process_element`,
+    `process_watermark` and `finish`), so a row costs one list append and no lock."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._pending = Emitted()
+        self.emit = self._pending.rows.append   # bound per drain: no method call of ours per row
         self.watermark: Watermark | None = None
-        self.rows_out = 0
-        self.dead_letters_out = 0
-
-    def emit(self, row: Row) -> None:
-        with self._lock:
-            self._pending.rows.append(row)
-            self.rows_out += 1
 
     def emit_watermark(self, watermark: Watermark) -> None:
-        with self._lock:
-            if self.watermark is None or watermark.timestamp > self.watermark.timestamp:
-                self.watermark = watermark
+        if self.watermark is None or watermark.timestamp > self.watermark.timestamp:
+            self.watermark = watermark
 
     def emit_dead_letter(self, letter: Row) -> None:
-        with self._lock:
-            self._pending.dead_letters.append(letter)
-            self.dead_letters_out += 1
+        self._pending.dead_letters.append(letter)
 
     def drain(self) -> Emitted:
         """Return and forget everything collected so far."""
-        with self._lock:
-            pending, self._pending = self._pending, Emitted()
-            return pending
+        pending, self._pending = self._pending, Emitted()
+        self.emit = self._pending.rows.append
+        return pending
 
 
 class ChainingOutput:
@@ -74,9 +66,8 @@ class ChainingOutput:
     def __init__(self, operator: Operator, collector: Collector) -> None:
         self._operator = operator
         self._collector = collector
+        self.emit = operator.process_element   # a row goes straight to the next operator
 
-    def emit(self, row: Row) -> None:
-        self._operator.process_element(row)
 
     def emit_watermark(self, watermark: Watermark) -> None:
         self._operator.process_watermark(watermark)

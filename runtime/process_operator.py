@@ -53,7 +53,16 @@ class ProcessOperator:
         assert self._output is not None, "process_element before open"
         self.elements_in += 1
         try:
-            results = self._results(self._fn(row, *self._state_args))
+            value = self._fn(row, *self._state_args)
+            if type(value) is dict:            # the usual answer, without _results' generality
+                columns = self._columns
+                out = dict(zip(columns, map(value.get, columns)))
+                problem = self._check(out) if self._check is not None else None
+                if problem:
+                    raise TypeError(f"PROCESS result {problem}")
+                results: Iterable[Row] = (out,)
+            else:
+                results = self._results(value)
         except Exception as exc:
             self.errors += 1
             key = {column: row.get(column) for column in self.config.key_columns}
@@ -82,7 +91,7 @@ class ProcessOperator:
         for item in items:  # iterating runs a generator's body, so its errors land here too
             if type(item) is not dict and not isinstance(item, Mapping):
                 raise TypeError(f"PROCESS function produced a {type(item).__name__}, expected a dict")
-            row = {column: item.get(column) for column in columns}
+            row = dict(zip(columns, map(item.get, columns)))
             problem = check(row) if check is not None else None
             if problem:
                 raise TypeError(f"PROCESS result {problem}")

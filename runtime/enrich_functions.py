@@ -145,7 +145,20 @@ def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
     return result
 
 
-_checker = functools.lru_cache(maxsize=256)(result_types.checker)
+_checkers: dict[int, tuple[tuple[Column, ...], Any]] = {}
+
+
+def _checker(returns: tuple[Column, ...]) -> Any:
+    """`result_types.checker(returns)`, made once per RETURNS tuple: looked up by the tuple's
+    identity, since hashing its Columns for every answer costs more than the check itself."""
+    found = _checkers.get(id(returns))
+    if found is not None and found[0] is returns:
+        return found[1]
+    if len(_checkers) >= 256:      # configs are unpickled per task: forget old tasks' tuples
+        _checkers.clear()
+    check = result_types.checker(returns)
+    _checkers[id(returns)] = (returns, check)   # holds `returns`, so its id stays its own
+    return check
 
 
 def _hashable(key: tuple) -> Hashable | None:
@@ -251,6 +264,7 @@ class PythonEnrichCall(EnrichCall):
         self._fn: Any = None
         self._is_async = False
         self._opened = False
+        self._check = _checker(config.returns)   # None: no RETURNS column needs a check
 
     def open(self) -> None:
         self.target = user_code.resolve(self.config.call)
@@ -277,7 +291,14 @@ class PythonEnrichCall(EnrichCall):
     async def __call__(self, row: Row) -> Any:
         arg = dict(row)  # the user may mutate it; the operator keeps the original
         if self._is_async:
-            return check_result_types(await self._fn(arg), self.config.returns)
+            result = await self._fn(arg)
+            check = self._check
+            if check is None or type(result) is not dict:
+                return check_result_types(result, self.config.returns)
+            problem = check(result)                # the usual answer, checked without a detour
+            if problem:
+                raise CallError(f"answer {problem}")
+            return result
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(_pool(self.config.name, sync_threads(self.config.capacity)),
                                             self._fn, arg)
@@ -322,6 +343,9 @@ def _session(name: str, limit: int) -> aiohttp.ClientSession:
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None),  # the operator's TIMEOUT bounds each element
             auto_decompress=True,
+            # no cookies: an element's call must not carry what the answer to another row set
+            # (and filtering a jar on every request costs CPU for nothing)
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         _sessions[key] = session
     return session

@@ -148,7 +148,18 @@ class ElementResolver:
                     await limit.acquire()
             epoch = limit.epoch if limit is not None else 0
             try:
-                results = normalize(await self._invoke(row))
+                if self.cache is None:             # the usual case, without _invoke's frame
+                    if not self.batched:
+                        counters = self.metrics.counters
+                        counters["calls"] += 1
+                        counters["elements_called"] += 1
+                    result = await self.call(row)
+                else:
+                    result = await self._invoke(row)
+                if type(result) is dict:           # the usual answer: no normalize
+                    results: list[dict[str, Any]] = [result]
+                else:
+                    results = normalize(result)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
@@ -166,6 +177,8 @@ class ElementResolver:
                     limit.release()
             if limit is not None:
                 limit.succeeded()
+            if len(results) == 1:
+                return Rows([self.output_row(row, results[0])])
             if results:
                 return Rows([self.output_row(row, r) for r in results])
             if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:

@@ -211,3 +211,28 @@ def test_dispose_mid_flight_cancels_requests(fault_server: FaultServer) -> None:
     while fault_server.in_flight and time.monotonic() < deadline:
         time.sleep(0.005)
     assert fault_server.in_flight == 0
+
+
+def test_an_answer_setting_a_cookie_does_not_reach_other_rows_requests(serve_app) -> None:
+    """The operator's session is shared by every element: a cookie one answer sets must not be
+    sent with the next row's request (rows are independent), so the session keeps no cookies.
+    (A host name, not an IP: aiohttp's default jar ignores cookies from IP addresses.)"""
+    from aiohttp import web
+
+    seen: list[str | None] = []
+
+    async def kv(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Cookie"))
+        response = web.json_response({"key": request.match_info["id"], "value": "v"})
+        response.set_cookie("session", f"from-{request.match_info['id']}")
+        return response
+
+    app = web.Application()
+    app.router.add_get("/kv/{id}", kv)
+    server = serve_app(app)
+    config = Enrich(name=f"http{next(_names)}", line=12, call=HttpCall(f"http://localhost:{server.port}/kv/{{id}}"),
+                    returns=(Column("key", "STRING"), Column("value", "STRING")), key_columns=("id",),
+                    capacity=1, timeout_s=5.0)
+    _, out = run(config, [{"id": "a"}, {"id": "b"}, {"id": "c"}])
+    assert [r["key"] for r in out.rows] == ["a", "b", "c"]
+    assert seen == [None, None, None]

@@ -178,9 +178,10 @@ class ChainFunction:
         finally:
             self._report(chain, failed)
 
-    def _chunks(self, batches: Iterable[pa.RecordBatch], generator: WatermarkGenerator | None) -> Iterator[Iterator[Any]]:
+    def _chunks(self, batches: Iterable[pa.RecordBatch], generator: WatermarkGenerator | None) -> Iterator[Iterable[Any]]:
         for batch in batches:
-            yield self._elements(batch.to_pylist(), generator)
+            rows = batch.to_pylist()
+            yield rows if generator is None else self._elements(rows, generator)
 
     @staticmethod
     def _elements(rows: list[Row], generator: WatermarkGenerator | None) -> Iterator[Any]:

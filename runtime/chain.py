@@ -157,9 +157,15 @@ class OperatorChain:
         error: BaseException | None = None
         try:
             self.open()
+            head = self.operators[0]
+            process_element, process_watermark = head.process_element, head.process_watermark
             for chunk in chunks:
-                for element in chunk:
-                    self.push(element)
+                for element in chunk:        # `push`, inlined: this runs once per row
+                    if type(element) is Watermark:
+                        process_watermark(element)
+                    else:
+                        self.elements_in += 1
+                        process_element(element)
                 emitted = self.drain()
                 if emitted:
                     yield emitted

@@ -43,7 +43,7 @@ def prepare(folder: Path, rows: int) -> Path:
 def run(ctx: Context) -> Section:
     started = time.perf_counter()
     rows = ROWS * (3 if ctx.full else 1)
-    repeats = 3
+    repeats = 5
     warm = prepare(ctx.folder("chaining-warmup"), WARMUP_ROWS)
     for chaining in (True, False):
         run_flow(warm, chaining=chaining)

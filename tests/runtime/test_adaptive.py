@@ -131,7 +131,10 @@ def test_an_element_waiting_for_its_retry_leaves_its_slot(fault_server) -> None:
         while resolver.metrics.counters["retries"] == 0 and not element.done():
             await asyncio.sleep(0.005)
         during_backoff = limit.in_flight           # the 503 came back; the element sleeps 300 ms
-        return await element, during_backoff
+        try:
+            return await element, during_backoff
+        finally:
+            await call.aclose_clients()            # its session lives on this loop, which ends here
 
     try:
         resolution, during_backoff = asyncio.run(main())

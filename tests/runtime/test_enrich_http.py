@@ -236,3 +236,16 @@ def test_an_answer_setting_a_cookie_does_not_reach_other_rows_requests(serve_app
     _, out = run(config, [{"id": "a"}, {"id": "b"}, {"id": "c"}])
     assert [r["key"] for r in out.rows] == ["a", "b", "c"]
     assert seen == [None, None, None]
+
+
+def test_a_call_task_whose_element_timed_out_goes_on_with_the_next_elements(fault_server: FaultServer) -> None:
+    """CAPACITY 1: one call task runs every element. The TIMEOUT cancels it at the hung element;
+    it answers that element by the timeout policy and goes on with the rest, in order."""
+    fault_server.script("stuck", Reply(hang=True))
+    cfg = make(fault_server, capacity=1, timeout_s=0.2, on_timeout=Outcome.DEAD_LETTER, mode=Mode.ORDERED)
+    op, out = run(cfg, [{"id": "a"}, {"id": "stuck"}, {"id": "b"}, {"id": "c"}])
+    assert [r["id"] for r in out.rows] == ["a", "b", "c"]
+    assert [d["key"] for d in out.dead_letters] == [{"id": "stuck"}]
+    m = op.metrics()
+    assert m["timeouts"] == 1 and m["calls"] == 4 and m["max_in_flight"] == 1
+    assert not op._pool and not op._tasks          # noqa: SLF001 - dispose ended the call task

@@ -81,6 +81,7 @@ def run(ctx: Context) -> Section:
     table = Table(["fixed 20 ms", "CAPACITY", "in flight", "N", "rows/s (median of 3)", "the 3 runs",
                    "dslc vs this"])
     section = Section("8. CPU per call", __doc__.split("\n\n", 1)[1], tables=[table])
+    ceilings: dict[int, float] = {}
     for capacity in CAPACITIES:
         for method in METHODS:
             label = {"dslc": "a. dslc UNORDERED, local[2]", "bare 2 x c": "b. bare aiohttp, 2 processes x c",
@@ -88,7 +89,7 @@ def run(ctx: Context) -> Section:
             table.add(label, capacity, PARTITIONS * capacity, n, f"{median[capacity, method]:.0f}",
                       " / ".join(f"{r:.0f}" for r in rates[capacity, method]),
                       ratio(median[capacity, "dslc"], median[capacity, method]))
-        ceiling = max(median[capacity, "bare 2 x c"], median[capacity, "bare 1 x 2c"])
+        ceiling = ceilings[capacity] = max(median[capacity, "bare 2 x c"], median[capacity, "bare 1 x 2c"])
         section.targets.append(Target(
             f"dslc UNORDERED CAPACITY {capacity} >= 0.9 of the bare client (the faster one)",
             ratio(median[capacity, "dslc"], ceiling), median[capacity, "dslc"] >= 0.9 * ceiling))
@@ -101,7 +102,10 @@ def run(ctx: Context) -> Section:
         "dslc's rate is N / wall time of the whole Spark job (Parquet read and write and the fixed cost of a job "
         "included); the bare clients do nothing but the calls.",
         f"Spark's fixed cost of this job, the same .flow over 100 rows (median of {REPEATS}): {fixed:.2f} s, "
-        f"{fixed / (n / median[50, 'dslc']):.0%} of the dslc run at CAPACITY 50.",
+        f"{fixed / (n / median[50, 'dslc']):.0%} of the dslc run at CAPACITY 50. Without it, dslc's rate against "
+        "the faster bare client would be " + ", ".join(
+            f"{ratio(n / (n / median[c, 'dslc'] - fixed), ceilings[c])} at CAPACITY {c}" for c in CAPACITIES)
+        + " (not a target: a job does pay it).",
     ]
     section.seconds = time.perf_counter() - started
     return section

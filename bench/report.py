@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,4 +130,9 @@ def _merge(old: str, new: str) -> str:
     kept = [t for t in order if t not in fresh]
     if kept:
         head = head.rstrip() + "\n| kept from an earlier run | " + "; ".join(kept) + " |\n"
+        # the count covers every section in the file, not only those of this run
+        verdicts = [line.rsplit("|", 2)[1].strip() for t in order for line in merged[t].splitlines()
+                    if line.startswith("| ") and line.rstrip().endswith(("| yes |", "| **no** |"))]
+        met = sum(v == "yes" for v in verdicts)
+        head = re.sub(r"\| targets met \| \d+ of \d+ \|", f"| targets met (all sections) | {met} of {len(verdicts)} |", head)
     return head.rstrip() + "\n\n" + "\n".join(merged[t] for t in order).rstrip() + "\n"

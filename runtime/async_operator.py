@@ -3,12 +3,12 @@
 The chain's thread calls `process_element` synchronously; each element enters the queue and
 its call starts on the worker's event loop (one daemon thread per Python worker process,
 reused by every task so clients and caches survive). On the loop, a pool of at most CAPACITY
-call tasks takes elements from the hand-off deque one after another: a call that answers at
-once (a lookup served from memory) costs no task of its own, and a burst of elements is
-started in one loop step. Completed entries are emitted from the
-calling thread only, in the order the queue allows. A full queue blocks the caller, who keeps
-emitting whatever completes meanwhile (back-pressure, never dropping). The window is
-continuous: calls are never gathered per batch.
+call tasks takes elements from the hand-off deque one after another: an element costs no
+asyncio task of its own, a call that answers at once (a lookup served from memory) lets its
+task go straight on to the next element, and a burst of elements starts in one loop step.
+Completed entries are emitted from the calling thread only, in the order the queue allows. A
+full queue blocks the caller, who keeps emitting whatever completes meanwhile (back-pressure,
+never dropping). The window is continuous: calls are never gathered per batch.
 
 Every element ends exactly once: as output rows, as a dead letter, dropped by a DROP policy,
 or as the `ElementFailure` raised from `process_element`/`process_watermark`/`finish` when a
@@ -349,8 +349,7 @@ class EnrichOperator:
             epoch = limit.epoch if limit is not None else 0
             deadline = self._arm_deadline(entry)
             self._running += 1             # counted from admission: RATE and ADAPTIVE waits are not calls
-            if self._running > self._metrics.max_in_flight:
-                self._metrics.max_in_flight = self._running
+            self._metrics.in_flight(self._running)
             try:
                 try:
                     resolution = await resolver.attempt(row, attempts)

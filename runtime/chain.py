@@ -42,8 +42,9 @@ class Collector:
     `process_watermark` and `finish`), so a row costs one list append and no lock."""
 
     def __init__(self) -> None:
-        self._pending = Emitted()
-        self.emit = self._pending.rows.append   # bound per drain: no method call of ours per row
+        self._rows: list[Row] = []
+        self._dead_letters: list[Row] = []
+        self.emit = self._rows.append   # no method call of ours per row
         self.watermark: Watermark | None = None
 
     def emit_watermark(self, watermark: Watermark) -> None:
@@ -51,12 +52,13 @@ class Collector:
             self.watermark = watermark
 
     def emit_dead_letter(self, letter: Row) -> None:
-        self._pending.dead_letters.append(letter)
+        self._dead_letters.append(letter)
 
     def drain(self) -> Emitted:
-        """Return and forget everything collected so far."""
-        pending, self._pending = self._pending, Emitted()
-        self.emit = self._pending.rows.append
+        """Return and forget everything collected so far (the lists stay, so `emit` stays bound)."""
+        pending = Emitted(self._rows.copy(), self._dead_letters.copy())
+        self._rows.clear()
+        self._dead_letters.clear()
         return pending
 
 
@@ -67,7 +69,6 @@ class ChainingOutput:
         self._operator = operator
         self._collector = collector
         self.emit = operator.process_element   # a row goes straight to the next operator
-
 
     def emit_watermark(self, watermark: Watermark) -> None:
         self._operator.process_watermark(watermark)
@@ -100,15 +101,6 @@ class OperatorChain:
         for operator in reversed(self.operators):
             operator.open(output)
             output = ChainingOutput(operator, self.collector)
-
-    def push(self, element: Element) -> None:
-        """Feed one row or watermark to the head operator."""
-        head = self.operators[0]
-        if isinstance(element, Watermark):
-            head.process_watermark(element)
-        else:
-            self.elements_in += 1
-            head.process_element(element)
 
     def end_input(self) -> None:
         """End of input: finish head to tail, then close head to tail."""
@@ -160,7 +152,7 @@ class OperatorChain:
             head = self.operators[0]
             process_element, process_watermark = head.process_element, head.process_watermark
             for chunk in chunks:
-                for element in chunk:        # `push`, inlined: this runs once per row
+                for element in chunk:        # a row or a watermark, to the head operator
                     if type(element) is Watermark:
                         process_watermark(element)
                     else:

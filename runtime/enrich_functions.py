@@ -264,7 +264,6 @@ class PythonEnrichCall(EnrichCall):
         self._fn: Any = None
         self._is_async = False
         self._opened = False
-        self._check = _checker(config.returns)   # None: no RETURNS column needs a check
 
     def open(self) -> None:
         self.target = user_code.resolve(self.config.call)
@@ -291,14 +290,7 @@ class PythonEnrichCall(EnrichCall):
     async def __call__(self, row: Row) -> Any:
         arg = dict(row)  # the user may mutate it; the operator keeps the original
         if self._is_async:
-            result = await self._fn(arg)
-            check = self._check
-            if check is None or type(result) is not dict:
-                return check_result_types(result, self.config.returns)
-            problem = check(result)                # the usual answer, checked without a detour
-            if problem:
-                raise CallError(f"answer {problem}")
-            return result
+            return check_result_types(await self._fn(arg), self.config.returns)
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(_pool(self.config.name, sync_threads(self.config.capacity)),
                                             self._fn, arg)

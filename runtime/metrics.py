@@ -43,11 +43,9 @@ class Histogram:
         self.counts: dict[int, int] = {}
 
     def record(self, latency_s: float) -> None:
-        """Count one latency (`bucket_of`, inlined: this runs once per element)."""
-        ms = latency_s * 1000.0
-        b = 0 if ms <= _MIN_MS else min(_LAST_BUCKET, math.ceil(math.log(ms / _MIN_MS, _BASE)))
-        counts = self.counts
-        counts[b] = counts.get(b, 0) + 1
+        """Count one latency."""
+        b = bucket_of(latency_s)
+        self.counts[b] = self.counts.get(b, 0) + 1
 
     def to_dict(self) -> dict[str, int]:
         """JSON form: bucket index (as a string key) -> count."""

@@ -53,16 +53,7 @@ class ProcessOperator:
         assert self._output is not None, "process_element before open"
         self.elements_in += 1
         try:
-            value = self._fn(row, *self._state_args)
-            if type(value) is dict:            # the usual answer, without _results' generality
-                columns = self._columns
-                out = dict(zip(columns, map(value.get, columns)))
-                problem = self._check(out) if self._check is not None else None
-                if problem:
-                    raise TypeError(f"PROCESS result {problem}")
-                results: Iterable[Row] = (out,)
-            else:
-                results = self._results(value)
+            results = self._results(self._fn(row, *self._state_args))
         except Exception as exc:
             self.errors += 1
             key = {column: row.get(column) for column in self.config.key_columns}

@@ -148,18 +148,11 @@ class ElementResolver:
                     await limit.acquire()
             epoch = limit.epoch if limit is not None else 0
             try:
-                if self.cache is None:             # the usual case, without _invoke's frame
-                    if not self.batched:
-                        counters = self.metrics.counters
-                        counters["calls"] += 1
-                        counters["elements_called"] += 1
-                    result = await self.call(row)
+                if self.cache is None:
+                    self._count_call()
+                    results = normalize(await self.call(row))
                 else:
-                    result = await self._invoke(row)
-                if type(result) is dict:           # the usual answer: no normalize
-                    results: list[dict[str, Any]] = [result]
-                else:
-                    results = normalize(result)
+                    results = normalize(await self._cached_call(row))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
@@ -177,8 +170,6 @@ class ElementResolver:
                     limit.release()
             if limit is not None:
                 limit.succeeded()
-            if len(results) == 1:
-                return Rows([self.output_row(row, results[0])])
             if results:
                 return Rows([self.output_row(row, r) for r in results])
             if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
@@ -186,18 +177,17 @@ class ElementResolver:
             self.metrics.add("misses")
             return self.policy(cfg.on_miss, "miss", "no result", row, attempts[0])
 
-    async def _invoke(self, row: Row) -> Any:
-        """One call, through the cache when there is one."""
-        call = self.call
-        if self.cache is not None:
-            key = call.cache_key(row)
-            if key is not None:
-                async def counted() -> Any:
-                    self._count_call()
-                    return await call(row)
+    async def _cached_call(self, row: Row) -> Any:
+        """One call through the cache (a row without a cache key calls directly)."""
+        call, cache = self.call, self.cache
+        assert cache is not None
+        key = call.cache_key(row)
+        if key is not None:
+            async def counted() -> Any:
+                self._count_call()
+                return await call(row)
 
-                return await self.cache.get_or_call((self.name, key), counted, self.cache_stats,
-                                                    cacheable=self._cacheable)
+            return await cache.get_or_call((self.name, key), counted, self.cache_stats, cacheable=self._cacheable)
         self._count_call()
         return await call(row)
 

@@ -56,13 +56,14 @@ def _key_of(columns: tuple[str, ...]) -> Callable[[Row], Hashable]:
 
 
 class _Deadline:
-    """When one element's TIMEOUT runs out, and whether its call is over (loop thread only)."""
+    """When one element's TIMEOUT runs out, the call task running it, and whether its call is
+    over (loop thread only)."""
 
-    __slots__ = ("at", "entry", "done", "expired")
+    __slots__ = ("at", "task", "done", "expired")
 
-    def __init__(self, at: float, entry: ElementEntry) -> None:
+    def __init__(self, at: float, task: asyncio.Task[None]) -> None:
         self.at = at
-        self.entry = entry
+        self.task = task
         self.done = False
         self.expired = False
 
@@ -90,8 +91,6 @@ class EnrichOperator:
         # parked on a future of `_idle` while the inbox is empty
         self._pool: set[asyncio.Task[None]] = set()
         self._idle: list[asyncio.Future[bool]] = []
-        # the call task running each element now, for its TIMEOUT (loop thread only)
-        self._tasks: dict[ElementEntry, asyncio.Task[None]] = {}
         self._metrics = OperatorMetrics(config.name)
         self._batching: BatchingCall | None = None
         if config.batch is not None:
@@ -307,7 +306,6 @@ class EnrichOperator:
             await asyncio.wait(tasks, timeout=2)
         self._pool.clear()
         self._idle.clear()
-        self._tasks.clear()
         self._deadlines.clear()
         if self._reaper is not None:
             self._reaper.cancel()
@@ -339,7 +337,6 @@ class EnrichOperator:
         calls under TIMEOUT (enforced by this operator's reaper, which cancels `task`), and its
         answer; always completes its entry unless cancelled by dispose."""
         started = time.perf_counter()
-        self._tasks[entry] = task
         resolver, limit = self._resolver, self._limit
         row = entry.payload
         try:
@@ -347,7 +344,7 @@ class EnrichOperator:
             if resolver.admits:
                 await resolver.admit()
             epoch = limit.epoch if limit is not None else 0
-            deadline = self._arm_deadline(entry)
+            deadline = self._arm_deadline(task)
             self._running += 1             # counted from admission: RATE and ADAPTIVE waits are not calls
             self._metrics.in_flight(self._running)
             try:
@@ -369,14 +366,13 @@ class EnrichOperator:
             resolution = Fail(resolver.failure(row, exc))
         finally:
             self._metrics.latency.record(time.perf_counter() - started)
-            self._tasks.pop(entry, None)
         self._complete(entry, resolution)
 
-    def _arm_deadline(self, entry: ElementEntry) -> _Deadline:
-        """Start the TIMEOUT of the element whose call runs in `self._tasks[entry]`."""
+    def _arm_deadline(self, task: asyncio.Task[None]) -> _Deadline:
+        """Start the TIMEOUT of the element call task `task` is running now."""
         loop = self._loop
         assert loop is not None
-        deadline = _Deadline(loop.time() + self.config.timeout_s, entry)
+        deadline = _Deadline(loop.time() + self.config.timeout_s, task)
         pending = self._deadlines
         while pending and pending[0].done:   # keep the queue as short as the calls in flight
             pending.popleft()
@@ -393,8 +389,7 @@ class EnrichOperator:
         pending = self._deadlines
         while pending and (pending[0].done or pending[0].at <= now):
             deadline = pending.popleft()
-            task = self._tasks.get(deadline.entry)
-            if not deadline.done and task is not None:
+            if not deadline.done:
                 deadline.expired = True
-                task.cancel()
+                deadline.task.cancel()
         self._reaper = loop.call_at(pending[0].at, self._reap) if pending else None

@@ -26,8 +26,9 @@ import asyncio
 import collections
 import threading
 import time
-from collections.abc import Callable, Hashable
-from typing import Any
+import types
+from collections.abc import Callable, Coroutine, Generator, Hashable
+from typing import Any, TypeVar
 
 from .adaptive import AdaptiveLimit
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
@@ -53,6 +54,32 @@ def _key_of(columns: tuple[str, ...]) -> Callable[[Row], Hashable]:
             return repr(values)
         return values
     return key
+
+
+T = TypeVar("T")
+
+
+@types.coroutine
+def _resume(step: Coroutine[Any, Any, T], waits_on: Any) -> Generator[Any, Any, T]:
+    """Await coroutine `step`, whose first step already ran and yielded `waits_on`: what
+    `await step` would do from there (values sent and exceptions thrown in by the task go on
+    to `step`)."""
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            step.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a cancellation, passed on to the call
+            try:
+                waits_on = step.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waits_on = step.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 class _Deadline:
@@ -91,6 +118,7 @@ class EnrichOperator:
         # parked on a future of `_idle` while the inbox is empty
         self._pool: set[asyncio.Task[None]] = set()
         self._idle: list[asyncio.Future[bool]] = []
+        self._waking = 0   # call tasks woken or started that have not yet looked at the inbox
         self._metrics = OperatorMetrics(config.name)
         self._batching: BatchingCall | None = None
         if config.batch is not None:
@@ -265,34 +293,62 @@ class EnrichOperator:
     # ----------------------------------------------------------------- loop thread
 
     def _wake_pool(self) -> None:
-        """Find a call task for every element handed over: wake parked ones, start new ones."""
+        """Elements were handed over: make sure a call task will look at the inbox. One is
+        enough, it wakes more when its call has to wait (see `_call_task`); with BATCH every
+        element waits for its batch, and all must join it in this loop round, so one each."""
         self._wake_scheduled = False   # cleared before looking: a later append reschedules
-        loop = self._loop
-        assert loop is not None
-        waiting, idle, pool = len(self._inbox), self._idle, self._pool
-        while waiting and idle:
+        if self._batching is not None:
+            wanted = len(self._inbox) - self._waking
+        else:
+            wanted = 1 if self._inbox and not self._waking else 0
+        if wanted > 0:
+            self._wake(wanted)
+
+    def _wake(self, wanted: int) -> None:
+        """Wake up to `wanted` parked call tasks, starting new ones while the pool has room."""
+        idle, pool = self._idle, self._pool
+        while wanted and idle:
             wake = idle.pop()
             if not wake.done():
                 wake.set_result(True)
-                waiting -= 1
-        while waiting and len(pool) < self.config.capacity:
+                self._waking += 1
+                wanted -= 1
+        while wanted and len(pool) < self.config.capacity:
+            loop = self._loop
+            assert loop is not None
             pool.add(loop.create_task(self._call_task()))
-            waiting -= 1
+            self._waking += 1
+            wanted -= 1
 
     async def _call_task(self) -> None:
-        """One task of the pool: run the inbox's elements one after another, park when it is empty."""
+        """One task of the pool: run the inbox's elements one after another, park when it is empty.
+
+        An element's first step runs here at once: a call that answers without waiting (a
+        lookup served from memory) costs no task switch, and the next element follows in the
+        same loop step. Only when a call has to wait are other tasks woken for the elements
+        left in the inbox, so a burst of calls that all wait still starts in one loop step."""
         loop = self._loop
         assert loop is not None
         task = asyncio.current_task()
         assert task is not None
         inbox, idle, run = self._inbox, self._idle, self._run
+        self._waking -= 1
         try:
             while True:
                 while inbox:
-                    await run(inbox.popleft(), task)
+                    step = run(inbox.popleft(), task)
+                    try:
+                        waits_on = step.send(None)
+                    except StopIteration:
+                        continue
+                    wanted = len(inbox) - self._waking
+                    if wanted > 0:
+                        self._wake(wanted)
+                    await _resume(step, waits_on)
                 wake = loop.create_future()
                 idle.append(wake)
                 await wake
+                self._waking -= 1
         finally:
             self._pool.discard(task)
 
@@ -306,6 +362,7 @@ class EnrichOperator:
             await asyncio.wait(tasks, timeout=2)
         self._pool.clear()
         self._idle.clear()
+        self._waking = 0
         self._deadlines.clear()
         if self._reaper is not None:
             self._reaper.cancel()
@@ -337,24 +394,34 @@ class EnrichOperator:
         calls under TIMEOUT (enforced by this operator's reaper, which cancels `task`), and its
         answer; always completes its entry unless cancelled by dispose."""
         started = time.perf_counter()
-        resolver, limit = self._resolver, self._limit
+        resolver, limit, loop = self._resolver, self._limit, self._loop
+        assert loop is not None
         row = entry.payload
         try:
             attempts = [0]
             if resolver.admits:
                 await resolver.admit()
             epoch = limit.epoch if limit is not None else 0
-            deadline = self._arm_deadline(task)
             self._running += 1             # counted from admission: RATE and ADAPTIVE waits are not calls
             self._metrics.in_flight(self._running)
+            deadline: _Deadline | None = None
+            admitted = loop.time()
+            step = resolver.attempt(row, attempts)
             try:
                 try:
-                    resolution = await resolver.attempt(row, attempts)
+                    waits_on = step.send(None)
+                except StopIteration as answered:   # answered without waiting: no TIMEOUT to watch
+                    resolution = answered.value
+                else:
+                    deadline = self._arm_deadline(task, admitted + self.config.timeout_s)
+                    try:
+                        resolution = await _resume(step, waits_on)
+                    finally:
+                        deadline.done = True
                 finally:
-                    deadline.done = True
                     self._running -= 1
             except asyncio.CancelledError:
-                if not deadline.expired:
+                if deadline is None or not deadline.expired:
                     raise                  # cancelled by dispose, not by the TIMEOUT
                 task.uncancel()
                 if limit is not None:
@@ -368,11 +435,12 @@ class EnrichOperator:
             self._metrics.latency.record(time.perf_counter() - started)
         self._complete(entry, resolution)
 
-    def _arm_deadline(self, task: asyncio.Task[None]) -> _Deadline:
-        """Start the TIMEOUT of the element call task `task` is running now."""
+    def _arm_deadline(self, task: asyncio.Task[None], at: float) -> _Deadline:
+        """Watch the TIMEOUT, running out at loop time `at`, of the element call task `task` is
+        running now (deadlines are armed in the order of `at`)."""
         loop = self._loop
         assert loop is not None
-        deadline = _Deadline(loop.time() + self.config.timeout_s, task)
+        deadline = _Deadline(at, task)
         pending = self._deadlines
         while pending and pending[0].done:   # keep the queue as short as the calls in flight
             pending.popleft()

@@ -31,6 +31,7 @@ class ProcessOperator:
         self._columns = tuple(column.name for column in config.returns)
         self._check = result_types.checker(config.returns)
         self._output: Output | None = None
+        self._emit: Any = None   # the output's emit, bound once at open
         self._target: Any = None
         self._fn: Any = None
         self._user_open = False
@@ -40,6 +41,7 @@ class ProcessOperator:
 
     def open(self, output: Output) -> None:
         self._output = output
+        self._emit = output.emit
         target = user_code.resolve(self.config.call)
         self._target = target
         self._fn = target
@@ -50,17 +52,18 @@ class ProcessOperator:
             self._user_open = True
 
     def process_element(self, row: Row) -> None:
-        assert self._output is not None, "process_element before open"
         self.elements_in += 1
         try:
-            results = self._results(self._fn(row, *self._state_args))
+            results = self._results(self._fn(row, *self._state_args) if self._state_args else self._fn(row))
         except Exception as exc:
             self.errors += 1
             key = {column: row.get(column) for column in self.config.key_columns}
             raise ElementFailure(self.config.name, self.config.line, key, exc) from exc
-        for result in results:
-            self.elements_out += 1
-            self._output.emit(result)
+        if results:
+            self.elements_out += len(results)
+            emit = self._emit
+            for result in results:
+                emit(result)
 
     def _results(self, value: Any) -> list[Row]:
         """Normalise the user's answer to a list of rows with exactly the RETURNS columns."""

@@ -21,7 +21,7 @@ def reset() -> None:
     with lock:
         state.clear()
         state.update(running=0, max_running=0, attempts=Counter(), cancelled=0, started=[],
-                     opened=0, closed=0, timeouts=[], threads=set())
+                     opened=0, closed=0, timeouts=[], threads=set(), tasks=set())
 
 
 reset()
@@ -76,6 +76,20 @@ async def scripted(row: dict[str, Any]) -> Any:
         raise
     finally:
         _leave()
+
+
+async def at_once_or_later(row: dict[str, Any]) -> Any:
+    """Async function that answers without awaiting anything when delay_ms is 0 (a lookup in
+    memory), else after sleeping; records the asyncio task each call ran in."""
+    with lock:
+        state["tasks"].add(id(asyncio.current_task()))
+    if row.get("delay_ms"):
+        _enter()
+        try:
+            await asyncio.sleep(float(row["delay_ms"]) / 1000.0)
+        finally:
+            _leave()
+    return _answer(row, 0)
 
 
 def blocking(row: dict[str, Any]) -> Any:

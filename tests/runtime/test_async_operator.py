@@ -252,6 +252,23 @@ def test_window_is_continuous_across_calls() -> None:
     assert [r["id"] for r in out.rows] == [0, 1, 2, 3]
 
 
+def test_calls_that_answer_at_once_run_one_after_another_in_one_call_task() -> None:
+    """No call waits, so no second call task is woken: each element costs no task switch."""
+    op, out = run(make("async_udfs:at_once_or_later", mode=Mode.ORDERED, capacity=50), [row(i) for i in range(300)])
+    assert [r["id"] for r in out.rows] == list(range(300))
+    assert len(udfs.state["tasks"]) == 1
+    assert not op._pool                            # noqa: SLF001 - dispose ended the call task
+
+
+def test_calls_that_wait_still_overlap_among_calls_that_answer_at_once() -> None:
+    """A call task whose call must wait wakes others for the elements behind it."""
+    rows = [row(i, delay_ms=60 if i % 2 else 0) for i in range(40)]
+    op, out = run(make("async_udfs:at_once_or_later", mode=Mode.UNORDERED, capacity=20), rows)
+    assert sorted(r["id"] for r in out.rows) == list(range(40))
+    assert udfs.state["max_running"] >= 8       # of the 20 waiting calls, most at the same time
+    assert op.metrics()["max_in_flight"] <= 20
+
+
 def test_dispose_without_finish_cancels_pending_calls() -> None:
     op = EnrichOperator(make(capacity=5))
     op.open(Collector())

@@ -4,8 +4,9 @@ The chain's thread calls `process_element` synchronously; each element enters th
 its call starts on the worker's event loop (one daemon thread per Python worker process,
 reused by every task so clients and caches survive). On the loop, a pool of at most CAPACITY
 call tasks takes elements from the hand-off deque one after another: an element costs no
-asyncio task of its own, a call that answers at once (a lookup served from memory) lets its
-task go straight on to the next element, and a burst of elements starts in one loop step.
+asyncio task of its own, calls that answer at once (a lookup served from memory) run one after
+another in one task, and a call that has to wait wakes other tasks for the elements behind it,
+so a burst of elements starts in one loop step.
 Completed entries are emitted from the calling thread only, in the order the queue allows. A
 full queue blocks the caller, who keeps emitting whatever completes meanwhile (back-pressure,
 never dropping). The window is continuous: calls are never gathered per batch.

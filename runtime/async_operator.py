@@ -295,7 +295,7 @@ class EnrichOperator:
 
     def _wake_pool(self) -> None:
         """Elements were handed over: make sure a call task will look at the inbox. One is
-        enough, it wakes more when its call has to wait (see `_call_task`); with BATCH every
+        enough, it wakes more when its call has to wait (`_hand_on`); with BATCH every
         element waits for its batch, and all must join it in this loop round, so one each."""
         self._wake_scheduled = False   # cleared before looking: a later append reschedules
         if self._batching is not None:
@@ -321,13 +321,19 @@ class EnrichOperator:
             self._waking += 1
             wanted -= 1
 
+    def _hand_on(self) -> None:
+        """The running call task is about to wait: wake other call tasks for the elements left
+        in the inbox, so a burst of calls that all wait still starts in one loop step."""
+        wanted = len(self._inbox) - self._waking
+        if wanted > 0:
+            self._wake(wanted)
+
     async def _call_task(self) -> None:
         """One task of the pool: run the inbox's elements one after another, park when it is empty.
 
-        An element's first step runs here at once: a call that answers without waiting (a
-        lookup served from memory) costs no task switch, and the next element follows in the
-        same loop step. Only when a call has to wait are other tasks woken for the elements
-        left in the inbox, so a burst of calls that all wait still starts in one loop step."""
+        A call that answers without waiting (a lookup served from memory) costs no task switch:
+        the next element follows in the same loop step. Only an element about to wait (for its
+        call, or for RATE or ADAPTIVE admission) wakes other tasks (`_hand_on`)."""
         loop = self._loop
         assert loop is not None
         task = asyncio.current_task()
@@ -337,15 +343,7 @@ class EnrichOperator:
         try:
             while True:
                 while inbox:
-                    step = run(inbox.popleft(), task)
-                    try:
-                        waits_on = step.send(None)
-                    except StopIteration:
-                        continue
-                    wanted = len(inbox) - self._waking
-                    if wanted > 0:
-                        self._wake(wanted)
-                    await _resume(step, waits_on)
+                    await run(inbox.popleft(), task)
                 wake = loop.create_future()
                 idle.append(wake)
                 await wake
@@ -401,6 +399,7 @@ class EnrichOperator:
         try:
             attempts = [0]
             if resolver.admits:
+                self._hand_on()            # admission may wait
                 await resolver.admit()
             epoch = limit.epoch if limit is not None else 0
             self._running += 1             # counted from admission: RATE and ADAPTIVE waits are not calls
@@ -414,6 +413,7 @@ class EnrichOperator:
                 except StopIteration as answered:   # answered without waiting: no TIMEOUT to watch
                     resolution = answered.value
                 else:
+                    self._hand_on()
                     deadline = self._arm_deadline(task, admitted + self.config.timeout_s)
                     try:
                         resolution = await _resume(step, waits_on)

@@ -299,11 +299,9 @@ class EnrichOperator:
         element waits for its batch, and all must join it in this loop round, so one each."""
         self._wake_scheduled = False   # cleared before looking: a later append reschedules
         if self._batching is not None:
-            wanted = len(self._inbox) - self._waking
-        else:
-            wanted = 1 if self._inbox and not self._waking else 0
-        if wanted > 0:
-            self._wake(wanted)
+            self._hand_on()
+        elif self._inbox and not self._waking:
+            self._wake(1)
 
     def _wake(self, wanted: int) -> None:
         """Wake up to `wanted` parked call tasks, starting new ones while the pool has room."""

@@ -162,10 +162,10 @@ class BatchingCall(DelegatingCall):
             for slot in batch:
                 self._settle(slot, error=exc)
         else:
-            returns = self.config.returns
+            check = self.result_check
             for slot, answer in zip(batch, answers):
                 try:
-                    self._settle(slot, value=check_result_types(answer, returns))
+                    self._settle(slot, value=check_result_types(answer, check))
                 except Exception as exc:  # noqa: BLE001 - a bad item fails its element only
                     self._settle(slot, error=exc)
         finally:

@@ -20,7 +20,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,7 +28,7 @@ import aiohttp
 import yarl
 
 from . import result_types, user_code
-from .config import Column, Enrich, HttpCall, PythonCall
+from .config import Enrich, HttpCall, PythonCall
 from .operator import Row
 from .url_template import PLACEHOLDER, placeholders  # noqa: F401  (placeholders re-exported)
 
@@ -129,11 +129,11 @@ def _check_path_segments(template: str, url: str) -> None:
             raise UnsendableRequest("placeholder value makes an empty path segment")
 
 
-def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
+def check_result_types(result: Any, check: Callable[[Mapping[str, Any]], str | None] | None) -> Any:
     """Raise CallError when an answer field does not fit its RETURNS type (a JSON string for a
     DOUBLE, an object for an INT...), so the element's ON ERROR policy decides instead of the
-    whole task failing when the chain builds its Arrow batch. Returns `result` unchanged."""
-    check = _checker(returns)
+    whole task failing when the chain builds its Arrow batch. `check` is the call's
+    `result_check` (None: no column has a checked type). Returns `result` unchanged."""
     if check is None:
         return result
     items = result if isinstance(result, list) else (result,)
@@ -143,22 +143,6 @@ def check_result_types(result: Any, returns: tuple[Column, ...]) -> Any:
             if problem:
                 raise CallError(f"answer {problem}")
     return result
-
-
-_checkers: dict[int, tuple[tuple[Column, ...], Any]] = {}
-
-
-def _checker(returns: tuple[Column, ...]) -> Any:
-    """`result_types.checker(returns)`, made once per RETURNS tuple: looked up by the tuple's
-    identity, since hashing its Columns for every answer costs more than the check itself."""
-    found = _checkers.get(id(returns))
-    if found is not None and found[0] is returns:
-        return found[1]
-    if len(_checkers) >= 256:      # configs are unpickled per task: forget old tasks' tuples
-        _checkers.clear()
-    check = result_types.checker(returns)
-    _checkers[id(returns)] = (returns, check)   # holds `returns`, so its id stays its own
-    return check
 
 
 def _hashable(key: tuple) -> Hashable | None:
@@ -200,6 +184,12 @@ class EnrichCall:
     """Common shape of a call adapter."""
 
     timeout_handler: Any = None  # a user `timeout(row)` method, if any
+    config: Enrich
+
+    @functools.cached_property
+    def result_check(self) -> Callable[[Mapping[str, Any]], str | None] | None:
+        """The RETURNS type check of this call's answers (`result_types.checker`), made once."""
+        return result_types.checker(self.config.returns)
 
     def open(self) -> None:
         """Prepare in the chain thread (user `open()`)."""
@@ -290,13 +280,13 @@ class PythonEnrichCall(EnrichCall):
     async def __call__(self, row: Row) -> Any:
         arg = dict(row)  # the user may mutate it; the operator keeps the original
         if self._is_async:
-            return check_result_types(await self._fn(arg), self.config.returns)
+            return check_result_types(await self._fn(arg), self.result_check)
         loop = asyncio.get_running_loop()
         result = await loop.run_in_executor(_pool(self.config.name, sync_threads(self.config.capacity)),
                                             self._fn, arg)
         if inspect.isawaitable(result):
             result = await result
-        return check_result_types(result, self.config.returns)
+        return check_result_types(result, self.result_check)
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """BATCH: the function takes the list of rows and returns a list of as many answers."""
@@ -398,7 +388,7 @@ class HttpEnrichCall(EnrichCall):
             return None         # JSON null: no result, a miss (as None from a Python function)
         if not isinstance(value, (dict, list)):
             raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
-        return check_result_types(value, self.config.returns)
+        return check_result_types(value, self.result_check)
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """BATCH: POST a JSON array of the rows' bodies; the answer is an array of as many items."""

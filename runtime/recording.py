@@ -361,7 +361,7 @@ class ReplayCall(_Wrapper):
         call = self._recorded(row)
         await self._outcome([call])
         answer = self._answer(call)
-        return None if answer is None else check_result_types(answer, self.config.returns)
+        return None if answer is None else check_result_types(answer, self.result_check)
 
     async def call_batch(self, rows: list[dict[str, Any]]) -> list[Any]:
         """BATCH: each row answered from its own recorded call; one recorded error or timeout

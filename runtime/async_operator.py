@@ -305,7 +305,8 @@ class EnrichOperator:
 
     def _wake(self, wanted: int) -> None:
         """Wake up to `wanted` parked call tasks, starting new ones while the pool has room."""
-        idle, pool = self._idle, self._pool
+        idle, pool, loop = self._idle, self._pool, self._loop
+        assert loop is not None
         while wanted and idle:
             wake = idle.pop()
             if not wake.done():
@@ -313,8 +314,6 @@ class EnrichOperator:
                 self._waking += 1
                 wanted -= 1
         while wanted and len(pool) < self.config.capacity:
-            loop = self._loop
-            assert loop is not None
             pool.add(loop.create_task(self._call_task()))
             self._waking += 1
             wanted -= 1

@@ -54,7 +54,7 @@ class ProcessOperator:
     def process_element(self, row: Row) -> None:
         self.elements_in += 1
         try:
-            results = self._results(self._fn(row, *self._state_args) if self._state_args else self._fn(row))
+            results = self._results(self._fn(row, *self._state_args))
         except Exception as exc:
             self.errors += 1
             key = {column: row.get(column) for column in self.config.key_columns}

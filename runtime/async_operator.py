@@ -1,15 +1,22 @@
 """ENRICH as Flink's AsyncWaitOperator: a bounded window of in-flight calls over a row stream.
 
-The chain's thread calls `process_element` synchronously; each element enters the queue and
-its call starts on the worker's event loop (one daemon thread per Python worker process,
-reused by every task so clients and caches survive). On the loop, a pool of at most CAPACITY
-call tasks takes elements from the hand-off deque one after another: an element costs no
-asyncio task of its own, calls that answer at once (a lookup served from memory) run one after
-another in one task, and a call that has to wait wakes other tasks for the elements behind it,
-so a burst of elements starts in one loop step.
-Completed entries are emitted from the calling thread only, in the order the queue allows. A
-full queue blocks the caller, who keeps emitting whatever completes meanwhile (back-pressure,
-never dropping). The window is continuous: calls are never gathered per batch.
+Calls run on the worker's event loop (one daemon thread per Python worker process, reused by
+every task so clients and caches survive). Elements come in one of two ways:
+
+- In a chain (`loop_chain.LoopDriver`, after `run_on_loop`), on the loop itself: an element
+  enters the queue and its call runs at once up to its first wait, so a call that answers
+  without waiting (a lookup served from memory) completes, and is emitted, in the same step.
+  A call that waits is carried on by a call task. A full queue never blocks the loop: the
+  element waits in `backlog`, and the driver holds back the input until answers make room.
+- From another thread, through `process_element`: the element is handed to the loop, and a
+  full queue blocks the caller, who keeps emitting whatever completes meanwhile.
+
+Either way nothing is dropped, and completed entries are emitted by whoever drives the operator
+(never from a completion callback), in the order the queue allows. On the loop, a pool of at
+most CAPACITY call tasks takes the elements handed to it one after another: an element costs
+no asyncio task of its own, and a call that has to wait wakes other tasks for the elements
+behind it, so a burst of elements starts in one loop step. The window is continuous: calls are
+never gathered per batch.
 
 Every element ends exactly once: as output rows, as a dead letter, dropped by a DROP policy,
 or as the `ElementFailure` raised from `process_element`/`process_watermark`/`finish` when a
@@ -17,7 +24,7 @@ FAIL element reaches the emission point (ORDERED: in input order, so everything 
 been emitted; ORDERED BY: everything of its key before it). What each element becomes
 (attempts, RETRY, CACHE, the timeout answer, ON ... policies) is decided by
 `resolution.ElementResolver`, plain asyncio; this module owns what is about threads and time:
-the queue, the hand-off between the chain thread and the loop, the TIMEOUT deadlines (one
+the queue, the hand-off to the loop, the TIMEOUT deadlines (one
 timer for all, cancelling the element's task) and emission. TIMEOUT covers the whole retry
 loop; waiting for the first RATE token comes before it.
 """
@@ -83,6 +90,22 @@ def _resume(step: Coroutine[Any, Any, T], waits_on: Any) -> Generator[Any, Any, 
                 return done.value
 
 
+class _Waiting:
+    """An element whose call ran up to its first wait: what a call task needs to carry it on."""
+
+    __slots__ = ("entry", "step", "waits_on", "attempts", "started", "admitted", "epoch")
+
+    def __init__(self, entry: ElementEntry, step: Coroutine[Any, Any, Resolution], waits_on: Any,
+                 attempts: list[int], started: float, admitted: float, epoch: int) -> None:
+        self.entry = entry
+        self.step = step
+        self.waits_on = waits_on
+        self.attempts = attempts
+        self.started = started
+        self.admitted = admitted
+        self.epoch = epoch
+
+
 class _Deadline:
     """When one element's TIMEOUT runs out, the call task running it, and whether its call is
     over (loop thread only)."""
@@ -140,6 +163,11 @@ class EnrichOperator:
         self._failed = False
         self._closed = False
         self._disposed = False
+        # driven on the loop (run_on_loop): elements that came while the queue was full, in
+        # order, and what to call when something may leave
+        self.backlog: collections.deque[Row | Watermark] = collections.deque()
+        self._progress: Callable[[], None] | None = None
+        self._starts_at_once = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -232,7 +260,83 @@ class EnrichOperator:
         m.counters["coalesced"] = stats.coalesced
         return m.to_dict()
 
-    # ----------------------------------------------------------------- chain thread
+    # ----------------------------------------------------------------- driven on the loop (in a chain)
+
+    def run_on_loop(self, progress: Callable[[], None]) -> None:
+        """Before `open`: the chain runs on the worker loop (LoopDriver), so elements come in on
+        the loop thread. Nothing blocks there: an element that finds the queue full waits in
+        the backlog, and `progress` is called when something may leave."""
+        self._progress = progress
+        self._starts_at_once = not self._resolver.admits and self._batching is None
+        self.process_element = self._process_on_loop   # type: ignore[method-assign]
+        self.process_watermark = self._watermark_on_loop   # type: ignore[method-assign]
+
+    @property
+    def busy(self) -> bool:
+        """Elements are still in the queue or the backlog."""
+        return bool(self.backlog) or bool(len(self._queue))
+
+    def count_blocked(self, seconds: float) -> None:
+        """The chain waited `seconds` for room in this operator's queue."""
+        self._metrics.blocked_seconds += seconds
+
+    def _process_on_loop(self, row: Row) -> None:
+        if self.backlog or not self._queue.has_capacity():
+            self.backlog.append(row)
+            return
+        self._start_on_loop(row)
+        if self._queue.has_ready():
+            self._emit(self._queue.pop_ready())
+
+    def _start_on_loop(self, row: Row) -> None:
+        """Put `row` in the queue and start its call: at once when nothing has to admit it
+        (a call that answers without waiting completes here), else in a call task."""
+        queue = self._queue
+        entry = queue.put_element(row)
+        if self._starts_at_once:
+            first = self._first_step(entry, time.perf_counter(), 0)
+            if type(first) is not _Waiting:
+                queue.complete(entry, first)
+                return
+            self._inbox.append(first)
+        else:
+            self._inbox.append(entry)
+        if not self._wake_scheduled:
+            self._wake_scheduled = True
+            self._loop.call_soon(self._wake_pool)
+
+    def _watermark_on_loop(self, watermark: Watermark) -> None:
+        if self.backlog:
+            self.backlog.append(watermark)
+            return
+        self._queue.put_watermark(watermark)
+        self.emit_ready_on_loop()
+
+    def emit_ready_on_loop(self) -> None:
+        """Emit what may leave and move the backlog into the room that frees (loop thread)."""
+        queue, backlog = self._queue, self.backlog
+        while True:
+            if queue.has_ready():
+                self._emit(queue.pop_ready())
+            while backlog and queue.has_capacity():
+                element = backlog.popleft()
+                if type(element) is Watermark:
+                    queue.put_watermark(element)
+                else:
+                    self._start_on_loop(element)
+            if not queue.has_ready():
+                return
+
+    def end_on_loop(self) -> None:
+        """The input has ended (loop thread): send a pending batch now."""
+        if self._batching is not None:
+            self._batching.flush()
+
+    def finished_on_loop(self) -> None:
+        """Every element has left (loop thread)."""
+        self._finished = True
+
+    # ----------------------------------------------------------------- driven from another thread
 
     def _has_ready(self) -> bool:
         return self._queue.has_ready()
@@ -266,7 +370,8 @@ class EnrichOperator:
             self._emit(ready)
 
     def _emit(self, ready: list) -> None:
-        """Hand entries that left the queue downstream, in order (chain thread, no lock held)."""
+        """Hand entries that left the queue downstream, in order (in the thread that drives the
+        operator, no lock held)."""
         output = self._output
         assert output is not None
         emit = output.emit
@@ -291,7 +396,7 @@ class EnrichOperator:
                 self._failed = True
                 raise value.error
 
-    # ----------------------------------------------------------------- loop thread
+    # ----------------------------------------------------------------- calls, on the loop
 
     def _wake_pool(self) -> None:
         """Elements were handed over: make sure a call task will look at the inbox. One is
@@ -335,12 +440,16 @@ class EnrichOperator:
         assert loop is not None
         task = asyncio.current_task()
         assert task is not None
-        inbox, idle, run = self._inbox, self._idle, self._run
+        inbox, idle, run, carry = self._inbox, self._idle, self._run, self._carry
         self._waking -= 1
         try:
             while True:
                 while inbox:
-                    await run(inbox.popleft(), task)
+                    item = inbox.popleft()
+                    if type(item) is ElementEntry:
+                        await run(item, task)
+                    else:                  # started on the loop by the chain (run_on_loop)
+                        await carry(item, task)
                 wake = loop.create_future()
                 idle.append(wake)
                 await wake
@@ -383,55 +492,88 @@ class EnrichOperator:
             for entry, resolution in completed:
                 queue.complete(entry, resolution)
             if queue.has_ready():   # wake the chain thread only when something may leave
-                self._cond.notify()
+                if self._progress is None:
+                    self._cond.notify()
+                else:
+                    self._progress()
 
     async def _run(self, entry: ElementEntry, task: asyncio.Task[None]) -> None:
         """The whole life of one element on the loop, in call task `task`: its admission, its
         calls under TIMEOUT (enforced by this operator's reaper, which cancels `task`), and its
         answer; always completes its entry unless cancelled by dispose."""
         started = time.perf_counter()
-        resolver, limit, loop = self._resolver, self._limit, self._loop
-        assert loop is not None
-        row = entry.payload
+        resolver, limit = self._resolver, self._limit
         try:
-            attempts = [0]
+            epoch = 0
             if resolver.admits:
                 self._hand_on()            # admission may wait
                 await resolver.admit()
-            epoch = limit.epoch if limit is not None else 0
-            self._running += 1             # counted from admission: RATE and ADAPTIVE waits are not calls
-            self._metrics.in_flight(self._running)
-            deadline: _Deadline | None = None
-            admitted = loop.time()
-            step = resolver.attempt(row, attempts)
-            try:
-                try:
-                    waits_on = step.send(None)
-                except StopIteration as answered:   # answered without waiting: no TIMEOUT to watch
-                    resolution = answered.value
-                else:
-                    self._hand_on()
-                    deadline = self._arm_deadline(task, admitted + self.config.timeout_s)
-                    try:
-                        resolution = await _resume(step, waits_on)
-                    finally:
-                        deadline.done = True
-                finally:
-                    self._running -= 1
-            except asyncio.CancelledError:
-                if deadline is None or not deadline.expired:
-                    raise                  # cancelled by dispose, not by the TIMEOUT
-                task.uncancel()
-                if limit is not None:
-                    limit.overloaded(epoch)
-                resolution = await resolver.timed_out(row, attempts[0])
+                epoch = limit.epoch if limit is not None else 0
+            first = self._first_step(entry, started, epoch)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
+            self._metrics.latency.record(time.perf_counter() - started)
+            first = Fail(resolver.failure(entry.payload, exc))
+        if type(first) is _Waiting:
+            await self._carry(first, task)
+        else:
+            self._complete(entry, first)
+
+    def _first_step(self, entry: ElementEntry, started: float, epoch: int) -> Resolution | _Waiting:
+        """Start the element's call (it is admitted) and run it up to its first wait: its
+        resolution if it answered without waiting, else what a call task needs to carry it on."""
+        resolver = self._resolver
+        row = entry.payload
+        attempts = [0]
+        self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls
+        self._metrics.in_flight(self._running)
+        admitted = self._loop.time()
+        step = resolver.attempt(row, attempts)
+        try:
+            waits_on = step.send(None)
+        except StopIteration as answered:  # answered without waiting: no TIMEOUT to watch
+            resolution = answered.value
+        except asyncio.CancelledError:
+            self._running -= 1
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
+            resolution = Fail(resolver.failure(row, exc))
+        else:
+            return _Waiting(entry, step, waits_on, attempts, started, admitted, epoch)
+        self._running -= 1
+        self._metrics.latency.record(time.perf_counter() - started)
+        return resolution
+
+    async def _carry(self, waiting: _Waiting, task: asyncio.Task[None]) -> None:
+        """Carry a call that waits on to its answer in call task `task`, under its TIMEOUT."""
+        self._hand_on()
+        resolver, limit = self._resolver, self._limit
+        row = waiting.entry.payload
+        deadline = self._arm_deadline(task, waiting.admitted + self.config.timeout_s)
+        try:
+            try:
+                resolution = await _resume(waiting.step, waiting.waits_on)
+            finally:
+                deadline.done = True
+                self._running -= 1
+        except asyncio.CancelledError:
+            if not deadline.expired:
+                raise                      # cancelled by dispose, not by the TIMEOUT
+            task.uncancel()
+            if limit is not None:
+                limit.overloaded(waiting.epoch)
+            try:
+                resolution = await resolver.timed_out(row, waiting.attempts[0])
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                resolution = Fail(resolver.failure(row, exc))
+        except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(resolver.failure(row, exc))
         finally:
-            self._metrics.latency.record(time.perf_counter() - started)
-        self._complete(entry, resolution)
+            self._metrics.latency.record(time.perf_counter() - waiting.started)
+        self._complete(waiting.entry, resolution)
 
     def _arm_deadline(self, task: asyncio.Task[None], at: float) -> _Deadline:
         """Watch the TIMEOUT, running out at loop time `at`, of the element call task `task` is

@@ -89,6 +89,7 @@ class OperatorChain:
         self._opened = False
         self._ended = False
         self._disposed = False
+        self._driver: Any = None   # a LoopDriver, set by `open` when the chain has an ENRICH (loop_chain.py)
 
     # -- lifecycle, step by step -------------------------------------------------------------
 
@@ -97,6 +98,10 @@ class OperatorChain:
         if self._opened:
             raise RuntimeError("operator chain is already open")
         self._opened = True
+        if any(hasattr(operator, "run_on_loop") for operator in self.operators):
+            from .loop_chain import LoopDriver   # imported lazily: only a chain with an ENRICH needs the loop
+
+            self._driver = LoopDriver(self.operators)
         output: Output = self.collector
         for operator in reversed(self.operators):
             operator.open(output)
@@ -107,8 +112,11 @@ class OperatorChain:
         if self._ended:
             return
         self._ended = True
-        for operator in self.operators:
-            operator.finish()
+        if self._driver is not None:
+            self._driver.call(self._driver.finish())
+        else:
+            for operator in self.operators:
+                operator.finish()
         for operator in self.operators:
             operator.close()
 
@@ -151,7 +159,11 @@ class OperatorChain:
             self.open()
             head = self.operators[0]
             process_element, process_watermark = head.process_element, head.process_watermark
+            driver = self._driver
             for chunk in chunks:
+                if driver is not None:
+                    self.elements_in += driver.call(driver.chunk(chunk))
+                    chunk = ()
                 for element in chunk:        # a row or a watermark, to the head operator
                     if type(element) is Watermark:
                         process_watermark(element)

@@ -245,22 +245,32 @@ class Collector:
         self.events.append(("dl", letter))
 
 
-def run_operator(config: Any, items: list[Any], out: Collector | None = None) -> tuple[Any, Collector]:
+def run_operator(config: Any, items: list[Any], out: Collector | None = None,
+                 on_loop: bool = True) -> tuple[Any, Collector]:
     """Drive one EnrichOperator through its whole lifecycle: open, feed rows (dicts) and
-    watermarks (floats), finish, close, and dispose always."""
+    watermarks (floats), finish, close, and dispose always. As in a chain (`on_loop`), the
+    elements go in on the worker loop; else they go in from this thread, which blocks while
+    the queue is full."""
     from dslc.runtime.async_operator import EnrichOperator
+    from dslc.runtime.loop_chain import LoopDriver
     from dslc.runtime.operator import Watermark
 
     out = out or Collector()
     op = EnrichOperator(config)
+    driver = LoopDriver([op]) if on_loop else None
+    elements = [item if isinstance(item, dict) else Watermark(item) for item in items]
     op.open(out)
     try:
-        for item in items:
-            if isinstance(item, dict):
-                op.process_element(item)
-            else:
-                op.process_watermark(Watermark(item))
-        op.finish()
+        if driver is not None:
+            driver.call(driver.chunk(elements))
+            driver.call(driver.finish())
+        else:
+            for element in elements:
+                if isinstance(element, dict):
+                    op.process_element(element)
+                else:
+                    op.process_watermark(element)
+            op.finish()
         op.close()
     finally:
         op.dispose()

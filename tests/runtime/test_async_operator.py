@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dslc.runtime import metrics as M
+from dslc.runtime import worker_loop as W
 from dslc.runtime.async_operator import EnrichOperator, worker_loop
 from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall, Retry
 from dslc.runtime.operator import ElementFailure
@@ -51,13 +52,15 @@ def row(i: int, outcome: str = "ok", delay_ms: float = 0) -> dict[str, Any]:
 # --------------------------------------------------------------------------- basics
 
 
-def test_ordered_emits_in_input_order_despite_latencies() -> None:
+@pytest.mark.parametrize("on_loop", [True, False], ids=["driven on the loop", "driven from a thread"])
+def test_ordered_emits_in_input_order_despite_latencies(on_loop: bool) -> None:
     rows = [row(i, delay_ms=(7 - i) * 3) for i in range(8)]
-    op, out = run(make(mode=Mode.ORDERED, capacity=8), rows)
+    op, out = run(make(mode=Mode.ORDERED, capacity=8), rows, on_loop=on_loop)
     assert [r["id"] for r in out.rows] == list(range(8))
     assert out.rows[0] == {"id": 0, "outcome": "ok", "delay_ms": 21, "value": "v0"}  # extra key ignored
     assert udfs.state["max_running"] == 8
-    assert out.threads == {threading.get_ident()}  # emitted in the caller's thread only
+    # emitted in the thread that drives the operator only, never in a completion callback
+    assert out.threads == {W._loop_thread.ident if on_loop else threading.get_ident()}
 
 
 def test_unordered_emits_in_completion_order() -> None:

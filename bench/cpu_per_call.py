@@ -142,19 +142,20 @@ def _loop_thread(factory: Callable[[], asyncio.AbstractEventLoop]) -> asyncio.Ab
 
 def _operator(loop: asyncio.AbstractEventLoop, url: str, capacity: int, n: int) -> tuple[float, float]:
     """Rows/s and CPU microseconds per element of one EnrichOperator on `loop`."""
-    from dslc.runtime import async_operator
+    from dslc.runtime import async_operator, loop_chain
     from dslc.runtime.config import Column, Enrich, HttpCall, Mode
 
     config = Enrich(name=f"cpu_{id(loop)}_{capacity}", line=1, call=HttpCall(url), returns=(Column("value", "STRING"),),
                     key_columns=("id",), mode=Mode.UNORDERED, capacity=capacity, timeout_s=30.0)
-    with mock.patch.object(async_operator, "worker_loop", lambda: loop):
+    with mock.patch.object(async_operator, "worker_loop", lambda: loop), \
+            mock.patch.object(loop_chain, "worker_loop", lambda: loop):
         operator, out = async_operator.EnrichOperator(config), _Count()
+        driver = loop_chain.LoopDriver([operator])   # as in a chain: the rows go in on the loop
         operator.open(out)
     cpu, wall = time.process_time(), time.perf_counter()
     try:
-        for i in range(n):
-            operator.process_element({"id": f"k{i}"})
-        operator.finish()
+        driver.call(driver.chunk({"id": f"k{i}"} for i in range(n)))
+        driver.call(driver.finish())
         operator.close()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     finally:

@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 
 from dslc.runtime.async_operator import EnrichOperator
+from dslc.runtime.loop_chain import LoopDriver
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, PythonCall
 
 from .report import Table, ratio
@@ -46,12 +47,12 @@ def _operator_rate(call: Any, mode: Mode, rows: int) -> float:
     config = Enrich(name=f"micro_{mode.value.lower()}", line=1, call=call, returns=(Column("value", "STRING"),),
                     key_columns=("id",), mode=mode, capacity=CAPACITY, timeout_s=30.0)
     operator, out = EnrichOperator(config), _Count()
+    driver = LoopDriver([operator])   # as in a chain: the rows go in on the worker loop
     operator.open(out)
     started = time.perf_counter()
     try:
-        for i in range(rows):
-            operator.process_element({"id": f"k{i}"})
-        operator.finish()
+        driver.call(driver.chunk({"id": f"k{i}"} for i in range(rows)))
+        driver.call(driver.finish())
         operator.close()
     finally:
         operator.dispose()

@@ -29,6 +29,7 @@ class ProcessOperator:
         self.config = config
         self._state_args = tuple(states[name] for name in config.states)
         self._columns = tuple(column.name for column in config.returns)
+        self._column_set = frozenset(self._columns)
         self._check = result_types.checker(config.returns)
         self._output: Output | None = None
         self._emit: Any = None   # the output's emit, bound once at open
@@ -81,11 +82,13 @@ class ProcessOperator:
         else:
             items = value
         rows = []
-        columns, check = self._columns, self._check
+        columns, column_set, check = self._columns, self._column_set, self._check
         for item in items:  # iterating runs a generator's body, so its errors land here too
             if type(item) is not dict and not isinstance(item, Mapping):
                 raise TypeError(f"PROCESS function produced a {type(item).__name__}, expected a dict")
-            row = dict(zip(columns, map(item.get, columns)))
+            # a copy (the user may reuse the dict), of exactly the RETURNS columns; copying
+            # whole is cheaper when the keys are those already, as they usually are
+            row = dict(item) if item.keys() == column_set else dict(zip(columns, map(item.get, columns)))
             problem = check(row) if check is not None else None
             if problem:
                 raise TypeError(f"PROCESS result {problem}")

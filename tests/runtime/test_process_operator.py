@@ -26,6 +26,12 @@ def one(row):
 def nothing(row):
     return None
 
+def reused(row):
+    out = {"score": 0.0, "order_id": row["order_id"]}   # exactly the RETURNS keys, in another order
+    for score in (1.0, 2.0):
+        out["score"] = score
+        yield out                                       # the same dict, changed after each yield
+
 def wrong_score(row):
     return {"order_id": row["order_id"], "score": "high"}
 
@@ -92,6 +98,12 @@ def test_function_with_broadcast_state_returns_exactly_the_returns_columns(modul
 def test_single_dict_and_none_results(module, name, expected) -> None:
     operator = ProcessOperator(process(module, name))
     assert OperatorChain([operator]).run_all([{"order_id": "o1"}]).rows == expected
+
+
+def test_a_dict_the_function_reuses_is_copied_for_each_row(module) -> None:
+    operator = ProcessOperator(process(module, "reused"))
+    rows = OperatorChain([operator]).run_all([{"order_id": "o1"}]).rows
+    assert rows == [{"order_id": "o1", "score": 1.0}, {"order_id": "o1", "score": 2.0}]
 
 
 def test_class_lifecycle_and_call(module) -> None:

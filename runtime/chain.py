@@ -4,7 +4,9 @@ Lifecycle, as in Flink's StreamTask: `open` tail to head (an operator's downstre
 it can emit), elements pushed through ChainingOutputs that call the next operator directly,
 `finish` head to tail at end of input (an operator flushes what it holds into a downstream that is
 still open), `close` head to tail, and `dispose` tail to head, always, even after an exception; an
-exception in `dispose` never hides the one that caused it.
+exception in `dispose` never hides the one that caused it. A chain with an ENRICH runs its
+elements, `finish` included, on the worker's event loop (loop_chain.py); the rest of the
+lifecycle stays on the calling thread.
 """
 from __future__ import annotations
 
@@ -161,15 +163,15 @@ class OperatorChain:
             process_element, process_watermark = head.process_element, head.process_watermark
             driver = self._driver
             for chunk in chunks:
-                if driver is not None:
+                if driver is not None:       # the whole chunk, on the loop
                     self.elements_in += driver.call(driver.chunk(chunk))
-                    chunk = ()
-                for element in chunk:        # a row or a watermark, to the head operator
-                    if type(element) is Watermark:
-                        process_watermark(element)
-                    else:
-                        self.elements_in += 1
-                        process_element(element)
+                else:
+                    for element in chunk:    # a row or a watermark, to the head operator
+                        if type(element) is Watermark:
+                            process_watermark(element)
+                        else:
+                            self.elements_in += 1
+                            process_element(element)
                 emitted = self.drain()
                 if emitted:
                     yield emitted

@@ -129,12 +129,13 @@ class EnrichOperator:
         self._queue: OrderedQueue | UnorderedQueue = make_queue(
             config.mode is Mode.ORDERED, config.capacity, key_of=_key_of(config.order_by) if config.order_by else None)
         # guards the queue; taken directly (a C-level `with`) where nobody waits, through the
-        # condition where the chain thread waits for a completion
+        # condition where a thread driving the operator waits for a completion
         self._lock = threading.Lock()   # never taken twice by one thread
         self._cond = threading.Condition(self._lock)
-        # elements handed to the loop: the chain thread appends, the pool's call tasks take them
-        # (loop thread), so a burst of elements costs one cross-thread wake-up, not one each
-        self._inbox: collections.deque[ElementEntry] = collections.deque()
+        # elements handed to the pool's call tasks (loop thread): appended by a thread driving
+        # the operator (a burst costs one cross-thread wake-up, not one each), or on the loop
+        # by the chain, as a call that was started and waits (_Waiting)
+        self._inbox: collections.deque[ElementEntry | _Waiting] = collections.deque()
         self._wake_scheduled = False
         self._notify_scheduled = False   # loop thread only, see _complete
         self._completed: list[tuple[ElementEntry, Resolution]] = []   # loop thread only, see _complete
@@ -474,9 +475,9 @@ class EnrichOperator:
             self._reaper = None
 
     def _complete(self, entry: ElementEntry, resolution: Resolution) -> None:
-        # Hand answers to the queue, and wake the chain thread, once per loop iteration, not
-        # once per completion: calls answered together (one burst of responses) then leave,
-        # and are replaced, in one round, for one lock round.
+        # Hand answers to the queue, and wake whoever drives the operator, once per loop
+        # iteration, not once per completion: calls answered together (one burst of responses)
+        # then leave, and are replaced, in one round, for one lock round.
         self._completed.append((entry, resolution))
         if not self._notify_scheduled:
             self._notify_scheduled = True
@@ -491,7 +492,7 @@ class EnrichOperator:
         with self._lock:
             for entry, resolution in completed:
                 queue.complete(entry, resolution)
-            if queue.has_ready():   # wake the chain thread only when something may leave
+            if queue.has_ready():   # wake the driver only when something may leave
                 if self._progress is None:
                     self._cond.notify()
                 else:

@@ -40,8 +40,9 @@ class Emitted:
 class Collector:
     """The chain's tail output: gathers rows and dead letters until drained.
 
-    Only the chain's thread emits and drains (operators emit from `process_element`,
-    `process_watermark` and `finish`), so a row costs one list append and no lock."""
+    Operators emit from `process_element`, `process_watermark` and `finish`, in the thread that
+    drives the chain (the loop, for a chain with an ENRICH, while the chain's thread waits for
+    it); the chain's thread drains between, so a row costs one list append and no lock."""
 
     def __init__(self) -> None:
         self._rows: list[Row] = []

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .operator import Operator, Output, Row, Watermark
+from .operator import Operator, Output, Row, Watermark, runs_on_loop
 
 Element = Row | Watermark
 
@@ -101,7 +101,7 @@ class OperatorChain:
         if self._opened:
             raise RuntimeError("operator chain is already open")
         self._opened = True
-        if any(hasattr(operator, "run_on_loop") for operator in self.operators):
+        if any(runs_on_loop(operator) for operator in self.operators):
             from .loop_chain import LoopDriver   # imported lazily: only a chain with an ENRICH needs the loop
 
             self._driver = LoopDriver(self.operators)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
-from .operator import Operator, Watermark
+from .operator import Operator, Watermark, runs_on_loop
 from .worker_loop import worker_loop
 
 T = TypeVar("T")
@@ -33,7 +33,7 @@ class LoopDriver:
 
     def __init__(self, operators: Sequence[Operator]) -> None:
         self._operators = tuple(operators)
-        self._enriches = [op for op in self._operators if hasattr(op, "run_on_loop")]
+        self._enriches = [op for op in self._operators if runs_on_loop(op)]
         self._waiter: asyncio.Future[None] | None = None
         self.loop = worker_loop()
         for op in self._enriches:

@@ -51,6 +51,12 @@ class Operator(Protocol):
     def metrics(self) -> dict[str, Any]: ...
 
 
+def runs_on_loop(operator: Operator) -> bool:
+    """True for an operator a chain drives on the worker's event loop (an ENRICH: it has
+    `run_on_loop`, see loop_chain.py)."""
+    return hasattr(operator, "run_on_loop")
+
+
 class ElementFailure(RuntimeError):
     """A failing element: names the operator, the DSL line and the element's key."""
 

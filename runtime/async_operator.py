@@ -95,7 +95,7 @@ class _Waiting:
 
     __slots__ = ("entry", "step", "waits_on", "attempts", "started", "admitted", "epoch")
 
-    def __init__(self, entry: ElementEntry, step: Coroutine[Any, Any, Resolution], waits_on: Any,
+    def __init__(self, entry: ElementEntry | None, step: Coroutine[Any, Any, Resolution], waits_on: Any,
                  attempts: list[int], started: float, admitted: float, epoch: int) -> None:
         self.entry = entry
         self.step = step
@@ -155,6 +155,7 @@ class EnrichOperator:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
         self._running = 0          # calls in flight (loop thread only)
+        self._passed = 0           # elements answered at once with the queue empty: never entered it
         # TIMEOUTs (loop thread only): every element has the same TIMEOUT, so deadlines appended
         # when each one starts are already in order, and one timer for the earliest serves all;
         # this costs far less per element than an asyncio.timeout() each
@@ -254,7 +255,7 @@ class EnrichOperator:
     def metrics(self) -> dict[str, Any]:
         """This task's metrics as a plain dict."""
         m = self._metrics
-        m.counters["elements_in"] = self._queue.entered
+        m.counters["elements_in"] = self._queue.entered + self._passed
         stats = self._resolver.cache_stats
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses
@@ -282,12 +283,28 @@ class EnrichOperator:
         self._metrics.blocked_seconds += seconds
 
     def _process_on_loop(self, row: Row) -> None:
-        if self.backlog or not self._queue.has_capacity():
+        queue = self._queue
+        if self.backlog or not queue.has_capacity():
             self.backlog.append(row)
             return
+        if self._starts_at_once and queue.is_empty():
+            self._pass_or_enter(row)
+            return
         self._start_on_loop(row)
-        if self._queue.has_ready():
-            self._emit(self._queue.pop_ready())
+        if queue.has_ready():
+            self._emit(queue.pop_ready())
+
+    def _pass_or_enter(self, row: Row) -> None:
+        """Nothing is ahead of `row`: run its call at once. An answer given without waiting leaves
+        in this step, with no queue entry (the queue would have let it out at once, in every
+        mode); a call that waits takes its place in the queue, still first."""
+        first = self._first_step(row, None, time.perf_counter(), 0)
+        if type(first) is not _Waiting:
+            self._passed += 1
+            self._leave(first)
+            return
+        first.entry = self._queue.put_element(row)
+        self._to_pool(first)
 
     def _start_on_loop(self, row: Row) -> None:
         """Put `row` in the queue and start its call: at once when nothing has to admit it
@@ -295,13 +312,17 @@ class EnrichOperator:
         queue = self._queue
         entry = queue.put_element(row)
         if self._starts_at_once:
-            first = self._first_step(entry, time.perf_counter(), 0)
+            first = self._first_step(row, entry, time.perf_counter(), 0)
             if type(first) is not _Waiting:
                 queue.complete(entry, first)
                 return
-            self._inbox.append(first)
+            self._to_pool(first)
         else:
-            self._inbox.append(entry)
+            self._to_pool(entry)
+
+    def _to_pool(self, element: ElementEntry | _Waiting) -> None:
+        """Hand an element to the pool's call tasks (loop thread)."""
+        self._inbox.append(element)
         if not self._wake_scheduled:
             self._wake_scheduled = True
             self._loop.call_soon(self._wake_pool)
@@ -373,29 +394,33 @@ class EnrichOperator:
     def _emit(self, ready: list) -> None:
         """Hand entries that left the queue downstream, in order (in the thread that drives the
         operator, no lock held)."""
+        leave = self._leave
+        for entry in ready:
+            leave(entry.value if type(entry) is ElementEntry else entry)
+
+    def _leave(self, value: Resolution | WatermarkEntry) -> None:
+        """What one element resolved to (or a watermark) goes downstream."""
         output = self._output
         assert output is not None
-        emit = output.emit
         m = self._metrics
-        for entry in ready:
-            value = entry.value if type(entry) is ElementEntry else entry
-            if type(value) is Rows:
-                rows = value.rows
-                m.counters["elements_out"] += len(rows)
-                for out in rows:
-                    emit(out)
-            elif isinstance(value, WatermarkEntry):
-                output.emit_watermark(value.watermark)
-            elif isinstance(value, DeadLetter):
-                m.add("dead_letters")
-                output.emit_dead_letter(value.letter)
-            elif isinstance(value, Drop):
-                m.add("dropped")
-            else:
-                assert isinstance(value, Fail)
-                m.add("failures")
-                self._failed = True
-                raise value.error
+        if type(value) is Rows:
+            rows = value.rows
+            m.counters["elements_out"] += len(rows)
+            emit = output.emit
+            for out in rows:
+                emit(out)
+        elif isinstance(value, WatermarkEntry):
+            output.emit_watermark(value.watermark)
+        elif isinstance(value, DeadLetter):
+            m.add("dead_letters")
+            output.emit_dead_letter(value.letter)
+        elif isinstance(value, Drop):
+            m.add("dropped")
+        else:
+            assert isinstance(value, Fail)
+            m.add("failures")
+            self._failed = True
+            raise value.error
 
     # ----------------------------------------------------------------- calls, on the loop
 
@@ -510,7 +535,7 @@ class EnrichOperator:
                 self._hand_on()            # admission may wait
                 await resolver.admit()
                 epoch = limit.epoch if limit is not None else 0
-            first = self._first_step(entry, started, epoch)
+            first = self._first_step(entry.payload, entry, started, epoch)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
@@ -521,11 +546,12 @@ class EnrichOperator:
         else:
             self._complete(entry, first)
 
-    def _first_step(self, entry: ElementEntry, started: float, epoch: int) -> Resolution | _Waiting:
+    def _first_step(self, row: Row, entry: ElementEntry | None, started: float,
+                    epoch: int) -> Resolution | _Waiting:
         """Start the element's call (it is admitted) and run it up to its first wait: its
-        resolution if it answered without waiting, else what a call task needs to carry it on."""
+        resolution if it answered without waiting, else what a call task needs to carry it on
+        (`entry` is None when the element has no queue entry yet: the caller gives it one)."""
         resolver = self._resolver
-        row = entry.payload
         attempts = [0]
         self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls
         self._metrics.in_flight(self._running)

@@ -74,7 +74,8 @@ class _BaseQueue:
 
     @property
     def entered(self) -> int:
-        """Elements put in so far (the operator's `elements_in`)."""
+        """Elements put in so far (with those the operator let pass by an empty queue, its
+        `elements_in`)."""
         return self._seq
 
     def element_count(self) -> int:
@@ -109,6 +110,10 @@ class OrderedQueue(_BaseQueue):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def is_empty(self) -> bool:
+        """Nothing is in the queue: no element, no watermark."""
+        return not self._entries
 
     def put_element(self, payload: Any) -> ElementEntry:
         """Append an element entry; raises QueueFull when no capacity is left."""
@@ -166,6 +171,10 @@ class UnorderedQueue(_BaseQueue):
 
     def __len__(self) -> int:
         return self._elements + sum(1 for s in self._segments if s.closing is not None)
+
+    def is_empty(self) -> bool:
+        """Nothing is in the queue: no element, no watermark (a watermark opens a segment)."""
+        return not self._elements and len(self._segments) == 1
 
     def put_element(self, payload: Any) -> ElementEntry:
         """Add an element entry to the newest segment; raises QueueFull when full."""

@@ -58,7 +58,9 @@ def _answer(row: dict[str, Any], attempt: int) -> Any:
 
 
 async def scripted(row: dict[str, Any]) -> Any:
-    """Async function: sleep delay_ms, then answer per the row's outcome for this attempt."""
+    """Async function: sleep delay_ms, then answer per the row's outcome for this attempt (at
+    once, without awaiting anything, when delay_ms is 0: the operator's path for calls that
+    answer at once is then exercised as well as its path for calls that wait)."""
     with lock:
         attempt = state["attempts"][row["id"]]
         state["attempts"][row["id"]] += 1
@@ -68,7 +70,9 @@ async def scripted(row: dict[str, Any]) -> Any:
         outcomes = str(row.get("outcome", "ok")).split(",")
         if outcomes[min(attempt, len(outcomes) - 1)] == "hang":
             await asyncio.sleep(3600)
-        await asyncio.sleep(float(row.get("delay_ms", 0)) / 1000.0)
+        delay_ms = float(row.get("delay_ms", 0))
+        if delay_ms:
+            await asyncio.sleep(delay_ms / 1000.0)
         return _answer(row, attempt)
     except asyncio.CancelledError:
         with lock:

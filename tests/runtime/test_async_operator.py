@@ -263,6 +263,16 @@ def test_calls_that_answer_at_once_run_one_after_another_in_one_call_task() -> N
     assert not op._pool                            # noqa: SLF001 - dispose ended the call task
 
 
+def test_calls_answered_at_once_with_nothing_ahead_are_counted_in_and_out() -> None:
+    """Such elements leave without a queue entry; the metrics still count every one, and one that
+    waits holds back those behind it (ORDERED) as if they had all entered the queue."""
+    rows = [row(i) for i in range(20)] + [row(20, delay_ms=30)] + [row(i) for i in range(21, 30)]
+    op, out = run(make("async_udfs:at_once_or_later", mode=Mode.ORDERED, capacity=5), rows)
+    assert [r["id"] for r in out.rows] == list(range(30))
+    metrics = op.metrics()
+    assert (metrics["elements_in"], metrics["elements_out"]) == (30, 30)
+
+
 def test_calls_that_wait_still_overlap_among_calls_that_answer_at_once() -> None:
     """A call task whose call must wait wakes others for the elements behind it."""
     rows = [row(i, delay_ms=60 if i % 2 else 0) for i in range(40)]

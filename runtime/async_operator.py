@@ -287,38 +287,31 @@ class EnrichOperator:
         if self.backlog or not queue.has_capacity():
             self.backlog.append(row)
             return
-        if self._starts_at_once and queue.is_empty():
-            self._pass_or_enter(row)
-            return
         self._start_on_loop(row)
         if queue.has_ready():
             self._emit(queue.pop_ready())
 
-    def _pass_or_enter(self, row: Row) -> None:
-        """Nothing is ahead of `row`: run its call at once. An answer given without waiting leaves
-        in this step, with no queue entry (the queue would have let it out at once, in every
-        mode); a call that waits takes its place in the queue, still first."""
+    def _start_on_loop(self, row: Row) -> None:
+        """Start `row`'s call: at once when nothing has to admit it, else in a call task.
+
+        A call started at once runs up to its first wait before the element takes its place in
+        the queue, which is the same place (nothing else runs meanwhile). An answer given without
+        waiting then leaves in this step, with no queue entry at all when nothing is ahead of it
+        (the queue would let it out at once, in every mode); a call that waits is carried on by
+        a call task."""
+        queue = self._queue
+        if not self._starts_at_once:
+            self._to_pool(queue.put_element(row))
+            return
         first = self._first_step(row, None, time.perf_counter(), 0)
-        if type(first) is not _Waiting:
+        if type(first) is _Waiting:
+            first.entry = queue.put_element(row)
+            self._to_pool(first)
+        elif queue.is_empty():
             self._passed += 1
             self._leave(first)
-            return
-        first.entry = self._queue.put_element(row)
-        self._to_pool(first)
-
-    def _start_on_loop(self, row: Row) -> None:
-        """Put `row` in the queue and start its call: at once when nothing has to admit it
-        (a call that answers without waiting completes here), else in a call task."""
-        queue = self._queue
-        entry = queue.put_element(row)
-        if self._starts_at_once:
-            first = self._first_step(row, entry, time.perf_counter(), 0)
-            if type(first) is not _Waiting:
-                queue.complete(entry, first)
-                return
-            self._to_pool(first)
         else:
-            self._to_pool(entry)
+            queue.complete(queue.put_element(row), first)
 
     def _to_pool(self, element: ElementEntry | _Waiting) -> None:
         """Hand an element to the pool's call tasks (loop thread)."""

@@ -91,13 +91,14 @@ def _resume(step: Coroutine[Any, Any, T], waits_on: Any) -> Generator[Any, Any, 
 
 
 class _Waiting:
-    """An element whose call ran up to its first wait: what a call task needs to carry it on."""
+    """An element whose call ran up to its first wait: what a call task needs to carry it on
+    (its queue entry is given once the element has one)."""
 
     __slots__ = ("entry", "step", "waits_on", "attempts", "started", "admitted", "epoch")
 
-    def __init__(self, entry: ElementEntry | None, step: Coroutine[Any, Any, Resolution], waits_on: Any,
+    def __init__(self, step: Coroutine[Any, Any, Resolution], waits_on: Any,
                  attempts: list[int], started: float, admitted: float, epoch: int) -> None:
-        self.entry = entry
+        self.entry: ElementEntry | None = None
         self.step = step
         self.waits_on = waits_on
         self.attempts = attempts
@@ -303,7 +304,7 @@ class EnrichOperator:
         if not self._starts_at_once:
             self._to_pool(queue.put_element(row))
             return
-        first = self._first_step(row, None, time.perf_counter(), 0)
+        first = self._first_step(row, time.perf_counter(), 0)
         if type(first) is _Waiting:
             first.entry = queue.put_element(row)
             self._to_pool(first)
@@ -528,22 +529,22 @@ class EnrichOperator:
                 self._hand_on()            # admission may wait
                 await resolver.admit()
                 epoch = limit.epoch if limit is not None else 0
-            first = self._first_step(entry.payload, entry, started, epoch)
+            first = self._first_step(entry.payload, started, epoch)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             self._metrics.latency.record(time.perf_counter() - started)
             first = Fail(resolver.failure(entry.payload, exc))
         if type(first) is _Waiting:
+            first.entry = entry
             await self._carry(first, task)
         else:
             self._complete(entry, first)
 
-    def _first_step(self, row: Row, entry: ElementEntry | None, started: float,
-                    epoch: int) -> Resolution | _Waiting:
+    def _first_step(self, row: Row, started: float, epoch: int) -> Resolution | _Waiting:
         """Start the element's call (it is admitted) and run it up to its first wait: its
         resolution if it answered without waiting, else what a call task needs to carry it on
-        (`entry` is None when the element has no queue entry yet: the caller gives it one)."""
+        (the caller gives that its queue entry)."""
         resolver = self._resolver
         attempts = [0]
         self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls
@@ -560,7 +561,7 @@ class EnrichOperator:
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(resolver.failure(row, exc))
         else:
-            return _Waiting(entry, step, waits_on, attempts, started, admitted, epoch)
+            return _Waiting(step, waits_on, attempts, started, admitted, epoch)
         self._running -= 1
         self._metrics.latency.record(time.perf_counter() - started)
         return resolution
@@ -569,7 +570,9 @@ class EnrichOperator:
         """Carry a call that waits on to its answer in call task `task`, under its TIMEOUT."""
         self._hand_on()
         resolver, limit = self._resolver, self._limit
-        row = waiting.entry.payload
+        entry = waiting.entry
+        assert entry is not None, "a waiting call is carried on once its element is in the queue"
+        row = entry.payload
         deadline = self._arm_deadline(task, waiting.admitted + self.config.timeout_s)
         try:
             try:
@@ -593,7 +596,7 @@ class EnrichOperator:
             resolution = Fail(resolver.failure(row, exc))
         finally:
             self._metrics.latency.record(time.perf_counter() - waiting.started)
-        self._complete(waiting.entry, resolution)
+        self._complete(entry, resolution)
 
     def _arm_deadline(self, task: asyncio.Task[None], at: float) -> _Deadline:
         """Watch the TIMEOUT, running out at loop time `at`, of the element call task `task` is

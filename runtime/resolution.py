@@ -171,7 +171,7 @@ class ElementResolver:
             if limit is not None:
                 limit.succeeded()
             if results:
-                return Rows([self.output_row(row, r) for r in results])
+                return self.answered(row, results)
             if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
                 continue
             self.metrics.add("misses")
@@ -219,10 +219,16 @@ class ElementResolver:
             self.metrics.add("errors")
             return self.policy(cfg.on_error, "error", f"timeout(): {type(exc).__name__}: {exc}", row, attempts, exc)
         if results:
-            return Rows([self.output_row(row, r) for r in results])
+            return self.answered(row, results)
         self.metrics.add("misses")
         miss = Outcome.NULL if cfg.on_miss is Outcome.RETRY else cfg.on_miss
         return self.policy(miss, "miss", "no result (timeout handler)", row, attempts)
+
+    def answered(self, row: Row, results: list[dict[str, Any]]) -> Rows:
+        """The rows an element's results make (one result, the usual answer, without a comprehension)."""
+        if len(results) == 1:
+            return Rows([self.output_row(row, results[0])])
+        return Rows([self.output_row(row, result) for result in results])
 
     def output_row(self, row: Row, result: dict[str, Any]) -> Row:
         """The input row with the RETURNS columns of one result (missing ones NULL)."""

@@ -256,7 +256,7 @@ class EnrichOperator:
     def metrics(self) -> dict[str, Any]:
         """This task's metrics as a plain dict."""
         m = self._metrics
-        m.counters["elements_in"] = self._queue.entered + self._passed
+        m.counters["elements_in"] = self._queue.entered + self._passed   # those that entered, and those that passed it
         stats = self._resolver.cache_stats
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses

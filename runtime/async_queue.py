@@ -74,8 +74,7 @@ class _BaseQueue:
 
     @property
     def entered(self) -> int:
-        """Elements put in so far (with those the operator let pass by an empty queue, its
-        `elements_in`)."""
+        """Elements put in so far."""
         return self._seq
 
     def element_count(self) -> int:

@@ -35,8 +35,8 @@ import collections
 import threading
 import time
 import types
-from collections.abc import Callable, Coroutine, Generator, Hashable
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Hashable
+from typing import Any
 
 from .adaptive import AdaptiveLimit
 from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
@@ -46,7 +46,7 @@ from .config import Enrich, Mode
 from .enrich_functions import EnrichCall, build_call
 from .metrics import OperatorMetrics
 from .operator import Output, Row, Watermark
-from .resolution import DeadLetter, Drop, ElementResolver, Fail, Resolution, Rows
+from .resolution import DeadLetter, Drop, ElementResolver, Fail, Resolution, Rows, resume
 from .worker_loop import loop_alive, worker_loop
 
 # --------------------------------------------------------------------------- operator
@@ -63,31 +63,6 @@ def _key_of(columns: tuple[str, ...]) -> Callable[[Row], Hashable]:
         return values
     return key
 
-
-T = TypeVar("T")
-
-
-@types.coroutine
-def _resume(step: Coroutine[Any, Any, T], waits_on: Any) -> Generator[Any, Any, T]:
-    """Await coroutine `step`, whose first step already ran and yielded `waits_on`: what
-    `await step` would do from there (values sent and exceptions thrown in by the task go on
-    to `step`)."""
-    while True:
-        try:
-            sent = yield waits_on
-        except GeneratorExit:
-            step.close()
-            raise
-        except BaseException as exc:  # noqa: BLE001 - a cancellation, passed on to the call
-            try:
-                waits_on = step.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                waits_on = step.send(sent)
-            except StopIteration as done:
-                return done.value
 
 
 class _Waiting:
@@ -550,18 +525,20 @@ class EnrichOperator:
         self._running += 1                 # counted from admission: RATE and ADAPTIVE waits are not calls
         self._metrics.in_flight(self._running)
         admitted = self._loop.time()
-        step = resolver.attempt(row, attempts)
         try:
-            waits_on = step.send(None)
-        except StopIteration as answered:  # answered without waiting: no TIMEOUT to watch
-            resolution = answered.value
+            step = resolver.start(row, attempts)
+            if type(step) is not types.CoroutineType:
+                resolution = step          # answered without waiting: no TIMEOUT to watch
+            else:
+                try:
+                    return _Waiting(step, step.send(None), attempts, started, admitted, epoch)
+                except StopIteration as answered:
+                    resolution = answered.value
         except asyncio.CancelledError:
             self._running -= 1
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(resolver.failure(row, exc))
-        else:
-            return _Waiting(step, waits_on, attempts, started, admitted, epoch)
         self._running -= 1
         self._metrics.latency.record(time.perf_counter() - started)
         return resolution
@@ -576,7 +553,7 @@ class EnrichOperator:
         deadline = self._arm_deadline(task, waiting.admitted + self.config.timeout_s)
         try:
             try:
-                resolution = await _resume(waiting.step, waiting.waits_on)
+                resolution = await resume(waiting.step, waiting.waits_on)
             finally:
                 deadline.done = True
                 self._running -= 1

@@ -20,7 +20,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Coroutine, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -204,6 +204,16 @@ class EnrichCall:
     async def __call__(self, row: Row) -> Any:
         raise NotImplementedError
 
+    def start(self, row: Row) -> Coroutine[Any, Any, Any]:
+        """The call for one row, not yet run: a coroutine whose value `finish` makes the answer.
+        By default the whole call; an adapter that can hand out a cheaper coroutine (an async
+        user function's own) does, and keeps for `finish` what comes after it."""
+        return self(row)
+
+    def finish(self, value: Any) -> Any:
+        """The answer of a call that `start` began, from the value its coroutine returned."""
+        return value
+
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """One call for many rows (BATCH): an answer per row, unchecked."""
         raise NotImplementedError
@@ -276,6 +286,13 @@ class PythonEnrichCall(EnrichCall):
 
     def cache_key(self, row: Row) -> Hashable | None:
         return _hashable(tuple(row.items()))
+
+    def start(self, row: Row) -> Coroutine[Any, Any, Any]:
+        """An async function's own coroutine, on a copy of the row (one frame, not two)."""
+        return self._fn(dict(row)) if self._is_async else self(row)
+
+    def finish(self, value: Any) -> Any:
+        return check_result_types(value, self.result_check) if self._is_async else value
 
     async def __call__(self, row: Row) -> Any:
         arg = dict(row)  # the user may mutate it; the operator keeps the original

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from typing import Any
+import types
+from collections.abc import Coroutine, Generator
+from typing import Any, TypeVar
 
 from .cache import CacheStats, TtlLruCache, cache_for
 from .config import Enrich, Outcome
@@ -72,6 +74,45 @@ class Fail:
 DROP = Drop()
 Resolution = Rows | DeadLetter | Drop | Fail
 
+T = TypeVar("T")
+
+
+@types.coroutine
+def resume(step: Coroutine[Any, Any, T], waits_on: Any) -> Generator[Any, Any, T]:
+    """Await coroutine `step`, whose first step already ran and yielded `waits_on`: what
+    `await step` would do from there (values sent and exceptions thrown in by the task go on
+    to `step`)."""
+    while True:
+        try:
+            sent = yield waits_on
+        except GeneratorExit:
+            step.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a cancellation, passed on to the call
+            try:
+                waits_on = step.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waits_on = step.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
+@types.coroutine
+def _returning(value: Any) -> Generator[Any, Any, Any]:
+    """An awaitable of a first attempt that already answered `value`."""
+    return value
+    yield  # pragma: no cover - makes this a generator
+
+
+@types.coroutine
+def _raising(error: BaseException) -> Generator[Any, Any, Any]:
+    """An awaitable of a first attempt that already failed with `error`."""
+    raise error
+    yield  # pragma: no cover - makes this a generator
+
 
 def normalize(result: Any) -> list[dict[str, Any]]:
     """The call's answer as a list of result dicts ([] is a miss)."""
@@ -106,6 +147,8 @@ class ElementResolver:
         self.admits = self.bucket is not None or limit is not None   # admit() may wait
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
+        # the first attempt runs in `start` when nothing comes between the element and its call
+        self._inline = self.cache is None and not self.admits and not self.batched
 
     async def resolve(self, row: Row) -> Resolution:
         """The whole contract for one element on the running loop (TIMEOUT by asyncio.timeout)."""
@@ -114,7 +157,8 @@ class ElementResolver:
             await self.admit()
         try:
             async with asyncio.timeout(self.config.timeout_s):
-                return await self.attempt(row, attempts)
+                step = self.start(row, attempts)
+                return await step if type(step) is types.CoroutineType else step
         except TimeoutError:
             return await self.timed_out(row, attempts[0])
 
@@ -126,8 +170,38 @@ class ElementResolver:
         if self.limit is not None:
             await self.limit.acquire()
 
-    async def attempt(self, row: Row, attempts: list[int]) -> Resolution:
+    def start(self, row: Row, attempts: list[int]) -> Resolution | Coroutine[Any, Any, Resolution]:
+        """Start the element's calls (it is admitted): its resolution when the first attempt
+        answered with results without waiting, else the rest of `attempt` as a coroutine not yet
+        started, which picks the first attempt up where it is.
+
+        Without CACHE, RATE, ADAPTIVE or BATCH nothing comes between the element and its call,
+        so the first attempt runs here, the call's own coroutine stepped directly: an answer
+        given at once (a lookup served from memory, a replayed recording) costs no coroutine
+        of the resolver's and no StopIteration of its own."""
+        if not self._inline:
+            return self.attempt(row, attempts)
+        attempts[0] = 1
+        self._count_call()
+        call = self.call
+        try:
+            step = call.start(row)
+            waits_on = step.send(None)
+        except StopIteration as done:
+            try:
+                results = normalize(call.finish(done.value))
+            except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides, in `attempt`
+                return self.attempt(row, attempts, _raising(exc))
+            if results:
+                return self.answered(row, results)
+            return self.attempt(row, attempts, _returning(done.value))   # a miss: RETRY may call again
+        except Exception as exc:  # noqa: BLE001 - as above
+            return self.attempt(row, attempts, _raising(exc))
+        return self.attempt(row, attempts, resume(step, waits_on))
+
+    async def attempt(self, row: Row, attempts: list[int], first: Any = None) -> Resolution:
         """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls.
+        `first`, from `start`, awaits the first attempt's answer, already begun and counted.
         With ADAPTIVE each attempt holds a slot of the limit (the first one's taken by `admit`)
         only while its request is out, not while it sleeps before a retry."""
         cfg = self.config
@@ -135,20 +209,24 @@ class ElementResolver:
         asked = 0.0     # a Retry-After of the last answer: wait at least this long
         limit = self.limit
         while True:
-            attempts[0] += 1
-            if attempts[0] > 1:
-                self.metrics.add("retries")
-                assert cfg.retry is not None
-                delay = max(cfg.retry.delay(attempts[0] - 1), asked)
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if self.bucket is not None:
-                    await self.bucket.acquire()
-                if limit is not None:
-                    await limit.acquire()
+            if first is None:
+                attempts[0] += 1
+                if attempts[0] > 1:
+                    self.metrics.add("retries")
+                    assert cfg.retry is not None
+                    delay = max(cfg.retry.delay(attempts[0] - 1), asked)
+                    if delay > 0:
+                        await asyncio.sleep(delay)
+                    if self.bucket is not None:
+                        await self.bucket.acquire()
+                    if limit is not None:
+                        await limit.acquire()
             epoch = limit.epoch if limit is not None else 0
             try:
-                if self.cache is None:
+                if first is not None:
+                    begun, first = first, None
+                    results = normalize(self.call.finish(await begun))
+                elif self.cache is None:
                     self._count_call()
                     results = normalize(await self.call(row))
                 else:

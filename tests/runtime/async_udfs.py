@@ -141,3 +141,10 @@ class BadOpen:
 
     async def __call__(self, row: dict[str, Any]) -> Any:  # pragma: no cover - never reached
         return None
+
+
+async def mutating(row: dict[str, Any]) -> Any:
+    """Async function that answers at once after scribbling on the row it was given."""
+    row["id"] = -1
+    row["scribbled"] = True
+    return {"value": "v7"}

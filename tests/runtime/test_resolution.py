@@ -103,3 +103,31 @@ def test_on_miss_retry_then_null() -> None:
     [out] = resolve(res, {"id": 2, "outcome": "miss"})
     assert isinstance(out, Rows) and out.rows == [{"id": 2, "outcome": "miss", "value": None}]
     assert udfs.state["attempts"][2] == 3
+
+
+@pytest.mark.parametrize("delay_ms", [0, 5], ids=["answers-at-once", "waits"])
+@pytest.mark.parametrize("outcome, calls", [("ok", 1), ("bad,ok", 2), ("error,ok", 2), ("miss,ok", 2),
+                                            ("error,error", 2)])
+def test_a_first_attempt_begun_by_start_ends_as_any_attempt(delay_ms: int, outcome: str, calls: int) -> None:
+    """`start` runs the first attempt itself (no CACHE, RATE, ADAPTIVE or BATCH): whether it
+    answers at once or waits, and whatever it answers, the element ends as the retry loop says,
+    each attempt counted once."""
+    res = resolver(retry=Retry(1), on_miss=Outcome.RETRY, on_error=Outcome.DEAD_LETTER)
+    row = {"id": 1, "outcome": outcome, "delay_ms": delay_ms}
+    [out] = resolve(res, row)
+    if outcome == "error,error":
+        assert isinstance(out, DeadLetter) and out.letter["attempts"] == 2
+    else:
+        assert isinstance(out, Rows) and out.rows == [{**row, "value": "v1"}]
+    assert udfs.state["attempts"][1] == calls
+    assert res.metrics.counters["calls"] == calls
+    assert res.metrics.counters["retries"] == calls - 1
+
+
+def test_start_answers_at_once_without_a_coroutine_and_leaves_the_row_as_it_was() -> None:
+    res = resolver("async_udfs:mutating")
+    row = {"id": 7}
+    attempts = [0]
+    out = res.start(row, attempts)
+    assert isinstance(out, Rows) and out.rows == [{"id": 7, "value": "v7"}]
+    assert row == {"id": 7} and attempts == [1]

@@ -136,6 +136,11 @@ def check_result_types(result: Any, check: Callable[[Mapping[str, Any]], str | N
     `result_check` (None: no column has a checked type). Returns `result` unchanged."""
     if check is None:
         return result
+    if type(result) is dict:              # the usual answer: one object
+        problem = check(result)
+        if problem:
+            raise CallError(f"answer {problem}")
+        return result
     items = result if isinstance(result, list) else (result,)
     for item in items:
         if isinstance(item, dict):        # the operator reports shapes it cannot use

@@ -55,7 +55,12 @@ class ProcessOperator:
     def process_element(self, row: Row) -> None:
         self.elements_in += 1
         try:
-            results = self._results(self._fn(row, *self._state_args))
+            value = self._fn(row, *self._state_args)
+            if type(value) is dict:        # the usual answer, one row: no list of results
+                self.elements_out += 1
+                self._emit(self._row(value))
+                return
+            results = self._results(value)
         except Exception as exc:
             self.errors += 1
             key = {column: row.get(column) for column in self.config.key_columns}
@@ -82,18 +87,25 @@ class ProcessOperator:
         else:
             items = value
         rows = []
-        columns, column_set, check = self._columns, self._column_set, self._check
+        to_row = self._row
         for item in items:  # iterating runs a generator's body, so its errors land here too
             if type(item) is not dict and not isinstance(item, Mapping):
                 raise TypeError(f"PROCESS function produced a {type(item).__name__}, expected a dict")
-            # a copy (the user may reuse the dict), of exactly the RETURNS columns; copying
-            # whole is cheaper when the keys are those already, as they usually are
-            row = dict(item) if item.keys() == column_set else dict(zip(columns, map(item.get, columns)))
-            problem = check(row) if check is not None else None
+            rows.append(to_row(item))
+        return rows
+
+    def _row(self, item: Mapping[str, Any]) -> Row:
+        """A copy of one result (the user may reuse the dict) with exactly the RETURNS columns,
+        their types checked; copying whole is cheaper when the keys are those already, as they
+        usually are."""
+        columns = self._columns
+        row = dict(item) if item.keys() == self._column_set else dict(zip(columns, map(item.get, columns)))
+        check = self._check
+        if check is not None:
+            problem = check(row)
             if problem:
                 raise TypeError(f"PROCESS result {problem}")
-            rows.append(row)
-        return rows
+        return row
 
     def process_watermark(self, watermark: Watermark) -> None:
         assert self._output is not None, "process_watermark before open"

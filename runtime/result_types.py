@@ -68,20 +68,25 @@ def mismatch(row: Mapping[str, Any], returns: tuple[Column, ...]) -> str | None:
 
 def checker(returns: tuple[Column, ...]) -> Callable[[Mapping[str, Any]], str | None] | None:
     """`mismatch` for these RETURNS, decided once per operator rather than per row: None when no
-    column has a checked type (strings, arrays...); a float for a DOUBLE passes at once."""
-    checked = tuple((c, _kind(c.type)[0] == "number") for c in returns if _kind(c.type)[0] != "any")
+    column has a checked type (strings, arrays...); the usual value of a column passes at once
+    (a float for a DOUBLE, a bool for a BOOLEAN), anything else is looked at by `_fits`."""
+    checked = tuple((c.name, _USUAL.get(_kind(c.type)[0]), c) for c in returns if _kind(c.type)[0] != "any")
     if not checked:
         return None
 
     def check(row: Mapping[str, Any]) -> str | None:
-        for column, number in checked:
-            value = row.get(column.name)
-            if value is None or (number and type(value) is float):
+        for name, usual, column in checked:
+            value = row.get(name)
+            if value is None or type(value) is usual:
                 continue
             if not _fits(value, column.type):
                 return _message(column, value)
         return None
     return check
+
+
+# the type of a value that fits a column of this kind whatever it is (an int must be in range)
+_USUAL = {"number": float, "bool": bool}
 
 
 def _message(column: Column, value: Any) -> str:

@@ -190,6 +190,9 @@ class EnrichCall:
 
     timeout_handler: Any = None  # a user `timeout(row)` method, if any
     config: Enrich
+    # whether calls often answer without waiting (from memory): then the operator steps the
+    # first attempt itself (`ElementResolver.start`); a call that always waits gains nothing by it
+    answers_at_once = False
 
     @functools.cached_property
     def result_check(self) -> Callable[[Mapping[str, Any]], str | None] | None:
@@ -280,7 +283,7 @@ class PythonEnrichCall(EnrichCall):
             hook = getattr(self.target, "timeout", None)
             self.timeout_handler = hook if callable(hook) else None
         self._fn = fn
-        self._is_async = inspect.iscoroutinefunction(fn)
+        self._is_async = self.answers_at_once = inspect.iscoroutinefunction(fn)
         user_code.lifecycle(self.target, "open")
         self._opened = True
 

@@ -317,6 +317,7 @@ class ReplayCall(_Wrapper):
         self.directory = settings["dir"]
         self.unrecorded = settings.get("unrecorded", "error")
         self.latency = bool(settings.get("latency", False))
+        self.answers_at_once = not self.latency
         self.calls = load(self.directory).get(config.name, {})
         self.seen: dict[str, int] = {}
 

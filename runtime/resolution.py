@@ -148,6 +148,7 @@ class ElementResolver:
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
         # the first attempt runs in `start` when nothing comes between the element and its call
+        # and the call may well answer at once
         self._inline = self.cache is None and not self.admits and not self.batched
 
     async def resolve(self, row: Row) -> Resolution:
@@ -176,10 +177,10 @@ class ElementResolver:
         started, which picks the first attempt up where it is.
 
         Without CACHE, RATE, ADAPTIVE or BATCH nothing comes between the element and its call,
-        so the first attempt runs here, the call's own coroutine stepped directly: an answer
-        given at once (a lookup served from memory, a replayed recording) costs no coroutine
-        of the resolver's and no StopIteration of its own."""
-        if not self._inline:
+        so for a call that may answer at once (an async Python function, a replayed recording)
+        the first attempt runs here, the call's own coroutine stepped directly: an answer given
+        at once costs no coroutine of the resolver's and no StopIteration of its own."""
+        if not (self._inline and self.call.answers_at_once):   # known once the call is open
             return self.attempt(row, attempts)
         attempts[0] = 1
         self._count_call()

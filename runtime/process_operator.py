@@ -56,16 +56,18 @@ class ProcessOperator:
         self.elements_in += 1
         try:
             value = self._fn(row, *self._state_args)
-            if type(value) is dict:        # the usual answer, one row: no list of results
-                self.elements_out += 1
-                self._emit(self._row(value))
-                return
-            results = self._results(value)
+            # the usual answer, one dict, makes one row without a list of results
+            one = self._row(value) if type(value) is dict else None
+            results = self._results(value) if one is None else None
         except Exception as exc:
             self.errors += 1
             key = {column: row.get(column) for column in self.config.key_columns}
             raise ElementFailure(self.config.name, self.config.line, key, exc) from exc
-        if results:
+        # emitted outside the `try`: a failure downstream is the downstream operator's
+        if one is not None:
+            self.elements_out += 1
+            self._emit(one)
+        elif results:
             self.elements_out += len(results)
             emit = self._emit
             for result in results:

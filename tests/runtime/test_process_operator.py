@@ -135,6 +135,20 @@ def test_user_exception_becomes_element_failure_with_key_and_line(module) -> Non
     assert operator.metrics()["errors"] == 1
 
 
+@pytest.mark.parametrize("upstream", ["one", "score"], ids=["one-dict", "generator"])
+def test_a_failure_downstream_is_the_downstream_operators_not_this_ones(module, upstream) -> None:
+    states = ("rules",) if upstream == "score" else ()
+    first = ProcessOperator(process(module, upstream, states), {"rules": rules_view()} if states else None)
+    second = ProcessOperator(C.Process(name="boomed", line=9, call=C.PythonCall("proc_user_fns:boom", module),
+                                       returns=RETURNS, key_columns=("order_id",)))
+    with pytest.raises(ElementFailure) as info:
+        OperatorChain([first, second]).run_all([{"order_id": "o1", "country": "NL", "amount": 150.0}])
+    assert (info.value.operator, info.value.line) == ("boomed", 9)
+    assert isinstance(info.value.cause, ValueError)
+    assert first.metrics() == {"elements_in": 1, "elements_out": 1, "errors": 0}
+    assert second.metrics()["errors"] == 1
+
+
 def test_wrong_result_type_is_an_element_failure(module) -> None:
     with pytest.raises(ElementFailure, match="must return a dict"):
         OperatorChain([ProcessOperator(process(module, "not_rows"))]).run_all([{"order_id": "o1"}])

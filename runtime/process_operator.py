@@ -74,14 +74,12 @@ class ProcessOperator:
                 emit(result)
 
     def _results(self, value: Any) -> list[Row]:
-        """Normalise the user's answer to a list of rows with exactly the RETURNS columns."""
+        """Normalise any other answer than one dict to a list of rows with exactly the RETURNS
+        columns."""
         if value is None:
             return []
-        kind = type(value)
-        if kind is dict:                   # the usual answers first: no ABC checks per row
-            items: Iterable[Any] = (value,)
-        elif kind in _PLAIN_ITERABLES:
-            items = value
+        if type(value) in _PLAIN_ITERABLES:   # the usual ones first: no ABC checks per row
+            items: Iterable[Any] = value
         elif isinstance(value, Mapping):
             items = (value,)
         elif isinstance(value, (str, bytes)) or not isinstance(value, Iterable):

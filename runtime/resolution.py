@@ -147,8 +147,8 @@ class ElementResolver:
         self.admits = self.bucket is not None or limit is not None   # admit() may wait
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
-        # the first attempt runs in `start` when nothing comes between the element and its call
-        # and the call may well answer at once
+        # nothing comes between an element and its call; `start` then steps the first attempt
+        # itself if the call may answer at once (which the call knows once it is open)
         self._inline = self.cache is None and not self.admits and not self.batched
 
     async def resolve(self, row: Row) -> Resolution:

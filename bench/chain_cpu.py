@@ -1,0 +1,127 @@
+"""CPU per row of section 2's operator chain in one process, no Spark: this tree against an
+earlier revision (default 48135f5, before the first attempt of a call was stepped inline),
+measured in one run on the same machine.
+
+The chain is section 2's (ENRICH WITH PYTHON answering at once -> PROCESS -> PROCESS, user code
+bench/chaining_udfs.py), driven as mapInArrow drives it: `ChainFunction` over Arrow batches of
+10,000 (device, value) rows, input and output conversions included. Each revision runs in its own
+fresh process, the two interleaved, ROUNDS times; a run reports the best of 5 passes over
+200,000 rows (process CPU time, so the worker loop's thread counts). Also each operator alone,
+on its own input, to show where the time goes.
+
+    .venv/bin/python -m bench.chain_cpu [--baseline REV] [--rounds N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .check_time import ROOT, baseline_tree
+
+ROUNDS = 3
+
+_RUN = r"""
+import json, random, sys, time
+import pyarrow as pa
+from dslc.runtime import config as C
+from dslc.runtime.arrow_chain import ChainFunction
+
+folder = sys.argv[1]
+rows, passes = 200_000, 5
+
+def call(name):
+    return C.PythonCall(ref=f"chaining_udfs:{name}", search_path=(folder,))
+
+def columns(*pairs):
+    return tuple(C.Column(name, kind) for name, kind in pairs)
+
+inputs = columns(("device", "STRING"), ("value", "DOUBLE"))
+scored = inputs + columns(("score", "DOUBLE"))
+labelled = scored + columns(("label", "STRING"))
+high = columns(("device", "STRING"), ("over", "BOOLEAN"))
+operators = {
+    "scored": (C.Enrich(name="scored", line=2, call=call("score"), returns=columns(("score", "DOUBLE")),
+                        key_columns=("device",)), inputs, scored),
+    "labelled": (C.Process(name="labelled", line=4, call=call("label"), returns=labelled,
+                           key_columns=("device",)), scored, labelled),
+    "high": (C.Process(name="high", line=6, call=call("over"), returns=high, key_columns=("device",)),
+             labelled, high),
+}
+
+rng = random.Random(6)
+first = [{"device": f"d{i % 100}", "value": rng.uniform(0.0, 100.0)} for i in range(10_000)]
+
+def batch_for(columns_in, sample):
+    return pa.RecordBatch.from_pylist(sample, schema=pa.schema([(c.name, pa.string() if c.type == "STRING"
+                                                                 else pa.float64()) for c in columns_in]))
+
+def per_row(chain, batch):
+    batches = [batch] * (rows // batch.num_rows)
+    for _ in ChainFunction(chain, {}, None)(iter(batches[:2])):   # warm-up: imports, the loop
+        pass
+    best = float("inf")
+    for _ in range(passes):
+        started = time.process_time()
+        for _ in ChainFunction(chain, {}, None)(iter(batches)):
+            pass
+        best = min(best, time.process_time() - started)
+    return best / rows * 1e6
+
+samples = {"scored": first}
+samples["labelled"] = [{**r, "score": r["value"] * 2.0} for r in first]
+samples["high"] = [{**r, "label": "high" if r["score"] > 100.0 else "low"} for r in samples["labelled"]]
+out = {}
+chain = C.Chain(name="chain#1", operators=tuple(op for op, _, _ in operators.values()), input_columns=inputs,
+                output_columns=high, watermark=None, batch_size=1024)
+out["whole chain"] = per_row(chain, batch_for(inputs, first))
+for name, (op, columns_in, columns_out) in operators.items():
+    alone = C.Chain(name=name, operators=(op,), input_columns=columns_in, output_columns=columns_out,
+                    watermark=None, batch_size=1024)
+    out[f"{name} alone"] = per_row(alone, batch_for(columns_in, samples[name]))
+print(json.dumps(out))
+"""
+
+
+def measure(path_first: Path | None, folder: Path) -> dict[str, float]:
+    """µs of CPU per row of each workload, in a fresh process importing dslc from `path_first`
+    (None: this tree)."""
+    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r}; "
+    done = subprocess.run([sys.executable, "-c", prefix + _RUN, str(folder)], check=True, capture_output=True,
+                          text=True, cwd=folder)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="48135f5")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args(argv)
+    runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "udfs"
+        folder.mkdir()
+        shutil.copy(Path(__file__).with_name("chaining_udfs.py"), folder / "chaining_udfs.py")
+        base = baseline_tree(args.baseline, Path(tmp) / "base")
+        for _ in range(args.rounds):
+            runs["before"].append(measure(base, folder))
+            runs["after"].append(measure(None, folder))
+    median = {side: {name: statistics.median(run[name] for run in side_runs) for name in side_runs[0]}
+              for side, side_runs in runs.items()}
+    print(f"CPU per row of section 2's chain in one process, {args.baseline} (before) against this tree "
+          f"(after); best of 5 passes over 200,000 rows, median of {args.rounds} interleaved rounds")
+    print("| workload | before µs/row | after µs/row | after/before |")
+    print("|---|---:|---:|---:|")
+    for name, before in median["before"].items():
+        after = median["after"][name]
+        print(f"| {name} | {before:.2f} | {after:.2f} | {after / before:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

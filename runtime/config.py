@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from . import url_template
+from dslc.runtime.calls.url import placeholders
 
 
 class Mode(str, Enum):
@@ -64,7 +64,7 @@ class HttpCall:
     @property
     def placeholders(self) -> tuple[str, ...]:
         """Columns named by the URL's `{column}` placeholders, in order, without repeats."""
-        return url_template.placeholders(self.url)
+        return placeholders(self.url)
 
     @property
     def columns(self) -> tuple[str, ...] | None:

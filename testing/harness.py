@@ -3,7 +3,7 @@
 The pipeline's checked plan is rewritten (`sandbox`), not the compiler: every SOURCE reads the
 case's rows from a Parquet folder written here, every SINK writes Parquet, and dead letters and
 the checkpoint go to the case's temporary folder. ENRICH calls are answered by the replay
-wrapper of `dslc.runtime.recording` (switched on for this job only, through a Spark local
+wrapper of `dslc.runtime.wrappers.recording` (switched on for this job only, through a Spark local
 property), from the case's answers and/or a recording. CACHE is left out: answers are fixed
 per key, so it could only carry one case's answers into the next one on a reused worker.
 STREAMING pipelines run with TRIGGER AVAILABLE NOW.
@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.plan import logical as plan
-from dslc.runtime import recording
+from dslc.runtime.wrappers import recording
 
 from . import values
 from .case_file import Case, CaseFileError

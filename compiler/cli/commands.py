@@ -65,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             code = _submit(args, job, calls)
     if getattr(args, "record", None):
-        from dslc.runtime.recording import consolidate
+        from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)
         print(f"dslc: recorded the calls of {len(written)} ENRICH operator(s) in {args.record}", file=sys.stderr)
     return code
@@ -86,8 +86,8 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
 
 
 def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
-    """The environment that switches on runtime/recording.py in the job's Python workers."""
-    from dslc.runtime import recording
+    """The environment that switches on runtime/wrappers/recording.py in the job's Python workers."""
+    from dslc.runtime.wrappers import recording
 
     record, replay = getattr(args, "record", None), getattr(args, "replay", None)
     if record and replay:

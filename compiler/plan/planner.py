@@ -13,18 +13,23 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from dslc.runtime.url_template import placeholders
-
+from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
-from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.plan.enrich_options import read_options
-from dslc.compiler.source import SourceFile, Span
-from dslc.compiler.plan.sql import (analyze_condition, analyze_query, duplicate_columns, mentions,
-                                    parse_sql, relations)
+from dslc.compiler.plan.sql import (
+    analyze_condition,
+    analyze_query,
+    duplicate_columns,
+    mentions,
+    parse_sql,
+    relations,
+)
 from dslc.compiler.plan.sqltypes import UNKNOWN, canonical, is_timestamp
+from dslc.compiler.source import SourceFile, Span
+from dslc.runtime.calls.url import placeholders
 
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
 _COMMON_TYPES = ("STRING", "INT", "BIGINT", "DOUBLE", "FLOAT", "BOOLEAN", "TIMESTAMP", "DATE",

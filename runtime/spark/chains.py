@@ -7,18 +7,17 @@ import shutil
 import tempfile
 from typing import Mapping
 
+from dslc.runtime import config as C
+from dslc.runtime.broadcast.state import Snapshot
+from dslc.runtime.core.arrow_chain import ChainFunction
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from dslc.runtime import config as C
-from dslc.runtime.arrow_chain import ChainFunction
-from dslc.runtime.broadcast import Snapshot
-
 from . import names
 from .metrics import MetricsCollector
-from .session import checkpoint, is_connect, parallelism, worker_function
 from .pinned import PinnedStates
+from .session import checkpoint, is_connect, parallelism, worker_function
 
 
 def _columns(schema: StructType) -> tuple[C.Column, ...]:

@@ -6,14 +6,13 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from dslc.runtime import user_code
+from dslc.runtime.broadcast.state import BroadcastState, Snapshot, thaw
+from dslc.runtime.config import PythonCall
+from dslc.runtime.schema.arrow import to_arrow_type
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StructField, StructType
-
-from dslc.runtime import user_code
-from dslc.runtime.arrow_types import to_arrow_type
-from dslc.runtime.broadcast import BroadcastState, Snapshot, thaw
-from dslc.runtime.config import PythonCall
 
 from .names import col
 from .pinned import PinnedStates

@@ -16,20 +16,19 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from dslc.runtime import user_code
+from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
+from dslc.runtime.config import PythonCall
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
-
-from dslc.runtime import user_code
-from dslc.runtime.broadcast import BroadcastState, SnapshotStore
-from dslc.runtime.config import PythonCall
 
 from . import chains, metrics
 from .names import col
 from .pinned import state_root
 from .session import batch_function, start_query, worker_function
-from .state import TICK
 from .sinks import FORMATS, PythonSink
+from .state import TICK
 
 
 def trigger_args(trigger: str | None) -> dict:

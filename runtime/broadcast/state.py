@@ -13,7 +13,14 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import (
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path

@@ -17,13 +17,13 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
-from .cache import CacheStats, TtlLruCache, cache_for
-from .config import Enrich, Outcome
-from .adaptive import AdaptiveLimit
-from .enrich_functions import CallError, EnrichCall, UnsendableRequest
-from .metrics import OperatorMetrics
-from .operator import ElementFailure, Row
-from .rate import TokenBucket, bucket_for
+from dslc.runtime.calls.base import CallError, EnrichCall, UnsendableRequest
+from dslc.runtime.config import Enrich, Outcome
+from dslc.runtime.core.operator import ElementFailure, Row
+from dslc.runtime.limits.adaptive import AdaptiveLimit
+from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for
+from dslc.runtime.limits.rate import TokenBucket, bucket_for
+from dslc.runtime.metrics import OperatorMetrics
 
 
 class Rows:

@@ -3,7 +3,7 @@
 `dslc run FILE --record DIR` writes every call (operator, call key, request, answer or error,
 latency) under DIR; `--replay DIR` answers calls from DIR without any network, and `dslc test`
 answers a case's calls the same way. The wrapper sits between the async operator and the call
-adapter (`enrich_functions.build_call` passes every adapter through `wrap`), so retries,
+adapter (`calls.factory.build_call` passes every adapter through `wrap`), so retries,
 timeouts, cache and the ON MISS / ON ERROR / ON TIMEOUT policies run exactly as in a live run.
 
 Where it is switched on: a Spark local property (`dslc.record` / `dslc.replay`, set by the
@@ -35,10 +35,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from .call_wrappers import DelegatingCall
-from .config import Enrich, HttpCall
-from .enrich_functions import CallError, EnrichCall, check_result_types, fill_url
-from .url_template import placeholders
+from dslc.runtime.calls.base import CallError, EnrichCall, check_result_types
+from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
+from dslc.runtime.config import Enrich, HttpCall
+from dslc.runtime.wrappers.delegating import DelegatingCall
 
 RECORD_PROPERTY, REPLAY_PROPERTY = "dslc.record", "dslc.replay"
 RECORD_ENV, REPLAY_ENV = "DSLC_RECORD", "DSLC_REPLAY"
@@ -59,7 +59,9 @@ class NotRecorded(BaseException):
 def _setting(prop: str, env: str) -> dict | None:
     raw = None
     try:
-        from pyspark import TaskContext   # only on a Spark worker; the runtime works without Spark
+        from pyspark import (
+            TaskContext,  # only on a Spark worker; the runtime works without Spark
+        )
 
         context = TaskContext.get()
         if context is not None:
@@ -136,7 +138,7 @@ def _request(config: Enrich, row: dict[str, Any]) -> str:
     if isinstance(config.call, HttpCall):
         try:
             return f"{config.call.method} {redact_url(fill_url(config.call.url, row))}"
-        except CallError:
+        except UnfillableUrl:
             return f"{config.call.method} {redact_url(config.call.url)}"
     return f"PYTHON {config.call.ref}"
 

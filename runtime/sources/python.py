@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from . import user_code
-from .config import PythonCall
+from dslc.runtime import user_code
+from dslc.runtime.config import PythonCall
 
 Split = Any  # any JSON-serialisable value
 

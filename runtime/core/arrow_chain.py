@@ -14,13 +14,20 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
-
-from . import config as C
-from .arrow_types import to_arrow_schema
-from .broadcast import BroadcastState, BroadcastStateError, FrozenDict, FrozenList, ReadOnlyView, Snapshot, thaw
-from .chain import Emitted, OperatorChain
-from .operator import Operator, Row, Watermark
-from .process_operator import ProcessOperator
+from dslc.runtime import config as C
+from dslc.runtime.broadcast.state import (
+    BroadcastState,
+    BroadcastStateError,
+    FrozenDict,
+    FrozenList,
+    ReadOnlyView,
+    Snapshot,
+    thaw,
+)
+from dslc.runtime.core.chain import Emitted, OperatorChain
+from dslc.runtime.core.operator import Operator, Row, Watermark
+from dslc.runtime.core.process_operator import ProcessOperator
+from dslc.runtime.schema.arrow import to_arrow_schema
 
 MetricsSink = Callable[[dict[str, Any]], None]
 
@@ -30,7 +37,9 @@ def _build_process(op: C.Process, views: Mapping[str, ReadOnlyView]) -> Operator
 
 
 def _build_enrich(op: C.Enrich, views: Mapping[str, ReadOnlyView]) -> Operator:
-    from .async_operator import EnrichOperator  # imported lazily: a separate module
+    from dslc.runtime.core.async_operator import (
+        EnrichOperator,  # imported lazily: a separate module
+    )
 
     return EnrichOperator(op)
 

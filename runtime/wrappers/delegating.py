@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Any
 
-from .enrich_functions import EnrichCall
-from .operator import Row
+from dslc.runtime.calls.base import EnrichCall
+from dslc.runtime.core.operator import Row
 
 
 class DelegatingCall(EnrichCall):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .config import Rate
+from dslc.runtime.config import Rate
 
 
 class TokenBucket:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .operator import Operator, Output, Row, Watermark, runs_on_loop
+from dslc.runtime.core.operator import Operator, Output, Row, Watermark, runs_on_loop
 
 Element = Row | Watermark
 
@@ -102,7 +102,9 @@ class OperatorChain:
             raise RuntimeError("operator chain is already open")
         self._opened = True
         if any(runs_on_loop(operator) for operator in self.operators):
-            from .loop_chain import LoopDriver   # imported lazily: only a chain with an ENRICH needs the loop
+            from dslc.runtime.core.loop_chain import (
+                LoopDriver,  # imported lazily: only a chain with an ENRICH needs the loop
+            )
 
             self._driver = LoopDriver(self.operators)
         output: Output = self.collector

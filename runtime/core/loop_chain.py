@@ -22,8 +22,8 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
-from .operator import Operator, Watermark, runs_on_loop
-from .worker_loop import worker_loop
+from dslc.runtime.core.operator import Operator, Watermark, runs_on_loop
+from dslc.runtime.core.worker_loop import worker_loop
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Union
 
-from .operator import Watermark
+from dslc.runtime.core.operator import Watermark
 
 
 class QueueFull(RuntimeError):

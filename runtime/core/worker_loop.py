@@ -18,7 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
-from .enrich_functions import close_all_sessions
+from dslc.runtime.calls.http import close_all_sessions
 
 _loop_lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None

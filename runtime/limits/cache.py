@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
-from .config import Cache
+from dslc.runtime.config import Cache
 
 
 class _Abandoned(Exception):

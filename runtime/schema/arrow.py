@@ -5,8 +5,7 @@ import re
 from collections.abc import Iterable
 
 import pyarrow as pa
-
-from .config import Column
+from dslc.runtime.config import Column
 
 _SIMPLE: dict[str, pa.DataType] = {
     "STRING": pa.string(),

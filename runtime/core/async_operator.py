@@ -38,16 +38,31 @@ import types
 from collections.abc import Callable, Coroutine, Hashable
 from typing import Any
 
-from .adaptive import AdaptiveLimit
-from .async_queue import ElementEntry, OrderedQueue, UnorderedQueue, WatermarkEntry, make_queue
-from .batching import BatchingCall
-from .cache import drop_cache
-from .config import Enrich, Mode
-from .enrich_functions import EnrichCall, build_call
-from .metrics import OperatorMetrics
-from .operator import Output, Row, Watermark
-from .resolution import DeadLetter, Drop, ElementResolver, Fail, Resolution, Rows, resume
-from .worker_loop import loop_alive, worker_loop
+from dslc.runtime.calls.base import EnrichCall
+from dslc.runtime.calls.factory import build_call
+from dslc.runtime.config import Enrich, Mode
+from dslc.runtime.core.async_queue import (
+    ElementEntry,
+    OrderedQueue,
+    UnorderedQueue,
+    WatermarkEntry,
+    make_queue,
+)
+from dslc.runtime.core.operator import Output, Row, Watermark
+from dslc.runtime.core.resolution import (
+    DeadLetter,
+    Drop,
+    ElementResolver,
+    Fail,
+    Resolution,
+    Rows,
+    resume,
+)
+from dslc.runtime.core.worker_loop import loop_alive, worker_loop
+from dslc.runtime.limits.adaptive import AdaptiveLimit
+from dslc.runtime.limits.cache import drop_cache
+from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.wrappers.batching import BatchingCall
 
 # --------------------------------------------------------------------------- operator
 

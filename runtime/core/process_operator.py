@@ -6,10 +6,10 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from . import result_types, user_code
-from .config import Process
-from .operator import ElementFailure, Output, Row, Watermark
-
+from dslc.runtime import user_code
+from dslc.runtime.config import Process
+from dslc.runtime.core.operator import ElementFailure, Output, Row, Watermark
+from dslc.runtime.schema import results as result_types
 
 _PLAIN_ITERABLES = (list, tuple, types.GeneratorType)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Any
 
-from .config import Column
+from dslc.runtime.config import Column
 
 _INTEGER_BITS = {"INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64, "SMALLINT": 16, "SHORT": 16,
                  "TINYINT": 8, "BYTE": 8}

@@ -25,12 +25,12 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
-from .call_wrappers import DelegatingCall
-from .config import Enrich
-from .enrich_functions import EnrichCall, check_result_types
-from .metrics import OperatorMetrics
-from .operator import Row
-from .rate import TokenBucket, bucket_for
+from dslc.runtime.calls.base import EnrichCall, check_result_types
+from dslc.runtime.config import Enrich
+from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.rate import TokenBucket, bucket_for
+from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.wrappers.delegating import DelegatingCall
 
 
 class _Slot:

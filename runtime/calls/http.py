@@ -1,0 +1,175 @@
+"""ENRICH WITH HTTP GET | POST: a JSON object/array body is the result, 404 and JSON null a miss,
+anything else an error.
+
+Sessions are kept per worker process and operator, reused by every task the worker runs, and
+closed only when an operator fails (they may be broken then) or the process exits. All coroutines
+here run on the worker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Hashable
+from typing import Any
+
+import aiohttp
+import yarl
+from dslc.runtime.config import Enrich, HttpCall
+from dslc.runtime.core.operator import Row
+
+from .base import (
+    CallError,
+    EnrichCall,
+    UnsendableRequest,
+    check_batch_answer,
+    check_result_types,
+    hashable_key,
+    retry_after_s,
+    to_json,
+)
+from .url import UnfillableUrl, fill_url, placeholders, redact_url
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+
+
+_sessions: dict[tuple[int, int, str, int], aiohttp.ClientSession] = {}
+
+
+def _session(name: str, limit: int) -> aiohttp.ClientSession:
+    """The worker's session for one operator and CAPACITY on the running loop (created on first
+    use): its connector keeps up to CAPACITY keep-alive connections, so a call in a full window
+    reuses one instead of connecting. Another CAPACITY (a later job in the same worker) gets its
+    own session; none is dropped unclosed while a task may still use it."""
+    loop = asyncio.get_running_loop()
+    key = (os.getpid(), id(loop), name, limit)
+    session = _sessions.get(key)
+    if session is None or session.closed:
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300)
+        session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None),  # the operator's TIMEOUT bounds each element
+            auto_decompress=True,
+            # no cookies: an element's call must not carry what the answer to another row set
+            # (and filtering a jar on every request costs CPU for nothing)
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+        _sessions[key] = session
+    return session
+
+
+async def _close_session(name: str) -> None:
+    loop = asyncio.get_running_loop()
+    for key in [k for k in _sessions if k[:3] == (os.getpid(), id(loop), name)]:
+        session = _sessions.pop(key)
+        if not session.closed:
+            await session.close()
+
+
+async def close_all_sessions() -> None:
+    """Close every session of the running loop (process exit)."""
+    loop = asyncio.get_running_loop()
+    for key in [k for k in _sessions if k[1] == id(loop)]:
+        session = _sessions.pop(key)
+        if not session.closed:
+            await session.close()
+
+
+class HttpEnrichCall(EnrichCall):
+    """HTTP GET or POST; a JSON object/array body is the result, 404 and JSON null a miss,
+    anything else an error. POST sends a JSON object of the BODY columns (BATCH: an array)."""
+
+    def __init__(self, config: Enrich) -> None:
+        assert isinstance(config.call, HttpCall)
+        self.config = config
+        self.url = config.call.url
+        self.post = config.call.method == "POST"
+        self.body = config.call.body
+        self.columns = placeholders(self.url)
+        self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        if self.post:   # what the request carries: placeholders and body
+            return hashable_key((tuple(row.get(c) for c in self.columns), tuple(self._body(row).items())))
+        return hashable_key(tuple(row.get(c) for c in self.columns))
+
+    def _body(self, row: Row) -> dict[str, Any]:
+        return dict(row) if self.body is None else {c: row.get(c) for c in self.body}
+
+    def _client(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = _session(self.config.name, self.config.capacity)
+        return session
+
+    async def __call__(self, row: Row) -> Any:
+        url = fill(self.url, row)
+        data = to_json(self._body(row)) if self.post else None
+        status, body = await self._request(url, data)
+        if status == 404:
+            return None
+        value = _parse(body)
+        if value is None:
+            return None         # JSON null: no result, a miss (as None from a Python function)
+        if not isinstance(value, (dict, list)):
+            raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
+        return check_result_types(value, self.result_check)
+
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """BATCH: POST a JSON array of the rows' bodies; the answer is an array of as many items."""
+        status, body = await self._request(self.url, to_json([self._body(row) for row in rows]))
+        if status == 404:
+            raise CallError(f"HTTP 404 from {redact_url(self.url)}: a batch endpoint must answer every batch")
+        return check_batch_answer(_parse(body), len(rows))
+
+    async def _request(self, url: str, data: bytes | None) -> tuple[int, bytes]:
+        """Status and body of one request (a 2xx or 404); other statuses raise CallError."""
+        session = self._client()
+        # encoded=True: send exactly the bytes built above, no re-quoting or normalisation
+        target = yarl.URL(url, encoded=True)
+        request = (session.post(target, data=data, headers=_JSON_HEADERS, allow_redirects=True) if data is not None
+                   else session.get(target, allow_redirects=True))
+        async with request as response:
+            if response.status == 404:
+                await response.release()
+                return 404, b""
+            if not 200 <= response.status < 300:
+                text = (await response.content.read(200)).decode("utf-8", "replace")
+                raise CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
+                                      retry_after_s(response.headers.get("Retry-After")))
+            length = response.content_length
+            if length is not None:      # the usual case: one read of a body of known size
+                if length > MAX_BODY_BYTES:
+                    raise CallError(f"response body of {length} bytes exceeds {MAX_BODY_BYTES}")
+                return response.status, await response.read()
+            body = await response.content.read(MAX_BODY_BYTES + 1)
+            while len(body) <= MAX_BODY_BYTES:
+                more = await response.content.read(MAX_BODY_BYTES + 1 - len(body))
+                if not more:
+                    break
+                body += more
+            if len(body) > MAX_BODY_BYTES:
+                raise CallError(f"response body exceeds {MAX_BODY_BYTES} bytes")
+            return response.status, body
+
+    async def aclose_clients(self) -> None:
+        self._session = None
+        await _close_session(self.config.name)
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise CallError(f"response body is not JSON: {exc}") from None
+
+
+def fill(template: str, row: Row) -> str:
+    """`fill_url`, with a value that cannot fill it made the element's error (never a call)."""
+    try:
+        return fill_url(template, row)
+    except UnfillableUrl as exc:
+        raise UnsendableRequest(str(exc)) from None

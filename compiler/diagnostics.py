@@ -44,6 +44,7 @@ MESSAGES: dict[str, str] = {
     "E0310": "{connector} {role} needs {what}",
     "E0311": "{feature} is not supported in {mode} mode: {why}",
     "E0312": "column '{column}' of {where} must be {what}",
+    "E0313": "BUDGET without STORE: {why}",
 }
 
 

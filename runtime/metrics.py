@@ -12,6 +12,7 @@ from typing import Any
 COUNTERS: tuple[str, ...] = (
     "elements_in", "elements_out", "calls", "elements_called", "retries", "timeouts", "misses", "errors",
     "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
+    "store_hits", "unanswered",   # STORE: answers found in the answer store; BUDGET: rows left unanswered
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight",)
 _FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds",)

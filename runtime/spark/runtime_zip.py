@@ -4,10 +4,15 @@ Executors only need pyspark, pyarrow and aiohttp: the job ships this zip with `a
 `addArtifacts` on Spark Connect) and Python's zip importer finds `dslc.runtime` in it. The zip is
 built once per dslc version and runtime content into a private per-user cache folder and reused;
 a zip that would not import (no package entries, no files) is an error at the driver.
+
+Pure-Python packages the runtime uses on executors only for some pipelines (`VENDORED`: the
+`redis` client of an answer store on Redis) go into the zip too when the driver has them, so
+executors need nothing installed for them either.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import stat
 import tempfile
@@ -17,6 +22,7 @@ from pathlib import Path
 ZIP_NAME = "dslc_runtime.zip"
 REQUIRED = ("dslc/__init__.py", "dslc/runtime/__init__.py", "dslc/runtime/spark/__init__.py")
 _STAMP = (1980, 1, 1, 0, 0, 0)   # fixed entry times: the same sources give the same bytes
+VENDORED = ("redis",)            # top-level pure-Python packages shipped beside dslc.runtime
 
 
 class RuntimeZipError(RuntimeError):
@@ -36,7 +42,9 @@ def runtime_zip() -> str:
     if not files:
         raise RuntimeZipError(f"dslc: error: no runtime sources found under {root}: cannot ship dslc.runtime "
                               "to executors (install dslc on them and set DSLC_SHIP_RUNTIME=0)")
-    target = cache_folder() / f"{_version()}-{_digest(root, files)}" / ZIP_NAME
+    vendored = _vendored()
+    digest = _digest(root, files + [f for _, package_files in vendored for f in package_files])
+    target = cache_folder() / f"{_version()}-{digest}" / ZIP_NAME
     if target.is_file():
         try:
             check_runtime_zip(str(target))
@@ -47,7 +55,7 @@ def runtime_zip() -> str:
     handle, partial = tempfile.mkstemp(suffix=".zip", dir=target.parent)
     os.close(handle)
     try:
-        _write(Path(partial), root, files)
+        _write(Path(partial), root, files, vendored)
         check_runtime_zip(partial)
         os.replace(partial, target)  # atomic: a job starting at the same time never ships half a zip
     finally:
@@ -56,10 +64,31 @@ def runtime_zip() -> str:
     return str(target)
 
 
-def _write(path: Path, root: Path, files: list[Path]) -> None:
+def _vendored() -> list[tuple[Path, list[Path]]]:
+    """(package folder, its .py files) of each VENDORED package the driver can import."""
+    found = []
+    for name in VENDORED:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        folder = Path(next(iter(spec.submodule_search_locations))).resolve()
+        files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+        if files:
+            found.append((folder, files))
+    return found
+
+
+def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[Path, list[Path]]] = ()) -> None:
     """Folder entries and `__init__.py` files first, so the zip importer sees the packages."""
     folders = sorted({f.parent.relative_to(root) for f in files}, key=lambda p: (len(p.parts), str(p)))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for folder, package_files in vendored:
+            for file in package_files:
+                name = "/".join((folder.name, *file.relative_to(folder).parts))
+                info = zipfile.ZipInfo(name, _STAMP)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, file.read_bytes())
         archive.writestr(zipfile.ZipInfo("dslc/", _STAMP), b"")
         archive.writestr(zipfile.ZipInfo("dslc/__init__.py", _STAMP), '"""dslc runtime, shipped to executors."""\n')
         for folder in folders:
@@ -130,7 +159,8 @@ def _digest(root: Path, files: list[Path]) -> str:
     """Content hash of the runtime sources: an edited runtime (a development checkout) gets its own zip."""
     digest = hashlib.sha256()
     for file in files:
-        digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
+        name = file.relative_to(root) if file.is_relative_to(root) else file
+        digest.update(str(name).encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 

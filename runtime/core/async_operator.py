@@ -214,11 +214,7 @@ class EnrichOperator:
                     break
             self._emit_ready()
         self._finished = True
-        budget = self.config.budget
-        unanswered = self._metrics.counters["unanswered"]
-        if budget is not None and budget.stop_task and unanswered:
-            # STREAMING: the micro-batch must not commit without these rows; a rerun replays it
-            raise BudgetSpent(budget_message(self.config, unanswered, " of this task"))
+        self._stop_if_spent()
 
     def close(self) -> None:
         """Close the user code (user `close()`)."""
@@ -351,6 +347,15 @@ class EnrichOperator:
     def finished_on_loop(self) -> None:
         """Every element has left (loop thread)."""
         self._finished = True
+        self._stop_if_spent()
+
+    def _stop_if_spent(self) -> None:
+        """BUDGET in STREAMING: a task that left rows unanswered fails, so its micro-batch does not
+        commit without them (a rerun replays it and finds the answers received in the store)."""
+        budget = self.config.budget
+        unanswered = self._metrics.counters["unanswered"]
+        if budget is not None and budget.stop_task and unanswered:
+            raise BudgetSpent(budget_message(self.config, unanswered, " of this task"))
 
     # ----------------------------------------------------------------- driven from another thread
 

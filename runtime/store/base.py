@@ -67,8 +67,11 @@ class AnswerStore:
         """Store answers (key, value) as of now, and release the leases on those keys."""
         raise NotImplementedError
 
-    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float) -> set[str]:
-        """Take the lease of each free key (or expired) for `seconds`; the keys `owner` now holds."""
+    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
+                    ttl_s: float | None = None) -> set[str]:
+        """Take for `seconds` the lease of each key that is free (or lapsed) and has no answer
+        younger than `ttl_s` (checked in the same atomic step: an answer written since the
+        caller looked is not paid again); the keys `owner` now holds."""
         raise NotImplementedError
 
     async def renew(self, operator: str, keys: list[str], owner: str, seconds: float) -> None:

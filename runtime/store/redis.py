@@ -25,6 +25,18 @@ redis.call('SET', KEYS[1], tostring(slot + tonumber(ARGV[1])), 'PX', 3600000)
 return tostring(slot - now)
 """
 
+# Take the lease of each key (KEYS: lease, answer, lease, answer...) that has no answer and no
+# holder; 1 per key taken.
+_LEASE = """
+local taken = {}
+for i = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 and redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    taken[#taken + 1] = (i + 1) / 2
+  end
+end
+return taken
+"""
+
 # Delete a lease only if this owner still holds it.
 _RELEASE = """
 for i, key in ipairs(KEYS) do
@@ -88,6 +100,7 @@ class RedisStore(AnswerStore):
                              f"and cannot be migrated: empty it with `dslc store clear {self.location}`")
         self._reserve = self._client.register_script(_RESERVE)
         self._release = self._client.register_script(_RELEASE)
+        self._take = self._client.register_script(_LEASE)
         self._renew = self._client.register_script(_RENEW)
 
     async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
@@ -113,12 +126,13 @@ class RedisStore(AnswerStore):
             pipe.delete(self._lease(operator, key))
         await pipe.execute()
 
-    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float) -> set[str]:
-        pipe = self._client.pipeline(transaction=False)
-        for key in keys:
-            pipe.set(self._lease(operator, key), owner, nx=True, px=int(seconds * 1000))
-        taken = await pipe.execute()
-        return {key for key, ok in zip(keys, taken) if ok}
+    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
+                    ttl_s: float | None = None) -> set[str]:
+        if not keys:
+            return set()
+        names = [name for key in keys for name in (self._lease(operator, key), self._answer(operator, key))]
+        taken = await self._take(keys=names, args=[owner, int(seconds * 1000)])
+        return {keys[int(i) - 1] for i in taken}
 
     async def renew(self, operator: str, keys: list[str], owner: str, seconds: float) -> None:
         if keys:

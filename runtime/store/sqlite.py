@@ -169,8 +169,10 @@ class SqliteStore(AnswerStore):
 
     # ----------------------------------------------------------------- leases
 
-    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float) -> set[str]:
+    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
+                    ttl_s: float | None = None) -> set[str]:
         now = time.time()
+        since = now - ttl_s if ttl_s else float("-inf")
 
         def take(db: sqlite3.Connection) -> set[str]:
             held: set[str] = set()
@@ -178,8 +180,11 @@ class SqliteStore(AnswerStore):
                 marks = ",".join("?" * len(part))
                 db.execute(f"DELETE FROM leases WHERE operator = ? AND until < ? AND key IN ({marks})",
                            (operator, now, *part))
+                answered = {r[0] for r in db.execute(
+                    f"SELECT key FROM answers WHERE operator = ? AND at >= ? AND key IN ({marks})",
+                    (operator, since, *part))}
                 db.executemany("INSERT OR IGNORE INTO leases VALUES (?, ?, ?, ?)",
-                               [(operator, key, owner, now + seconds) for key in part])
+                               [(operator, key, owner, now + seconds) for key in part if key not in answered])
                 held.update(r[0] for r in db.execute(
                     f"SELECT key FROM leases WHERE operator = ? AND owner = ? AND key IN ({marks})",
                     (operator, owner, *part)))

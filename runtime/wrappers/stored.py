@@ -100,7 +100,7 @@ class StoredCall(DelegatingCall):
         return [found.get(key) for key in keys]
 
     async def _lease_many(self, keys: list[str]) -> list[bool]:
-        held = await (await self.store()).lease(self.operator, unique(keys), self.owner, LEASE_S)
+        held = await (await self.store()).lease(self.operator, unique(keys), self.owner, LEASE_S, self.ttl_s)
         return [key in held for key in keys]
 
     async def _put_many(self, items: list[tuple[str, Any]]) -> list[None]:

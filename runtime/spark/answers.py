@@ -21,8 +21,6 @@ from dslc.runtime import config as C
 from dslc.runtime.store.base import StoreError, check_location, is_redis
 from dslc.runtime.wrappers.stored import budget_message
 
-#: This run of the job (a driver process): the BUDGET counters are kept per run.
-RUN = os.environ.get("DSLC_RUN_ID") or uuid.uuid4().hex[:16]
 BUDGET_EXIT = 3
 
 _checked: set[str] = set()
@@ -40,11 +38,12 @@ def prepare(operators: tuple, folder: str, streaming: bool) -> tuple:
     """The chain's operators with their store located and checked, this run named, and (in
     STREAMING) a spent BUDGET made to fail its task."""
     out = []
+    run = uuid.uuid4().hex[:16]     # this run of the job: its BUDGET counters start from nothing
     for op in operators:
         if isinstance(op, C.Enrich) and op.store is not None:
             where = location(op.store.location, folder)
             check(where)
-            op = dataclasses.replace(op, store=dataclasses.replace(op.store, location=where, run=RUN))
+            op = dataclasses.replace(op, store=dataclasses.replace(op.store, location=where, run=run))
             if op.budget is not None and streaming:
                 op = dataclasses.replace(op, budget=dataclasses.replace(op.budget, stop_task=True))
                 _exit_on_budget_failure()

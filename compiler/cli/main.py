@@ -51,7 +51,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from dslc.compiler.cli.commands import EXTRA_COMMANDS  # compile/run/repl: loaded only when a command runs
-    return {"check": cmd_check, "explain": cmd_explain, **EXTRA_COMMANDS}
+    from dslc.compiler.cli.store_command import cmd_store
+    return {"check": cmd_check, "explain": cmd_explain, "store": cmd_store, **EXTRA_COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
+    from dslc.compiler.cli.store_command import add_parser as add_store_parser
+    add_store_parser(sub)
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
     return parser

@@ -40,6 +40,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """dslc explain FILE [--physical] [--format text|json|dot|svg]."""
     from dslc.compiler.pipeline import check_file
     from dslc.compiler.plan.explain import render_json, render_text
+    if getattr(args, "estimate", False):
+        from dslc.compiler.cli.estimate_command import cmd_estimate
+        return cmd_estimate(args)
     plan = check_file(args.file)
     if args.physical or args.format in ("dot", "svg"):
         from dslc.compiler.optimizer.explain import render_physical
@@ -67,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file")
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
     explain.add_argument("--format", choices=("text", "json", "dot", "svg"), default="text")
+    explain.add_argument("--estimate", action="store_true",
+                         help="per ENRICH: rows, distinct keys, keys in the answer store, calls, time, budget "
+                              "(reads the sources; calls nothing)")
+    explain.add_argument("--sample", type=int, default=100_000, metavar="N",
+                         help="--estimate: look up at most N distinct keys in the answer store (default 100000)")
+    explain.add_argument("--latency", metavar="DURATION", help="--estimate: the service's latency, e.g. 40ms")
+    explain.add_argument("--replay", "--record", dest="replay", metavar="DIR",
+                         help="--estimate: read the latency from a recording folder")
     compile_ = sub.add_parser("compile", help="write the PySpark job for a .flow file")
     compile_.add_argument("file")
     compile_.add_argument("-o", "--output", help="job file (default: stdout)")

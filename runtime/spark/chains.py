@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from . import answers, names
+from . import answers, estimate, names
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -48,6 +48,9 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
     operators = _share_rates(operators, parallelism(df.sparkSession))
+    if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
+        return estimate.record_chain(df, answers.prepare(
+            operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
     operators = answers.prepare(operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".",
                                 streaming=df.isStreaming)
     out_schema = _output_schema(df.schema, operators)

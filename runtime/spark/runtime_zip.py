@@ -82,13 +82,6 @@ def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[Path,
     """Folder entries and `__init__.py` files first, so the zip importer sees the packages."""
     folders = sorted({f.parent.relative_to(root) for f in files}, key=lambda p: (len(p.parts), str(p)))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for folder, package_files in vendored:
-            for file in package_files:
-                name = "/".join((folder.name, *file.relative_to(folder).parts))
-                info = zipfile.ZipInfo(name, _STAMP)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                archive.writestr(info, file.read_bytes())
         archive.writestr(zipfile.ZipInfo("dslc/", _STAMP), b"")
         archive.writestr(zipfile.ZipInfo("dslc/__init__.py", _STAMP), '"""dslc runtime, shipped to executors."""\n')
         for folder in folders:
@@ -100,6 +93,13 @@ def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[Path,
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, file.read_bytes())
+        for folder, package_files in vendored:     # after dslc's own entries
+            for file in package_files:
+                name = "/".join((folder.name, *file.relative_to(folder).parts))
+                info = zipfile.ZipInfo(name, _STAMP)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, file.read_bytes())
 
 
 def check_runtime_zip(path: str) -> None:

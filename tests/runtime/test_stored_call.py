@@ -9,7 +9,6 @@ import time
 
 import pytest
 from dslc.runtime.config import Budget, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry, Store
-from dslc.runtime.store import base as store_base
 from runtime_support import FaultServer, Reply
 from runtime_support import run_operator as run
 

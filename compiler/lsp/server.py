@@ -71,6 +71,12 @@ class FlowServer(LanguageServer):
         root = self.workspace.root_path
         return root if root and Path(root).is_dir() else os.getcwd()
 
+    def opened(self, uri: str) -> Document | None:
+        """The open document of a request (None: the client never opened it, or closed it)."""
+        if uri in self.documents and uri in self.workspace.text_documents:
+            return self.documents[uri]
+        return None
+
     def text(self, doc: Document) -> tuple[int, str]:
         document = self.workspace.get_text_document(doc.uri)
         return document.version or 0, document.source
@@ -172,7 +178,9 @@ def build_server() -> FlowServer:
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(ls: FlowServer, params: types.DidSaveTextDocumentParams) -> None:
-        doc = ls.document(params.text_document.uri)
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return
         doc.checked = None          # a module beside the file may have appeared meanwhile
         ls.schedule(doc, 0)
 
@@ -186,39 +194,54 @@ def build_server() -> FlowServer:
     @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
     @_answer_none_on_failure
     async def complete(ls: FlowServer, params: types.CompletionParams):
-        analysis, index = await ls.analysis(ls.document(params.text_document.uri), salvage=True)
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
         return completion.completions(analysis, index, index.offset(params.position))
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @_answer_none_on_failure
     async def on_hover(ls: FlowServer, params: types.HoverParams):
-        analysis, index = await ls.analysis(ls.document(params.text_document.uri), salvage=True)
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
         return hover.hover(analysis, index, index.offset(params.position))
 
     @server.feature(types.TEXT_DOCUMENT_DEFINITION)
     @_answer_none_on_failure
     async def on_definition(ls: FlowServer, params: types.DefinitionParams):
-        analysis, index = await ls.analysis(ls.document(params.text_document.uri), salvage=True)
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
         return symbols.definition(analysis, index, params.text_document.uri, index.offset(params.position))
 
     @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     @_answer_none_on_failure
     async def on_symbols(ls: FlowServer, params: types.DocumentSymbolParams):
-        analysis, index = await ls.analysis(ls.document(params.text_document.uri), salvage=True)
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
         return symbols.document_symbols(analysis, index)
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     @_answer_none_on_failure
     async def on_code_lens(ls: FlowServer, params: types.CodeLensParams):
-        doc = ls.document(params.text_document.uri)
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
         analysis, index = await ls.analysis(doc)
         return lenses.code_lenses(analysis, index, doc.uri, doc.path)
 
     @server.command(lenses.EXPLAIN)
     async def explain(ls: FlowServer, uri: str) -> dict:
-        if uri not in ls.documents:
+        doc = ls.opened(uri)
+        if doc is None:
             return {"ok": False, "text": f"{uri} is not open in the editor"}
-        analysis, _ = await ls.analysis(ls.documents[uri])
+        analysis, _ = await ls.analysis(doc)
         return await asyncio.get_running_loop().run_in_executor(ls.checker, lenses.explain, analysis)
 
     @server.command(lenses.RUN_TESTS)

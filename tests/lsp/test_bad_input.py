@@ -87,7 +87,7 @@ async def test_an_unsaved_buffer_is_checked_against_the_workspace_folder(client)
     assert [(d.code, d.message.split("\n")[0]) for d in diagnostics] == [("E0201", "unknown Python module 'devices'")]
     good = "SOURCE s FROM JSON 'in/' SCHEMA (k STRING);\nSINK s TO CONSOLE;\n"
     assert await open_and_wait(client, "untitled:Untitled-2", good) == []
-    assert await completion_labels(client, "untitled:Untitled-2", position_of(good, "SINK s", after=6)))[0] == "s"
+    assert (await completion_labels(client, "untitled:Untitled-2", position_of(good, "SINK s", after=6)))[0] == "s"
 
 
 async def test_python_modules_resolve_beside_the_file(client, tmp_path):

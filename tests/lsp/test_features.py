@@ -151,3 +151,30 @@ async def test_explain_of_a_file_with_errors_is_its_diagnostics(client):
     explained = await client.workspace_execute_command_async(types.ExecuteCommandParams("dslc.explain", [uri]))
     assert not explained["ok"]
     assert "untitled:explain-errors:2:19: error[E0204]: unknown column 'nope'" in explained["text"]
+
+
+TINY = "SOURCE orders FROM JSON 'in/' SCHEMA (id STRING, amount DOUBLE);\n" \
+       "STREAM big = SELECT id FROM orders WHERE amount > 10;\nSINK big TO CONSOLE;\n"
+TINY_CASES = """\
+cases:
+  - name: only big orders
+    sources:
+      orders: [{id: a, amount: 5.0}, {id: b, amount: 50.0}]
+    expect:
+      big: [{id: b}]
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+async def test_the_run_tests_lens_runs_dslc_test_and_returns_its_report(client, tmp_path):
+    flow = tmp_path / "tiny.flow"
+    flow.write_text(TINY)
+    (tmp_path / "tiny.test.yaml").write_text(TINY_CASES)
+    await open_and_wait(client, flow.as_uri(), TINY)
+    result = await client.workspace_execute_command_async(types.ExecuteCommandParams("dslc.runTests", [flow.as_uri()]))
+    assert result["ok"], result["text"]
+    assert "tiny.test.yaml" in result["text"] and "1 passed, 0 failed" in result["text"]
+    unsaved = await client.workspace_execute_command_async(
+        types.ExecuteCommandParams("dslc.runTests", ["untitled:Untitled-9"]))
+    assert unsaved == {"ok": False, "text": "save the file first: dslc test runs the test files beside it"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
-from conftest import EXAMPLES, completion_labels, doc, hover_text, open_and_wait, position_of
+from lsp_client import EXAMPLES, completion_labels, doc, hover_text, open_and_wait, position_of
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from lsprotocol import types
 
-from conftest import EXAMPLES, change_and_wait, open_and_wait, versions_published, wait_for_version
+from lsp_client import EXAMPLES, change_and_wait, open_and_wait, versions_published, wait_for_version
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -16,7 +16,7 @@ from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.parser import parse
 from dslc.compiler.source import SourceFile
 
-from conftest import EXAMPLES, ROOT
+from lsp_client import EXAMPLES, ROOT
 
 EXTENSION = ROOT / "editors" / "vscode"
 STATEMENT_KEYWORDS = {"PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK"}

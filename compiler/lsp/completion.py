@@ -5,7 +5,8 @@ from __future__ import annotations
 from lsprotocol import types
 
 from dslc.compiler.cli.completion import complete
-from dslc.compiler.lsp.analysis import Analysis
+from dslc.compiler.frontend.lexical import split_statements
+from dslc.compiler.lsp.analysis import MAX_CHECKED_CHARS, Analysis
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.scope import Scope, kind_of
 
@@ -14,10 +15,9 @@ _KINDS = {"stream": types.CompletionItemKind.Class, "column": types.CompletionIt
 
 
 def completions(analysis: Analysis, index: LineIndex, offset: int) -> types.CompletionList:
-    """Keywords, stream/source/broadcast names and columns in scope for the word at `offset`."""
-    chunk = analysis.chunk_at(offset)
-    start = chunk.start if chunk is not None else max(0, index.text.rfind("\n", 0, offset) + 1)
-    statement = index.text[start:chunk.start + len(chunk.text)] if chunk is not None else ""
+    """Keywords, stream/source/broadcast names and columns in scope for the word at `offset` of
+    `index.text`, the newest text (`analysis` may be of an earlier version: names come from it)."""
+    start, statement = _statement_at(index.text, offset)
     scope = Scope(analysis, statement)
     items = []
     for rank, candidate in enumerate(complete(index.text[start:offset], scope)):
@@ -29,6 +29,18 @@ def completions(analysis: Analysis, index: LineIndex, offset: int) -> types.Comp
             text_edit=types.TextEdit(index.range(offset - candidate.replaces, offset), candidate.text),
         ))
     return types.CompletionList(is_incomplete=False, items=items)
+
+
+def _statement_at(text: str, offset: int) -> tuple[int, str]:
+    """Where the statement around `offset` starts, and its text (in a file too large to split
+    into statements, the line)."""
+    if len(text) <= MAX_CHECKED_CHARS:
+        for chunk in split_statements(text):
+            if chunk.start <= offset <= chunk.start + len(chunk.text):
+                return chunk.start, chunk.text
+    start = text.rfind("\n", 0, offset) + 1
+    end = text.find("\n", offset)
+    return start, text[start:end if end >= 0 else len(text)]
 
 
 def _detail(text: str, kind: str, scope: Scope) -> str:

@@ -26,6 +26,7 @@ from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
 from dslc.compiler.lsp.positions import LineIndex
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
+COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
 log = logging.getLogger("dslc.lsp")
 
 
@@ -39,6 +40,7 @@ class Document:
     checked: tuple[int, Analysis, LineIndex] | None = None
     running: tuple[int, asyncio.Future] | None = None
     timer: asyncio.Task | None = field(default=None, repr=False)
+    salvaged: Analysis | None = None    # the newest analysis whose program and plan are computed
 
 
 class FlowServer(LanguageServer):
@@ -102,7 +104,22 @@ class FlowServer(LanguageServer):
             _, analysis, index = doc.checked
         if salvage:
             await asyncio.get_running_loop().run_in_executor(self.checker, _salvage, analysis)
+            doc.salvaged = analysis
         return analysis, index
+
+    async def names(self, doc: Document) -> tuple[Analysis, LineIndex]:
+        """For completion, which must not lag behind typing in a long file: the newest version's
+        analysis if it is ready soon, else the last one ready (its names and schemas; the text
+        around the cursor is always the newest, in the LineIndex returned)."""
+        newest = asyncio.ensure_future(self.analysis(doc, salvage=True))
+        try:
+            return await asyncio.wait_for(asyncio.shield(newest), COMPLETION_WAIT_S)
+        except asyncio.TimeoutError:
+            if doc.salvaged is None:
+                return await newest
+            _, text = self.text(doc)
+            encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+            return doc.salvaged, LineIndex(text, encoding)
 
     async def publish(self, doc: Document) -> None:
         """Check the newest version and publish its diagnostics, unless a newer one came meanwhile."""
@@ -197,7 +214,7 @@ def build_server() -> FlowServer:
         doc = ls.opened(params.text_document.uri)
         if doc is None:
             return None
-        analysis, index = await ls.analysis(doc, salvage=True)
+        analysis, index = await ls.names(doc)
         return completion.completions(analysis, index, index.offset(params.position))
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)

@@ -198,7 +198,7 @@ def build_server() -> FlowServer:
         doc = ls.opened(params.text_document.uri)
         if doc is None:
             return
-        doc.checked = None          # a module beside the file may have appeared meanwhile
+        doc.checked = doc.running = None    # a module beside the file may have appeared meanwhile
         ls.schedule(doc, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)

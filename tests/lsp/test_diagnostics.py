@@ -88,3 +88,15 @@ async def test_a_burst_of_edits_is_checked_once_for_the_last_version(client, tmp
     seen = versions_published(client, uri)
     assert seen[0] == 1 and seen[-1] == 6
     assert len(seen) < 6      # versions typed without a pause in between are not all checked
+
+
+async def test_ranges_count_utf16_code_units_as_the_protocol_says(client):
+    text = "-- café ☕\nSOURCE s FROM JSON 'in/' SCHEMA (k STRING);\n" \
+           "STREAM t = SELECT '😀é' AS face, nope FROM s;\nSINK t TO CONSOLE;\n"
+    diagnostics = await open_and_wait(client, "untitled:utf16", text)
+    assert [d.code for d in diagnostics] == ["E0204"]
+    line = text.splitlines()[2]
+    prefix = line[: line.index("nope")]
+    assert diagnostics[0].range.start == types.Position(2, len(prefix.encode("utf-16-le")) // 2)
+    assert diagnostics[0].range.start.character == len(prefix) + 1       # the emoji is two code units
+    assert diagnostics[0].range.end.character - diagnostics[0].range.start.character == 4

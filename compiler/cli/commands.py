@@ -161,4 +161,10 @@ def cmd_repl(args: argparse.Namespace) -> int:
     return run_repl(args.file)
 
 
-EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test}
+def cmd_lsp(args: argparse.Namespace) -> int:
+    """dslc lsp: the language server for editors, over stdin/stdout."""
+    from dslc.compiler.lsp.server import main as serve
+    return serve()
+
+
+EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp}

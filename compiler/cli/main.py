@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
+    lsp = sub.add_parser("lsp", help="language server for editors (LSP over stdin/stdout)")
+    lsp.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the only transport")
     return parser
 
 

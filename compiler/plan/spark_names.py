@@ -302,6 +302,11 @@ class SparkNamer:
             args = args[:1]
         if name == "from_json":
             args = args[:1]
+        unit = node.args.get("unit")
+        if name in ("timestampadd", "timestampdiff") and isinstance(unit, exp.Var):
+            # sqlglot keeps (timestamp, amount) and (end, start); Spark prints them as written
+            args = [unit.name.upper()] + [self.sql(c) for c in (node.args.get("expression"), node.this)
+                                          if c is not None]
         if name == "aggregate" and len(args) == 3:
             args.append("lambdafunction(namedlambdavariable(), namedlambdavariable())")
         written, defaults = _DEFAULTS.get(name, (None, ()))

@@ -53,6 +53,15 @@ def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = Tr
     return result
 
 
+def to_partial_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = True,
+                    mode: str | None = None) -> tuple[plan.Plan, list[Diagnostic]]:
+    """The plan of every statement that checked, and every problem found: what `dslc check
+    --spark` hands Spark's analyzer when the fast check already found errors elsewhere."""
+    planner = _Planner(source, mode)
+    result = planner.build(program, require_sink=require_sink)
+    return result, planner.problems
+
+
 class _Planner:
     def __init__(self, source: SourceFile, mode: str | None = None):
         self.source = source

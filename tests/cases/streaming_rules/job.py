@@ -57,11 +57,14 @@ def main() -> None:
     )
     # query stage1: computed once into CHECKPOINT/stages/stage1, read back as a stream (read on 2
     # paths to the outputs)
+    # with the latest event time the source read, before any filter (TICK rows)
+    scored = streaming.with_ticks(scored, events, 'ts')
     queries.append(streaming.write_stage(scored, 'stage1', CHECKPOINT, TRIGGER))
-    scored = streaming.read_stage(
+    scored_clock = streaming.read_stage(
         spark, 'stage1', CHECKPOINT, scored.schema,
         watermark=('ts', '10 seconds'),
     )
+    scored = streaming.without_ticks(scored_clock, 'ts')
 
     # line 10: STREAM over = MATCH scored AGAINST limits AS l
     over = state.match_stream(

@@ -74,11 +74,14 @@ def main() -> None:
     )
     # query stage1: computed once into CHECKPOINT/stages/stage1, read back as a stream (read on 2
     # paths to the outputs; its dead letters are written apart from its rows)
+    # with the latest event time the source read, before any filter (TICK rows)
+    located = streaming.with_ticks(located, views, 'ts')
     queries.append(streaming.write_stage(located, 'stage1', CHECKPOINT, TRIGGER))
-    located = streaming.read_stage(
+    located_clock = streaming.read_stage(
         spark, 'stage1', CHECKPOINT, located.schema,
         watermark=('ts', '60 seconds'),
     )
+    located = streaming.without_ticks(located_clock, 'ts')
     # query dead_letters1: the dead letters of located
     queries.append(streaming.write_dead_letters(
         located,

@@ -16,6 +16,7 @@ def main() -> None:
     orders = (
         spark.read.format('json')
         .schema('`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `note` STRING')
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'orders/'))
     )
     orders.createOrReplaceTempView('orders')

@@ -16,6 +16,7 @@ def main() -> None:
     raw_orders = (
         spark.read.format('json')
         .schema('`order id` STRING, `customer` STRING, `montant€` DOUBLE, `select` STRING')
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'in/orders/'))
     )
     raw_orders.createOrReplaceTempView('`raw-orders`')
@@ -24,6 +25,7 @@ def main() -> None:
     limit_updates = (
         spark.read.format('json')
         .schema('`customer` STRING, `op` STRING, `max-amount` DOUBLE')
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'in/limits/'))
     )
 

@@ -19,6 +19,7 @@ def main() -> None:
     events = (
         spark.readStream.format('json')
         .schema('`id` STRING, `user` STRING, `amount` DOUBLE, `ts` TIMESTAMP')
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'in/events/'))
         .withWatermark('ts', '10 seconds')
     )
@@ -27,6 +28,7 @@ def main() -> None:
     limit_updates = (
         spark.readStream.format('json')
         .schema('`user` STRING, `op` STRING, `max_amount` DOUBLE')
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'in/limits/'))
     )
 

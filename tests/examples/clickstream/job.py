@@ -22,6 +22,7 @@ def main() -> None:
             '`view_id` STRING, `user_id` STRING, `ip` STRING, `url` STRING, `duration_ms` BIGINT, '
             '`ts` TIMESTAMP'
         )
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'data/views/'))
         .withWatermark('ts', '60 seconds')
     )

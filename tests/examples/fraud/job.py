@@ -19,6 +19,7 @@ def main() -> None:
             '`order_id` STRING, `customer_id` STRING, `amount` DOUBLE, `country` STRING, '
             '`ts` TIMESTAMP'
         )
+        .option('mode', 'FAILFAST')
         .load(resolve(FOLDER, 'data/orders/'))
     )
     orders.createOrReplaceTempView('orders')

@@ -67,7 +67,7 @@ def _is_state(p: plan.Plan, name: str) -> bool:
 # Python's keywords and builtins: a relation variable never shadows one of them.
 _JOB_NAMES = frozenset({
     "C", "FOLDER", "CHECKPOINT", "TRIGGER", "main", "spark", "metrics", "queries", "batch", "batch_id",
-    "batch_spark", "captured", "chains", "sinks", "state", "streaming", "sources", "python_source", "capture",
+    "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source", "capture",
     "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
@@ -117,7 +117,7 @@ class _Lowering:
         if self.phys.chains:
             o.line("from dslc.runtime import config as C")
         modules = self._runtime_modules()
-        if modules:     # a job of Spark's own readers and writers needs none
+        if modules:
             o.line(f"from dslc.runtime.spark import {', '.join(modules)}")
         o.line("from dslc.runtime.spark.metrics import MetricsCollector")
         kafka = self._kafka_uses()
@@ -155,7 +155,7 @@ class _Lowering:
         o.line()
         o.line('if __name__ == "__main__":')
         with o.indent():
-            o.line("main()")
+            o.line("failure.run_main(main)  # a failure: one clear line (under dslc run, the traceback in its log)")
         return o.text()
 
     def _kafka_uses(self) -> tuple[str, ...]:
@@ -169,7 +169,7 @@ class _Lowering:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
         writes_batches = [] if self.streaming else [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]
-        used = {"sinks"} if writes_batches and self.target.writes else set()
+        used = {"failure", "sinks"} if writes_batches and self.target.writes else {"failure"}
         if not self.target.writes:
             used.add("capture")
         if self.phys.chains:

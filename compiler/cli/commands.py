@@ -8,10 +8,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
 from dslc.runtime.metrics import format_table
+from dslc.runtime.spark import failure
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -55,6 +57,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               "after '--' do not apply (the server has its own master; use SET in the .flow file)", file=sys.stderr)
         return 2
     calls = _record_replay_env(args)
+    log = _run_log(Path(args.file))
+    calls = {**calls, failure.LOG_ENV: str(log)}
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
@@ -63,7 +67,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                    **calls}
             code = _call([sys.executable, str(job)], env)
         else:
-            code = _submit(args, job, calls)
+            code = _submit(args, job, calls, log)
+    if code not in (0, 130, 143):
+        print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
     if getattr(args, "record", None):
         from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)
@@ -71,8 +77,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
-    """spark-submit the job with dslc's defaults and the arguments after '--'."""
+def _run_log(flow: Path) -> Path:
+    """Where a run keeps Spark's output (its log lines, executors' tracebacks) and, when the job
+    fails, the job's traceback: `target/logs/` beside the .flow file, one file per run."""
+    folder = flow.resolve().parent / "target" / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = folder / f"{flow.stem}-{stamp}.log", 2
+    while path.exists():
+        path, n = folder / f"{flow.stem}-{stamp}-{n}.log", n + 1
+    path.touch()
+    return path
+
+
+def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path) -> int:
+    """spark-submit the job with dslc's defaults and the arguments after '--'. spark-submit's own
+    stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
+    Python: the metrics table, dslc's lines) to the terminal."""
     extra = args.spark_args
     command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
                                 *_driver_python(extra), *extra, str(job)]
@@ -81,8 +102,10 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
     if calls:
         env.update(calls)
         # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
-        command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
-    return _call(command, env)
+        command[-1:-1] = [a for k, v in calls.items() if k != failure.LOG_ENV
+                          for a in ("--conf", f"spark.executorEnv.{k}={v}")]
+    with open(log, "a", encoding="utf-8") as spark_log:
+        return _call(command, env, stderr=spark_log)
 
 
 def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
@@ -117,9 +140,9 @@ def _driver_python(extra: list[str]) -> list[str]:
     return ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
-def _call(command: list[str], env: dict[str, str]) -> int:
+def _call(command: list[str], env: dict[str, str], stderr=None) -> int:
     """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143."""
-    process = subprocess.Popen(command, env=env)
+    process = subprocess.Popen(command, env=env, stderr=stderr)
 
     def terminated(signum, frame):
         raise _Terminated()

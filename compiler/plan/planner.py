@@ -301,6 +301,7 @@ class _Planner:
                 watermark = plan.Watermark(field.name, seconds)
         if not schema_known:
             return None
+        schema = _with_corrupt_record(kind_name, schema, pairs)
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
                            options=pairs, watermark=watermark)
@@ -600,6 +601,20 @@ class _Planner:
                                    hint=_column_hint(col.value, columns, upstream.name)))
         return tuple(c.value for c in opt.args)
 
+
+
+def _with_corrupt_record(connector: str, schema: plan.Schema, pairs: tuple[tuple[str, str], ...]) -> plan.Schema:
+    """A JSON source read with `OPTIONS (mode = 'PERMISSIVE')` keeps each malformed line whole in
+    Spark's corrupt-record column (`_corrupt_record`, or `columnNameOfCorruptRecord`), added as
+    a STRING column when the SCHEMA does not declare it; the default mode fails the job
+    (codegen: FAILFAST), so a malformed line never becomes an all-NULL row silently."""
+    given = {k.lower(): v for k, v in pairs}
+    if connector != "JSON" or given.get("mode", "").upper() != "PERMISSIVE":
+        return schema
+    column = given.get("columnnameofcorruptrecord", "_corrupt_record")
+    if any(f.name.lower() == column.lower() for f in schema):
+        return schema
+    return schema + (plan.Column(column, "STRING"),)
 
 
 def _column_hint(column: str, columns: list[str], owner: str) -> str:

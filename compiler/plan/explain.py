@@ -28,6 +28,12 @@ def _describe(node: plan.PlanNode) -> str:
         if isinstance(node.call, plan.HttpCall):
             body = f" BODY ({', '.join(node.call.body)})" if node.call.body is not None else ""
             call = f"HTTP {node.call.method} {node.call.url!r}{body}"
+            if node.call.headers:   # as written: a secret shows as ${NAME}
+                call += " HEADERS (" + ", ".join(f"{k!r} = {v!r}" for k, v in node.call.headers) + ")"
+            if node.call.answer:
+                call += f" ANSWER {node.call.answer!r}"
+            if node.call.ca_file or not node.call.verify:
+                call += f" ca_file={node.call.ca_file!r}" if node.call.ca_file else " verify=false"
         else:
             call = f"PYTHON {node.call.ref!r}"
         mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
@@ -42,6 +48,10 @@ def _describe(node: plan.PlanNode) -> str:
         if node.batch:
             opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
         opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]
+        if node.outage:
+            opts.append("outage=" + (f"PAUSE {node.outage.pause_s:g}s" if node.outage.action == "PAUSE" else "FAIL"))
+        if node.paths:
+            opts.append("paths=(" + ", ".join(f"{c}={p!r}" for c, p in node.paths) + ")")
         if node.dead_letter:
             opts.append(f"dlq={node.dead_letter!r}")
         return f"Enrich[{node.input}] {call} " + " ".join(opts)

@@ -28,6 +28,11 @@ def _describe(node: plan.PlanNode) -> str:
         if isinstance(node.call, plan.HttpCall):
             body = f" BODY ({', '.join(node.call.body)})" if node.call.body is not None else ""
             call = f"HTTP {node.call.method} {node.call.url!r}{body}"
+        elif isinstance(node.call, plan.ModelCall):
+            system = f" SYSTEM {node.call.system!r}" if node.call.system is not None else ""
+            call = f"MODEL {node.call.model!r} AT {node.call.base_url!r}{system} PROMPT {node.call.prompt!r}"
+        elif isinstance(node.call, plan.EmbeddingCall):
+            call = f"EMBEDDING {node.call.model!r} AT {node.call.base_url!r} INPUT {node.call.input!r}"
         else:
             call = f"PYTHON {node.call.ref!r}"
         mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
@@ -38,7 +43,8 @@ def _describe(node: plan.PlanNode) -> str:
         if node.cache:
             opts.append(f"cache={node.cache.size}/{node.cache.ttl_s:g}s")
         if node.rate:
-            opts.append(f"rate={node.rate.per_second:g}/s")
+            opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
+                                                              if node.rate.tokens_per_minute else ""))
         if node.batch:
             opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
         opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]

@@ -13,6 +13,7 @@ from enum import Enum
 
 from dslc.runtime.calls.prompt import fill_text
 from dslc.runtime.calls.url import placeholders
+from dslc.runtime.secrets import Secrets, secret_names
 
 
 class Mode(str, Enum):
@@ -57,10 +58,20 @@ class HttpCall:
     url: str
     method: str = "GET"
     body: tuple[str, ...] | None = None
+    # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
+    headers: tuple[tuple[str, str], ...] = ()
+    # ANSWER 'jmespath': where the result sits in the JSON answer (None: the whole answer)
+    answer: str | None = None
+    # OPTIONS (ca_file = '...', verify = 'false'): the CA that signs the service's certificate
+    # (read by the job's driver and shipped with the config), or no verification at all
+    ca_file: str | None = None
+    verify: bool = True
+    ca_data: str | None = None      # the CA file's PEM text, read by the job's driver at start
 
     def __post_init__(self) -> None:
         _require(self.method in ("GET", "POST"), f"unsupported HTTP method {self.method!r}")
         _require(self.body is None or self.method == "POST", "BODY needs HTTP POST")
+        _require(all(name and value for name, value in self.headers), "a header needs a name and a value")
 
     @property
     def placeholders(self) -> tuple[str, ...]:
@@ -85,6 +96,8 @@ class ModelCall:
     base_url: str
     prompt: str
     system: str | None = None
+    # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _require(bool(self.model), "MODEL needs a model name")
@@ -122,6 +135,7 @@ class EmbeddingCall:
     model: str
     base_url: str
     input: str
+    headers: tuple[tuple[str, str], ...] = ()     # as MODEL's
 
     def __post_init__(self) -> None:
         _require(bool(self.model), "EMBEDDING needs a model name")
@@ -223,6 +237,21 @@ class Rate:
 
 
 @dataclass(frozen=True, slots=True)
+class Outage:
+    """ON OUTAGE PAUSE d | FAIL: what an operator does once `threshold` calls in a row failed
+    for the service (connection refused or reset, 5xx, timeout); CONTINUE is no Outage at all."""
+
+    action: str                     # "PAUSE" | "FAIL"
+    pause_s: float = 0.0            # PAUSE d: how long to probe before failing
+    threshold: int = 10
+
+    def __post_init__(self) -> None:
+        _require(self.action in ("PAUSE", "FAIL"), f"unknown ON OUTAGE action {self.action!r}")
+        _require(self.action != "PAUSE" or self.pause_s > 0, "ON OUTAGE PAUSE needs a duration > 0")
+        _require(self.threshold >= 1, "an outage needs at least one failed call")
+
+
+@dataclass(frozen=True, slots=True)
 class Enrich:
     """ENRICH: call an external function per row, append its RETURNS columns."""
 
@@ -243,6 +272,12 @@ class Enrich:
     on_miss: Outcome = Outcome.NULL
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
+    # RETURNS (col TYPE PATH 'jmespath'): (column, path) for the columns read from elsewhere
+    paths: tuple[tuple[str, str], ...] = ()
+    outage: Outage | None = None    # ON OUTAGE PAUSE d | FAIL (None: CONTINUE)
+    # the values of the call's `${NAME}` secrets: never written by the compiler (it writes
+    # `${NAME}`); attached by the job's driver at run time (runtime/secrets.py)
+    secrets: Secrets | None = None
 
     def __post_init__(self) -> None:
         _require(self.capacity >= 1, "CAPACITY must be >= 1")
@@ -264,6 +299,11 @@ class Enrich:
     def dead_letters(self) -> bool:
         """True when some outcome routes elements to the dead-letter output."""
         return Outcome.DEAD_LETTER in (self.on_miss, self.on_timeout, self.on_error)
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """The `${NAME}` secrets the call's templates name (any kind of call)."""
+        return secret_names(self.call)
 
 
 @dataclass(frozen=True, slots=True)

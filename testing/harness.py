@@ -24,6 +24,7 @@ from typing import Any, Iterator
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.plan import logical as plan
+from dslc.runtime import secrets
 from dslc.runtime.wrappers import recording
 
 from . import values
@@ -296,12 +297,18 @@ def _read_dead_letters(folder: Path) -> list[dict[str, Any]]:
 def _job_settings(spark, replay: str, metrics_file: Path) -> Iterator[None]:
     context = spark.sparkContext
     previous = os.environ.get("DSLC_METRICS_FILE")
+    optional = os.environ.get(secrets.OPTIONAL_ENV)
     context.setLocalProperty(recording.REPLAY_PROPERTY, replay)
     os.environ["DSLC_METRICS_FILE"] = str(metrics_file)     # metrics into a file, not onto the report
+    os.environ[secrets.OPTIONAL_ENV] = "1"      # answers are replayed: no call needs a secret
     try:
         yield
     finally:
         context.setLocalProperty(recording.REPLAY_PROPERTY, None)
+        if optional is None:
+            os.environ.pop(secrets.OPTIONAL_ENV, None)
+        else:
+            os.environ[secrets.OPTIONAL_ENV] = optional
         if previous is None:
             os.environ.pop("DSLC_METRICS_FILE", None)
         else:

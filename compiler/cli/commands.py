@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
+from dslc.runtime import secrets
 from dslc.runtime.metrics import format_table
 
 
@@ -55,6 +56,10 @@ def cmd_run(args: argparse.Namespace) -> int:
               "after '--' do not apply (the server has its own master; use SET in the .flow file)", file=sys.stderr)
         return 2
     calls = _record_replay_env(args)
+    secrets_env = _secrets_env(args, optional=bool(getattr(args, "replay", None)))
+    if secrets_env is None:
+        return 2
+    calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
@@ -80,9 +85,41 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
     if calls:
         env.update(calls)
-        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
-        command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
+        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env.
+        # The secrets' settings stay with the driver: it ships the values inside the chain.
+        command[-1:-1] = [a for k, v in calls.items() if k not in _DRIVER_ONLY
+                          for a in ("--conf", f"spark.executorEnv.{k}={v}")]
     return _call(command, env)
+
+
+_DRIVER_ONLY = (secrets.FILE_ENV, secrets.OPTIONAL_ENV)
+
+
+def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | None:
+    """Check, before Spark starts, that every `${NAME}` secret of the pipeline is set (in
+    --secrets FILE or this process's environment); the job's driver reads them again itself.
+    None (after printing which secret and where it was looked for) when one is missing."""
+    file = getattr(args, "secrets", None)
+    env: dict[str, str] = {}
+    if file:
+        if not os.path.isfile(file):
+            print(f"dslc: error: --secrets: no file {file}", file=sys.stderr)
+            return None
+        env[secrets.FILE_ENV] = str(Path(file).resolve())
+    if optional:
+        env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
+        return env
+    from dslc.compiler.pipeline import check_source
+    from dslc.compiler.source import SourceFile
+    from dslc.compiler.codegen.lower import pipeline_secrets
+
+    names = pipeline_secrets(check_source(SourceFile.read(args.file), mode=args.mode))
+    try:
+        secrets.read(names, file=env.get(secrets.FILE_ENV))
+    except secrets.MissingSecret as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return None
+    return env
 
 
 def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:

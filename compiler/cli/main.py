@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--replay", metavar="DIR", help="answer ENRICH calls from DIR (no network)")
     run.add_argument("--replay-unrecorded", choices=("error", "miss"), default="error",
                      help="a call DIR does not hold: an error naming operator and key (default), or a miss")
+    run.add_argument("--secrets", metavar="FILE",
+                     help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")

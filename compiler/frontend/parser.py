@@ -198,6 +198,9 @@ class _ToAst(Transformer):
     def column_def(self, span, name, type_):
         return ast.ColumnDef(name, type_, span)
 
+    def return_column(self, span, name, type_, path=None):
+        return ast.ColumnDef(name, type_, span, path=path)
+
     def returns(self, span, *columns):
         return columns
 
@@ -220,6 +223,9 @@ class _ToAst(Transformer):
     def opt_on_miss(self, span, outcome): return ast.Opt("on_miss", (outcome,), span)
     def opt_on_timeout(self, span, outcome): return ast.Opt("on_timeout", (outcome,), span)
     def opt_on_error(self, span, outcome): return ast.Opt("on_error", (outcome,), span)
+    def opt_on_outage(self, span, outage): return ast.Opt("on_outage", outage, span)
+    def outage_pause(self, span, duration): return (ast.Word("PAUSE", span), self._num(duration))
+    def outage_word(self, span, word): return (self._word(word),)
     def opt_sink_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
     def opt_partition_by(self, span, *columns): return ast.Opt("partition_by", columns, span)
 
@@ -292,8 +298,27 @@ class _ToAst(Transformer):
         sql = _sql(query, self.offset)
         return lambda name, stmt_span: ast.Select(name, sql, stmt_span)
 
-    def http_call(self, span, method, url, body=None):
-        return ast.HttpCall(method, url, span, body=body)
+    def http_call(self, span, method, url, *parts):
+        """The clauses after the URL, in any order; a second one of a kind is kept for the checker."""
+        found: dict[str, object] = {}
+        repeated = []
+        for part in parts:
+            key = part.key if isinstance(part, ast.Opt) else "answer"
+            if key in found:
+                repeated.append(part if isinstance(part, ast.Opt) else ast.Opt("answer", (part,), part.span))
+            else:
+                found[key] = part
+        return ast.HttpCall(method, url, span, body=found.get("body"), headers=found.get("headers"),
+                            answer=found.get("answer"), options=found.get("options"), repeated=tuple(repeated))
+
+    def call_headers(self, span, *headers):
+        return ast.Opt("headers", headers, span)
+
+    def header(self, span, name, value=None):
+        return (name, value)
+
+    def call_answer(self, span, expression):
+        return expression
 
     def http_body(self, span, *columns):
         return ast.Opt("body", columns, span)
@@ -301,11 +326,11 @@ class _ToAst(Transformer):
     def python_call(self, span, ref):
         return ast.PythonCall(ref, span)
 
-    def model_call(self, span, model, at, system, prompt):
-        return ast.ModelCall(model, at, system, prompt, span)
+    def model_call(self, span, model, at, headers, system, prompt):
+        return ast.ModelCall(model, at, system, prompt, span, headers=headers)
 
-    def embedding_call(self, span, model, at, input_):
-        return ast.EmbeddingCall(model, at, input_, span)
+    def embedding_call(self, span, model, at, headers, input_):
+        return ast.EmbeddingCall(model, at, input_, span, headers=headers)
 
     def model_at(self, span, url):
         return url

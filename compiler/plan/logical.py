@@ -16,7 +16,7 @@ from dslc.compiler.source import Span
 # One vocabulary for an operator's settings: the plan holds the runtime's own configuration types
 # (a schema's Column, with `?` as the type when it could not be inferred; the call; a source's
 # Watermark), so what the checker accepted is what the job's operators are built from.
-from dslc.runtime.config import (Batch, Cache, Column, EmbeddingCall, HttpCall, ModelCall, Mode, Outcome,
+from dslc.runtime.config import (Batch, Cache, Column, EmbeddingCall, HttpCall, ModelCall, Mode, Outage, Outcome,
                                  PythonCall, Rate, Retry, Watermark)
 
 Schema = tuple[Column, ...]
@@ -116,6 +116,8 @@ class Enrich(Node):
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
     adaptive: bool = False           # CAPACITY n ADAPTIVE
     batch: Batch | None = None   # BATCH n WITHIN d
+    paths: tuple[tuple[str, str], ...] = ()   # RETURNS (col TYPE PATH 'jmespath')
+    outage: Outage | None = None              # ON OUTAGE PAUSE d | FAIL (None: CONTINUE)
 
     @property
     def inputs(self) -> tuple[str, ...]:

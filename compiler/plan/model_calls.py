@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from dslc.compiler.diagnostics import did_you_mean, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.runtime.calls.url import placeholders
 from dslc.runtime.config import EmbeddingCall, ModelCall
 from dslc.runtime.schema.json_schema import unexpressible
@@ -40,6 +41,10 @@ def model_call(planner: "Planner", stmt: ast.Enrich, upstream: plan.PlanNode | N
     if not call.model.value:
         planner.add(error("E0309", call.model.span, text="", what="model name", hint=f"name the model: {kind} 'gpt-4.1-mini'"))
         ok = False
+    service = ServiceChecks(planner.source, planner.problems)     # HEADERS and ${NAME} secrets, as HTTP's
+    if call.at is not None:
+        ok = service.secrets(call.at) and ok
+    headers = service.headers(call.headers)
     holes: list[str] = []
     if upstream is not None:
         columns = {f.name.lower(): f.name for f in upstream.schema}
@@ -63,9 +68,10 @@ def model_call(planner: "Planner", stmt: ast.Enrich, upstream: plan.PlanNode | N
     fixed = [_respell(t.value, {h.lower(): h for h in holes}) for t in texts]
     if isinstance(call, ast.ModelCall):
         system = fixed[0] if call.system else None
-        built: ModelCall | EmbeddingCall = ModelCall(call.model.value, call.at.value.rstrip("/"), fixed[-1], system)
+        built: ModelCall | EmbeddingCall = ModelCall(call.model.value, call.at.value.rstrip("/"), fixed[-1], system,
+                                                     headers=headers)
     else:
-        built = EmbeddingCall(call.model.value, call.at.value.rstrip("/"), fixed[0])
+        built = EmbeddingCall(call.model.value, call.at.value.rstrip("/"), fixed[0], headers=headers)
     key_columns = tuple(dict.fromkeys(holes)) or ((upstream.schema[0].name,) if upstream.schema else ())
     return built, key_columns
 

@@ -20,6 +20,7 @@ from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
+from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.compiler.plan.sql import (
     analyze_condition,
     analyze_query,
@@ -393,6 +394,13 @@ class _Planner:
                                hint="start it with http:// or https://"))
             holes = placeholders(url)
             body = None
+            service = ServiceChecks(self.source, self.problems)
+            service.secrets(stmt.call.url)
+            headers = service.headers(stmt.call.headers)
+            answer = service.jmespath(stmt.call.answer, "ANSWER")
+            ca_file, verify = service.call_options(stmt.call.options)
+            for clause in stmt.call.repeated:
+                self.add(error("E0324", clause.span, clause=options.title(clause.key), hint="keep one of them"))
             if upstream is not None:
                 self._check_placeholders(stmt.call.url, holes, upstream)
                 if stmt.call.body is not None:
@@ -401,12 +409,15 @@ class _Planner:
                 return None
             self._check_http_batch(stmt, method, holes, checked)
             # a BODY with GET was reported just above: the call is built without it
-            call: plan.HttpCall | plan.PythonCall | None = plan.HttpCall(url, method, body if method == "POST" else None)
+            call: plan.HttpCall | plan.PythonCall | None = plan.HttpCall(
+                url, method, body if method == "POST" else None, headers=headers, answer=answer,
+                ca_file=ca_file, verify=verify)
             key_columns = tuple(dict.fromkeys(holes + (body or ())))
         else:
             well_formed = self._python_ref(stmt.call.ref) or _PYTHON_REF.match(stmt.call.ref.value)
             call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
+        paths = self._paths(stmt)
         if upstream is None or call is None:
             return None
         existing = {f.name.lower() for f in upstream.schema}
@@ -428,7 +439,25 @@ class _Planner:
                            timeout_s=checked.timeout_s,
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
-                           dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch)
+                           dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch,
+                           paths=paths, outage=checked.outage)
+
+    def _paths(self, stmt: ast.Enrich) -> tuple[tuple[str, str], ...]:
+        """RETURNS (col TYPE PATH 'jmespath'): read from a service's JSON answer, so HTTP only."""
+        found = []
+        service = ServiceChecks(self.source, self.problems)
+        for col in stmt.returns:
+            if col.path is None:
+                continue
+            if not isinstance(stmt.call, ast.HttpCall):
+                self.add(error("E0325", col.path.span, clause="PATH",
+                               what="a call that answers JSON (HTTP): a Python function returns its columns by name",
+                               hint=f"return the value under the key '{col.name.value}'"))
+                continue
+            path = service.jmespath(col.path, f"PATH of column '{col.name.value}'")
+            if path is not None:
+                found.append((col.name.value, path))
+        return tuple(found)
 
     def _check_http_batch(self, stmt: ast.Enrich, method: str, holes: tuple[str, ...], checked) -> None:
         """BATCH sends many rows in one POST to one URL; BODY needs a POST."""
@@ -523,6 +552,11 @@ class _Planner:
         states = [self._lookup(s, "broadcast state", (ast.Broadcast,), "PROCESS ... WITH BROADCAST")
                   for s in stmt.states]
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
+        for col in stmt.returns:
+            if col.path is not None:
+                self.add(error("E0325", col.path.span, clause="PATH",
+                               what="a call that answers JSON (ENRICH ... WITH HTTP): PROCESS returns its columns by name",
+                               hint=f"return the value under the key '{col.name.value}'"))
         well_formed = self._python_ref(stmt.ref) or _PYTHON_REF.match(stmt.ref.value)
         if upstream is None or any(s in (None, False) for s in states) or not well_formed:
             return None

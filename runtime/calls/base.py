@@ -118,6 +118,19 @@ def check_batch_answer(answer: Any, rows: int) -> list[Any]:
     return answer
 
 
+class BadItem:
+    """A batch answer's item that cannot be its row's result (ANSWER / PATH found the wrong
+    shape): `batch_item` makes it that row's error only, not the whole batch's."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"BadItem({self.message!r})"
+
+
 class EnrichCall:
     """Common shape of a call adapter."""
 
@@ -164,6 +177,13 @@ class EnrichCall:
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """One call for many rows (BATCH): an answer per row, unchecked."""
         raise NotImplementedError
+
+    def batch_item(self, answer: Any) -> Any:
+        """One row's item of a `call_batch` answer as that row's result (CallError: its error):
+        its RETURNS types checked; a `BadItem` (a kind could not make it a result) is the error."""
+        if type(answer) is BadItem:
+            raise CallError(answer.message)
+        return check_result_types(answer, self.result_check)
 
     async def aclose_clients(self) -> None:
         """Close the clients this operator created (after a failure); on the loop."""

@@ -7,6 +7,7 @@ on the worker's event loop.
 from __future__ import annotations
 
 import json
+import urllib.parse
 from collections.abc import Hashable
 from typing import Any
 
@@ -14,7 +15,9 @@ import aiohttp
 import yarl
 from dslc.runtime.config import Enrich, HttpCall
 from dslc.runtime.core.operator import Row
+from dslc.runtime.secrets import Secrets, names_in
 
+from .answers import shape_for
 from .base import (
     CallError,
     EnrichCall,
@@ -33,6 +36,7 @@ _sessions = sessions._sessions
 _session = sessions.session_for
 _close_session = sessions.close_session
 close_all_sessions = sessions.close_all_sessions
+tls_context = sessions.tls_context
 MAX_BODY_BYTES = sessions.MAX_BODY_BYTES
 
 
@@ -48,6 +52,20 @@ class HttpEnrichCall(EnrichCall):
         self.body = config.call.body
         self.columns = placeholders(self.url)
         self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
+        # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
+        # error messages show the URL as written (`${NAME}`), never the filled one
+        self.secrets = config.secrets or Secrets()
+        self._url_secrets = bool(names_in(self.url))
+        headers = {name: self.secrets.fill(value) for name, value in config.call.headers}
+        self._get_headers = headers or None
+        self._post_headers = {**_JSON_HEADERS, **headers}
+        self.shape = shape_for(config, self.result_check)
+
+    def _secret_url(self, url: str) -> str:
+        """The URL with its secrets filled (percent-encoded, as a placeholder's value is)."""
+        if not self._url_secrets:
+            return url
+        return Secrets({n: urllib.parse.quote(v, safe="") for n, v in self.secrets.items()}).fill(url)
 
     def cache_key(self, row: Row) -> Hashable | None:
         if self.post:   # what the request carries: placeholders and body
@@ -60,7 +78,7 @@ class HttpEnrichCall(EnrichCall):
     def _client(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
-            session = self._session = _session(self.config.name, self.config.capacity)
+            session = self._session = _session(self.config.name, self.config.capacity, self.config.call)
         return session
 
     async def __call__(self, row: Row) -> Any:
@@ -70,6 +88,8 @@ class HttpEnrichCall(EnrichCall):
         if status == 404:
             return None
         value = _parse(body)
+        if self.shape is not None:      # ANSWER / PATH: the result is found in the answer
+            return self.shape.result(value)
         if value is None:
             return None         # JSON null: no result, a miss (as None from a Python function)
         if not isinstance(value, (dict, list)):
@@ -77,19 +97,23 @@ class HttpEnrichCall(EnrichCall):
         return check_result_types(value, self.result_check)
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
-        """BATCH: POST a JSON array of the rows' bodies; the answer is an array of as many items."""
+        """BATCH: POST a JSON array of the rows' bodies; the answer (what ANSWER finds in it) is an
+        array of as many items, each made a result here (PATHs read) or a BadItem."""
         status, body = await self._request(self.url, to_json([self._body(row) for row in rows]))
         if status == 404:
             raise CallError(f"HTTP 404 from {redact_url(self.url)}: a batch endpoint must answer every batch")
+        if self.shape is not None:
+            return [self.shape.item(item) for item in self.shape.batch(_parse(body), len(rows))]
         return check_batch_answer(_parse(body), len(rows))
 
     async def _request(self, url: str, data: bytes | None) -> tuple[int, bytes]:
-        """Status and body of one request (a 2xx or 404); other statuses raise CallError."""
+        """Status and body of one request (a 2xx or 404); other statuses raise CallError. `url`
+        is as written (secrets as `${NAME}`): it is filled just before sending."""
         session = self._client()
         # encoded=True: send exactly the bytes built above, no re-quoting or normalisation
-        target = yarl.URL(url, encoded=True)
-        request = (session.post(target, data=data, headers=_JSON_HEADERS, allow_redirects=True) if data is not None
-                   else session.get(target, allow_redirects=True))
+        target = yarl.URL(self._secret_url(url), encoded=True)
+        request = (session.post(target, data=data, headers=self._post_headers, allow_redirects=True)
+                   if data is not None else session.get(target, headers=self._get_headers, allow_redirects=True))
         async with request as response:
             if response.status == 404:
                 await response.release()

@@ -18,6 +18,7 @@ import yarl
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.tokens import TokenLimiter, retry_after
+from dslc.runtime.secrets import Secrets
 
 from . import sessions
 from .base import CallError, EnrichCall, UnsendableRequest, hashable_key, to_json
@@ -35,7 +36,12 @@ class OpenAICompatibleCall(EnrichCall):
         self.base_url = config.call.base_url.rstrip("/")
         rate = config.rate
         self.tokens = TokenLimiter(rate.task_tokens_per_second if rate is not None else None)
-        self.headers = dict(_JSON_HEADERS)
+        # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
+        # never in an error message, a recording or a dead letter
+        secrets = self.secrets = config.secrets or Secrets()
+        self.headers = {**_JSON_HEADERS, **{name: secrets.fill(value) for name, value in config.call.headers}}
+        self.base_url = secrets.fill(self.base_url)
+        self.shown_url = redact_url(config.call.base_url.rstrip("/"))     # as written: ${NAME}, no user:password
         self._session = None
 
     def cache_key(self, row: Row) -> Hashable | None:
@@ -52,7 +58,7 @@ class OpenAICompatibleCall(EnrichCall):
     def _client(self):
         session = self._session
         if session is None or session.closed:
-            session = self._session = sessions.session_for(self.config.name, self.config.capacity)
+            session = self._session = sessions.session_for(self.config.name, self.config.capacity)   # system CAs
         return session
 
     def count_usage(self, usage: Any) -> tuple[int | None, int | None]:
@@ -88,7 +94,8 @@ class OpenAICompatibleCall(EnrichCall):
                 if not 200 <= status < 300:
                     text = (await response.content.read(300)).decode("utf-8", "replace")
                     wait = retry_after(headers) if status in (429, 503) else None
-                    raise CallError(f"HTTP {status} from {redact_url(url)}: {_error_message(text)}", status, wait)
+                    raise CallError(f"HTTP {status} from {self.shown_url}{path}: {self.secrets.mask(_error_message(text))}",
+                                    status, wait)
                 raw = await sessions.read_body(response)
         except CallError as exc:
             limiter.refund(estimate)            # nothing was answered, nothing charged

@@ -1,5 +1,6 @@
 """The aiohttp sessions of the calls that speak HTTP (HTTP, MODEL, EMBEDDING), and reading a
-bounded answer body: one place for both, so every such kind keeps its connections the same way.
+bounded answer body: one place for both, so every such kind keeps its connections (and trusts
+HTTPS answers) the same way.
 
 Sessions are kept per worker process and operator, reused by every task the worker runs, and
 closed only when an operator fails (they may be broken then) or the process exits. All coroutines
@@ -9,26 +10,41 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 
 import aiohttp
+from dslc.runtime.config import HttpCall
 
 from .base import CallError
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 
-_sessions: dict[tuple[int, int, str, int], aiohttp.ClientSession] = {}
+
+_sessions: dict[tuple[int, int, str, int, int], aiohttp.ClientSession] = {}
 
 
-def session_for(name: str, limit: int) -> aiohttp.ClientSession:
+def tls_context(call: HttpCall) -> ssl.SSLContext | bool:
+    """How HTTPS answers are trusted: the system's CA store (True: aiohttp's default context),
+    the CA of OPTIONS (ca_file = ...) that the driver read (`ca_data`), or nothing (verify = 'false')."""
+    if not call.verify:
+        return False
+    if call.ca_data:
+        return ssl.create_default_context(cadata=call.ca_data)
+    return True
+
+
+def session_for(name: str, limit: int, call: HttpCall | None = None) -> aiohttp.ClientSession:
     """The worker's session for one operator and CAPACITY on the running loop (created on first
     use): its connector keeps up to CAPACITY keep-alive connections, so a call in a full window
     reuses one instead of connecting. Another CAPACITY (a later job in the same worker) gets its
     own session; none is dropped unclosed while a task may still use it."""
     loop = asyncio.get_running_loop()
-    key = (os.getpid(), id(loop), name, limit)
+    trust = (call.verify, call.ca_data) if call is not None else (True, None)
+    key = (os.getpid(), id(loop), name, limit, hash(trust))
     session = _sessions.get(key)
     if session is None or session.closed:
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300)
+        tls = tls_context(call) if call is not None else True
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300, ssl=tls)
         session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None),  # the operator's TIMEOUT bounds each element

@@ -318,7 +318,16 @@ class ElementResolver:
 
     def policy(self, outcome: Outcome, kind: str, error: str, row: Row, attempts: int,
                cause: BaseException | None = None) -> Resolution:
-        """What a miss, timeout or error becomes under `outcome`."""
+        """What a miss, timeout or error becomes under `outcome`. With `${NAME}` secrets, the
+        error's text is masked before it reaches a metric, a dead letter or a task failure, and
+        the original exception (whose text or chain might hold a value) is not passed on."""
+        secrets = self.config.secrets
+        if secrets and kind != "miss":
+            error = secrets.mask(error)
+            if cause is not None:
+                masked = CallError(secrets.mask(f"{type(cause).__name__}: {cause}"))
+                masked.__suppress_context__ = True
+                cause = masked
         if kind != "miss":
             self.metrics.note_error(f"{kind}: {error}")
         if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL

@@ -14,7 +14,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from . import names
+from dslc.runtime.secrets import Secrets
+
+from . import driver_values, names
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -42,10 +44,13 @@ def _share_rates(operators: tuple, tasks: int) -> tuple:
 def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
               columns: tuple[str, ...] | None = None, watermark: C.Watermark | None = None,
               states: Mapping[str, Snapshot] | PinnedStates | None = None, metrics: MetricsCollector | None = None,
-              batch_size: int = 1024) -> DataFrame:
-    """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
+              batch_size: int = 1024, secrets: Secrets | None = None) -> DataFrame:
+    """One mapInArrow pass of the chain; the result carries the dead-letter column if any.
+    `secrets`: the values the job read at start (`driver_values.required_secrets`), carried to
+    the executors inside the operators' configuration."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
+    operators = driver_values.attach(operators, secrets)
     operators = _share_rates(operators, parallelism(df.sparkSession))
     out_schema = _output_schema(df.schema, operators)
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),

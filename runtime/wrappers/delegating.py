@@ -36,3 +36,6 @@ class DelegatingCall(EnrichCall):
 
     async def aclose_clients(self) -> None:
         await self.inner.aclose_clients()
+
+    def batch_item(self, answer: Any) -> Any:
+        return self.inner.batch_item(answer)

@@ -35,7 +35,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from dslc.runtime.calls.base import CallError, EnrichCall, check_result_types
+from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
 from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
 from dslc.runtime.wrappers.delegating import DelegatingCall
@@ -182,6 +182,8 @@ class RecordingCall(_Wrapper):
                  "request": _request(self.config, row), **outcome,
                  "latency_ms": round((time.perf_counter() - started) * 1000, 3), "at": time.time()}
         text = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+        if self.config.secrets:     # an error or an answer that echoes a secret: never written
+            text = self.config.secrets.mask(text)
         with self._lock:
             self.part.parent.mkdir(parents=True, exist_ok=True)
             with open(self.part, "a", encoding="utf-8") as handle:
@@ -227,7 +229,10 @@ class RecordingCall(_Wrapper):
                 self._write_error(row, started, exc)
             raise
         for row, result in zip(rows, results):
-            self._write_result(row, started, result)
+            if type(result) is BadItem:     # that row's error only
+                self._write(row, started, error=result.message, error_type="CallError")
+            else:
+                self._write_result(row, started, result)
         return results
 
 
@@ -382,6 +387,10 @@ class ReplayCall(_Wrapper):
         await self._outcome([call])
         answer = self._answer(call)
         return None if answer is None else check_result_types(answer, self.result_check)
+
+    def batch_item(self, answer: Any) -> Any:
+        """A recorded answer is already a result (ANSWER and PATH were applied when it was recorded)."""
+        return EnrichCall.batch_item(self, answer)
 
     async def call_batch(self, rows: list[dict[str, Any]]) -> list[Any]:
         """BATCH: each row answered from its own recorded call; one recorded error or timeout

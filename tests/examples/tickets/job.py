@@ -90,7 +90,12 @@ def main() -> None:
         state=routing, state_name='routing', alias='r',
         predicate='urgent.category = r.category AND urgent.urgency >= r.min_urgency',
         state_schema='`rule_id` STRING, `category` STRING, `min_urgency` INT, `team` STRING',
-        columns=(('rule_id', 'rule_id'), ('category', 'r_category'), ('min_urgency', 'min_urgency'), ('team', 'team')),
+        columns=(
+            ('rule_id', 'rule_id'),
+            ('category', 'r_category'),
+            ('min_urgency', 'min_urgency'),
+            ('team', 'team'),
+        ),
     )
 
     # line 36: SINK labelled TO PARQUET 'target/out/labelled'

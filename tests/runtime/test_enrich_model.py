@@ -188,3 +188,23 @@ def test_the_request_carries_a_strict_schema_the_service_validates():
     assert isinstance(row["tags"], list) and isinstance(row["score"], float) and isinstance(row["ok"], bool)
     assert set(row["who"]) == {"name", "age"}
     json.dumps(row)
+
+
+def test_headers_carry_a_secret_that_no_error_shows():
+    from dslc.runtime.secrets import Secrets
+
+    def keyed(base_url: str, key: str) -> Enrich:
+        config = model(base_url, on_error=Outcome.DEAD_LETTER)
+        call = ModelCall("gpt-test", base_url, "Subject: {subject}",
+                         headers=(("Authorization", "Bearer ${OPENAI_API_KEY}"),))
+        return Enrich(**{**{f: getattr(config, f) for f in ("name", "line", "returns", "key_columns", "timeout_s",
+                                                              "on_error")},
+                         "call": call, "secrets": Secrets({"OPENAI_API_KEY": key})})
+
+    with serve_in_thread(OpenAIService(api_key="sk-right-one")) as running:
+        op, out = run(keyed(running.base_url, "sk-right-one"), tickets("hello"))
+        assert len(out.rows) == 1 and running.stats["chat_calls"] == 1
+        op, out = run(keyed(running.base_url, "sk-wrong-one"), tickets("hello"))
+    [letter] = out.dead_letters
+    assert "HTTP 401" in letter["error"]
+    assert "sk-wrong-one" not in json.dumps(letter) and "sk-wrong-one" not in json.dumps(op.metrics())

@@ -22,6 +22,7 @@ from . import (
     compiler_scaling,
     cpu_per_call,
     enrich_modes,
+    models,
     pushdown,
     report,
     streaming_match,
@@ -41,6 +42,7 @@ BENCHES = {
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
     "match": streaming_match.run,
+    "models": models.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -177,6 +177,7 @@ class OpenAIService:
         self.stats: dict[str, Any] = {
             "chat_calls": 0, "embedding_calls": 0, "embedding_inputs": 0, "rejected": 0, "bad_requests": 0,
             "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompts": [],
+            "first_at": None, "last_at": None,     # wall clock of the first and last answered request
         }
 
     def app(self) -> web.Application:
@@ -295,6 +296,7 @@ class OpenAIService:
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
         stats = self.stats
+        self._stamp()
         stats["chat_calls"] += 1
         stats["prompts"].append(text)
         for k, v in usage.items():
@@ -307,6 +309,16 @@ class OpenAIService:
             "usage": usage,
         }
         return web.json_response(answer, headers=self._limit_headers())
+
+    def _stamp(self) -> None:
+        now = time.time()
+        if self.stats["first_at"] is None:
+            self.stats["first_at"] = now
+        self.stats["last_at"] = now
+
+    def budget(self, seconds: float) -> float | None:
+        """Tokens the limit admits over `seconds` from a full bucket (None: no TPM)."""
+        return None if self.tokens is None else self.tokens.capacity + self.tokens.rate * seconds
 
     def _complete(self, prompt: str, schema: dict[str, Any] | None) -> tuple[str | None, str | None, str]:
         """Content, refusal and finish_reason for a prompt."""
@@ -354,6 +366,7 @@ class OpenAIService:
         if delay:
             await asyncio.sleep(delay)
         stats = self.stats
+        self._stamp()
         stats["embedding_calls"] += 1
         stats["embedding_inputs"] += len(inputs)
         stats["prompt_tokens"] += tokens

@@ -141,11 +141,16 @@ async def _sdk_loop(base: str, texts: list[str], concurrency: int) -> None:
 
     async def one(text: str) -> None:
         async with gate:
-            answer = await client.chat.completions.create(
-                model=MODEL, messages=[{"role": "system", "content": "You label support tickets."},
-                                       {"role": "user", "content": f"Ticket: {text}"}],
-                response_format={"type": "json_schema",
-                                 "json_schema": {"name": "labelled", "strict": True, "schema": SCHEMA}})
+            while True:     # the SDK's retries can run out in a 429 storm: then the loop asks again
+                try:
+                    answer = await client.chat.completions.create(
+                        model=MODEL, messages=[{"role": "system", "content": "You label support tickets."},
+                                               {"role": "user", "content": f"Ticket: {text}"}],
+                        response_format={"type": "json_schema",
+                                         "json_schema": {"name": "labelled", "strict": True, "schema": SCHEMA}})
+                    break
+                except openai.RateLimitError:
+                    await asyncio.sleep(0.05)
             json.loads(answer.choices[0].message.content)
 
     try:
@@ -180,7 +185,11 @@ def run(ctx: Context) -> Section:
     try:
         _sdk(service, 100, 8)                                                      # warm up
         dslc_share, dslc_refused, dslc_stats = _dslc_model(ctx, service, n)
-        sdk = {c: _sdk(service, n, c) for c in CONCURRENCIES}
+        print(f"bench models: dslc {dslc_share:.1%} of the token budget, {dslc_refused:.2%} 429s", file=sys.stderr)
+        sdk = {}
+        for c in CONCURRENCIES:
+            sdk[c] = _sdk(service, n, c)
+            print(f"bench models: SDK loop c={c}: {sdk[c][0]:.1%} of the budget, {sdk[c][1]:.2%} 429s", file=sys.stderr)
     finally:
         service.close()
     table = Table([f"chat completions, TPM {TPM:,}, RPM {RPM:,}, {LATENCY_MS:.0f} ms", "N",
@@ -200,6 +209,7 @@ def run(ctx: Context) -> Section:
         _embeddings(ctx, embed_service.base, 1000, "BATCH 64")                     # warm up
         batched, batched_metrics = _embeddings(ctx, embed_service.base, m, "BATCH 64")
         single, single_metrics = _embeddings(ctx, embed_service.base, m // 4, "")
+        print(f"bench models: embeddings BATCH 64 {batched:.0f} rows/s, unbatched {single:.0f} rows/s", file=sys.stderr)
     finally:
         embed_service.close()
     embed = Table(["/embeddings (20 ms + 0.05 ms/input), CAPACITY 128, 2 tasks", "N", "rows/s", "requests"])

@@ -208,3 +208,25 @@ def test_headers_carry_a_secret_that_no_error_shows():
     [letter] = out.dead_letters
     assert "HTTP 401" in letter["error"]
     assert "sk-wrong-one" not in json.dumps(letter) and "sk-wrong-one" not in json.dumps(op.metrics())
+
+
+def test_record_then_replay_keyed_by_the_filled_prompt(tmp_path, monkeypatch):
+    from dslc.runtime.wrappers import recording
+
+    rows = tickets("invoice wrong", f"{REFUSE} x")
+    with serve_in_thread(OpenAIService(labeller=LABELS)) as running:
+        monkeypatch.setenv(recording.RECORD_ENV, recording.setting_json(tmp_path))
+        config = model(running.base_url, on_error=Outcome.DEAD_LETTER)
+        run(config, rows)
+        monkeypatch.delenv(recording.RECORD_ENV)
+        recording.consolidate(tmp_path)
+        assert running.stats["chat_calls"] == 2
+        calls = recording.entries(tmp_path)
+        assert sorted(c["key"]["prompt"] for c in calls) == ["Subject: [[refuse]] x", "Subject: invoice wrong"]
+        assert {c.get("raw") for c in calls} == {None, REFUSAL_TEXT}
+        monkeypatch.setenv(recording.REPLAY_ENV, recording.setting_json(tmp_path))
+        recording.forget(str(tmp_path))
+        _, out = run(config, rows)
+        assert running.stats["chat_calls"] == 2                   # replayed: the service was not called
+    assert [(r["id"], r["category"]) for r in out.rows] == [("t0", "billing")]
+    assert out.dead_letters[0]["answer"] == REFUSAL_TEXT

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from dslc.runtime.calls.prompt import fill_text
 from dslc.runtime.calls.url import placeholders
 from dslc.runtime.secrets import Secrets, secret_names
 
@@ -86,6 +87,75 @@ class HttpCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCall:
+    """WITH MODEL: `POST {base_url}/chat/completions` of an OpenAI-compatible API, the SYSTEM and
+    PROMPT messages filled with the row's `{column}` text, the answer asked for as JSON that fits
+    RETURNS (structured output, strict)."""
+
+    model: str
+    base_url: str
+    prompt: str
+    system: str | None = None
+    # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _require(bool(self.model), "MODEL needs a model name")
+        _require(self.base_url.startswith(("http://", "https://")), "MODEL AT needs an http(s):// URL")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """Columns named by `{column}` in SYSTEM and PROMPT, in order, without repeats."""
+        return tuple(dict.fromkeys(placeholders(self.system or "") + placeholders(self.prompt)))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Input columns a request carries."""
+        return self.placeholders
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        """Names of the call key's parts (recordings, `dslc test` answers): the filled prompt,
+        and the filled SYSTEM message when it has placeholders of its own."""
+        return ("system", "prompt") if placeholders(self.system or "") else ("prompt",)
+
+    def call_key(self, row) -> dict[str, str | None]:
+        """The call key of a row: the filled messages (None where a placeholder is null)."""
+        key = {"prompt": fill_text(self.prompt, row)}
+        if "system" in self.key_names:
+            key = {"system": fill_text(self.system or "", row), **key}
+        return key
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingCall:
+    """WITH EMBEDDING: `POST {base_url}/embeddings` of an OpenAI-compatible API with the INPUT
+    text filled from the row (with BATCH, one request carries the inputs of the batch)."""
+
+    model: str
+    base_url: str
+    input: str
+    headers: tuple[tuple[str, str], ...] = ()     # as MODEL's
+
+    def __post_init__(self) -> None:
+        _require(bool(self.model), "EMBEDDING needs a model name")
+        _require(self.base_url.startswith(("http://", "https://")), "EMBEDDING AT needs an http(s):// URL")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        return placeholders(self.input)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.placeholders
+
+    key_names = ("input",)
+
+    def call_key(self, row) -> dict[str, str | None]:
+        return {"input": fill_text(self.input, row)}
+
+
+@dataclass(frozen=True, slots=True)
 class PythonCall:
     """A user function or class named 'module:name', looked up in `search_path` first."""
 
@@ -143,14 +213,22 @@ class Cache:
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """RATE n PER SECOND for the whole job; `share` is this task's part of it."""
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE] for the whole job; `share` is this
+    task's part of it (until the job-wide limiter of the answer store holds it whole)."""
 
     per_second: float
     share: float = 1.0
+    tokens_per_minute: float | None = None   # MODEL and EMBEDDING: tokens of prompts and answers
 
     def __post_init__(self) -> None:
         _require(self.per_second > 0, "RATE must be > 0")
         _require(0 < self.share <= 1, "RATE share must be in (0, 1]")
+        _require(self.tokens_per_minute is None or self.tokens_per_minute > 0, "TOKENS PER MINUTE must be > 0")
+
+    @property
+    def task_tokens_per_second(self) -> float | None:
+        """Tokens per second one task may spend (None: no token limit)."""
+        return None if self.tokens_per_minute is None else self.tokens_per_minute * self.share / 60.0
 
     @property
     def task_rate(self) -> float:
@@ -179,7 +257,7 @@ class Enrich:
 
     name: str                       # the STREAM name, used in metrics and error messages
     line: int                       # DSL line of the statement
-    call: HttpCall | PythonCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
     returns: tuple[Column, ...]
     key_columns: tuple[str, ...]    # columns that identify an element in error messages
     mode: Mode = Mode.ORDERED
@@ -211,6 +289,11 @@ class Enrich:
         if self.batch is not None and isinstance(self.call, HttpCall):
             _require(self.call.method == "POST", "BATCH needs HTTP POST (one request carries many rows)")
             _require(not self.call.placeholders, "BATCH needs a URL without placeholders (one URL for many rows)")
+        _require(self.batch is None or not isinstance(self.call, ModelCall),
+                 "BATCH does not apply to MODEL (a chat completion answers one prompt)")
+        _require(self.rate is None or self.rate.tokens_per_minute is None
+                 or isinstance(self.call, (ModelCall, EmbeddingCall)),
+                 "TOKENS PER MINUTE needs MODEL or EMBEDDING (answers that report their tokens)")
 
     @property
     def dead_letters(self) -> bool:

@@ -31,7 +31,7 @@ from . import values
 from .case_file import Case, CaseFileError
 from .diff import RowDiff, diff_rows
 
-DEAD_LETTER_COLUMNS = ("operator", "line", "kind", "error", "attempts", "key", "row")
+DEAD_LETTER_COLUMNS = ("operator", "line", "kind", "error", "attempts", "key", "row", "answer")
 
 
 @dataclasses.dataclass
@@ -144,6 +144,8 @@ def prepare(case: Case, p: plan.Plan) -> _Prepared:
 def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, Any]:
     http_get = isinstance(node.call, plan.HttpCall) and node.call.method == "GET"
     columns = node.call.placeholders if http_get else node.key_columns
+    if isinstance(node.call, (plan.ModelCall, plan.EmbeddingCall)):
+        columns = node.call.key_names       # the filled prompt (and system) or input
     key = entry["key"]
     if not isinstance(key, dict):
         if len(columns) != 1:
@@ -168,6 +170,8 @@ def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, A
     else:
         out["error"] = str(entry["error"])
         out["error_type"] = "CallError"
+        if entry.get("raw") is not None:    # what a model answered, for the dead letter
+            out["raw"] = str(entry["raw"])
     if entry.get("latency_ms") is not None:
         out["latency_ms"] = entry["latency_ms"]
     return out

@@ -436,7 +436,9 @@ class _Lowering:
                 o.line(f"state={self.v(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
             o.keyword("predicate", node.predicate)
             o.keyword("state_schema", _ddl(state_node.schema))
-            o.line(f"columns={lit(node.state_columns)},")
+            columns = construct(node.state_columns, o.room() - len("columns=,"))   # one pair a line when long
+            o.lines(["columns=" + columns[0], *columns[1:]])
+            o.append(",")
             keys = equality_keys(node, self.plan.node(node.input).schema, state_node.schema) if self.streaming else ()
             if keys:              # the pinned snapshot indexed by these (input, state) columns
                 o.line(f"keys={lit(keys)},")

@@ -163,12 +163,35 @@ class PythonCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCall:
+    """WITH MODEL 'name' AT 'base-url' [SYSTEM '...'] PROMPT '...'."""
+
+    model: Str
+    at: Str | None              # None: missing, reported by the planner
+    system: Str | None
+    prompt: Str
+    span: Span
+    headers: Opt | None = None  # HEADERS (...), as for HTTP
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingCall:
+    """WITH EMBEDDING 'name' AT 'base-url' INPUT '...'."""
+
+    model: Str
+    at: Str | None
+    input: Str
+    span: Span
+    headers: Opt | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Enrich:
     """STREAM name = ENRICH input WITH call RETURNS (...) options."""
 
     name: Name
     input: Name
-    call: HttpCall | PythonCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
     returns: tuple[ColumnDef, ...]
     options: tuple[Opt, ...]
     span: Span

@@ -218,7 +218,12 @@ class _ToAst(Transformer):
     def opt_capacity(self, span, capacity, adaptive=None):
         return ast.Opt("capacity", (self._num(capacity),) + ((self._word(adaptive),) if adaptive else ()), span)
     def opt_timeout(self, span, timeout): return ast.Opt("timeout", (self._num(timeout),), span)
-    def opt_rate(self, span, per_second): return ast.Opt("rate", (self._num(per_second),), span)
+    def opt_rate(self, span, count, unit, tokens=None):
+        """RATE n PER SECOND|MINUTE [, m TOKENS PER MINUTE]: the count, the unit word, the tokens."""
+        return ast.Opt("rate", (self._num(count), unit) + ((self._num(tokens),) if tokens is not None else ()), span)
+
+    def rate_unit(self, span, word):
+        return self._word(word)
     def opt_on_miss(self, span, outcome): return ast.Opt("on_miss", (outcome,), span)
     def opt_on_timeout(self, span, outcome): return ast.Opt("on_timeout", (outcome,), span)
     def opt_on_error(self, span, outcome): return ast.Opt("on_error", (outcome,), span)
@@ -324,6 +329,18 @@ class _ToAst(Transformer):
 
     def python_call(self, span, ref):
         return ast.PythonCall(ref, span)
+
+    def model_call(self, span, model, at, headers, system, prompt):
+        return ast.ModelCall(model, at, system, prompt, span, headers=headers)
+
+    def embedding_call(self, span, model, at, headers, input_):
+        return ast.EmbeddingCall(model, at, input_, span, headers=headers)
+
+    def model_at(self, span, url):
+        return url
+
+    def model_system(self, span, text):
+        return text
 
     def enrich(self, span, input_, call, returns, *options):
         return lambda name, stmt_span: ast.Enrich(name, input_, call, returns, options, stmt_span)

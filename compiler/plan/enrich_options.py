@@ -53,8 +53,7 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
             if size and ttl:
                 result.cache = Cache(size, ttl)
         elif opt.key == "rate":
-            per_second = values.positive(opt.args[0], "RATE", problems)
-            result.rate = Rate(per_second) if per_second else None
+            result.rate = _rate(opt, problems)
         elif opt.key == "batch":
             size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
             within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
@@ -71,6 +70,16 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     if dead_letters:
         result.dead_letter = dead_letters[0][1].value
     return result
+
+
+def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE]."""
+    count = values.positive(opt.args[0], "RATE", problems)
+    per_minute = len(opt.args) > 1 and opt.args[1].value == "MINUTE"
+    tokens = values.positive(opt.args[2], "TOKENS PER MINUTE", problems) if len(opt.args) > 2 else None
+    if not count or (len(opt.args) > 2 and not tokens):
+        return None
+    return Rate(count / 60.0 if per_minute else count, tokens_per_minute=tokens)
 
 
 def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:

@@ -19,6 +19,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
+from dslc.compiler.plan.model_calls import check_token_rate, model_call
 from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.compiler.plan.sql import (
     analyze_condition,
@@ -392,7 +393,10 @@ class _Planner:
         upstream = self._stream_input(stmt.input, "ENRICH")
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
         checked = read_options(stmt.options, self.problems)
-        if isinstance(stmt.call, ast.HttpCall):
+        check_token_rate(self, stmt, checked)
+        if isinstance(stmt.call, (ast.ModelCall, ast.EmbeddingCall)):
+            call, key_columns = model_call(self, stmt, upstream, returns, checked)
+        elif isinstance(stmt.call, ast.HttpCall):
             method = values.choice(stmt.call.method, ("GET", "POST"), "HTTP method", self.problems)
             url = stmt.call.url.value
             if not re.match(r"^https?://", url):

@@ -25,12 +25,16 @@ from dslc.runtime.schema import results as result_types
 class CallError(RuntimeError):
     """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...).
     An HTTP status that is not an answer carries `status`; 429 and 503 say the service is
-    overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After)."""
+    overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After).
+    `raw` keeps what the service answered when that answer was the problem (a model's content
+    that does not parse or fit, a refusal): its dead letter carries it."""
 
-    def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None,
+                 raw: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+        self.raw = raw
 
     @property
     def overload(self) -> bool:
@@ -141,6 +145,12 @@ class EnrichCall:
         """The RETURNS type check of this call's answers (`result_types.checker`), made once."""
         return result_types.checker(self.config.returns)
 
+    metrics: Any = None   # the operator's OperatorMetrics, for what only the call sees (tokens)
+
+    def bind_metrics(self, metrics: Any) -> None:
+        """The operator's metrics, where a call counts what its answers report (MODEL tokens)."""
+        self.metrics = metrics
+
     def open(self) -> None:
         """Prepare in the chain thread (user `open()`)."""
 
@@ -178,6 +188,3 @@ class EnrichCall:
     async def aclose_clients(self) -> None:
         """Close the clients this operator created (after a failure); on the loop."""
 
-
-class UnsendableRequest(CallError):
-    """The element itself cannot make a request (a null placeholder, a dot segment): retrying cannot help."""

@@ -1,16 +1,12 @@
 """ENRICH WITH HTTP GET | POST: a JSON object/array body is the result, 404 and JSON null a miss,
 anything else an error.
 
-Sessions are kept per worker process and operator, reused by every task the worker runs, and
-closed only when an operator fails (they may be broken then) or the process exits. All coroutines
-here run on the worker's event loop.
+Sessions (calls/sessions.py) are kept per worker process and operator. All coroutines here run
+on the worker's event loop.
 """
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import ssl
 import urllib.parse
 from collections.abc import Hashable
 from typing import Any
@@ -32,63 +28,16 @@ from .base import (
     retry_after_s,
     to_json,
 )
+from . import sessions
 from .url import UnfillableUrl, fill_url, placeholders, redact_url
 
-MAX_BODY_BYTES = 10 * 1024 * 1024
-
-
-_sessions: dict[tuple[int, int, str, int, int], aiohttp.ClientSession] = {}
-
-
-def tls_context(call: HttpCall) -> ssl.SSLContext | bool:
-    """How HTTPS answers are trusted: the system's CA store (True: aiohttp's default context),
-    the CA of OPTIONS (ca_file = ...) that the driver read (`ca_data`), or nothing (verify = 'false')."""
-    if not call.verify:
-        return False
-    if call.ca_data:
-        return ssl.create_default_context(cadata=call.ca_data)
-    return True
-
-
-def _session(name: str, limit: int, call: HttpCall | None = None) -> aiohttp.ClientSession:
-    """The worker's session for one operator and CAPACITY on the running loop (created on first
-    use): its connector keeps up to CAPACITY keep-alive connections, so a call in a full window
-    reuses one instead of connecting. Another CAPACITY (a later job in the same worker) gets its
-    own session; none is dropped unclosed while a task may still use it."""
-    loop = asyncio.get_running_loop()
-    trust = (call.verify, call.ca_data) if call is not None else (True, None)
-    key = (os.getpid(), id(loop), name, limit, hash(trust))
-    session = _sessions.get(key)
-    if session is None or session.closed:
-        tls = tls_context(call) if call is not None else True
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300, ssl=tls)
-        session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None),  # the operator's TIMEOUT bounds each element
-            auto_decompress=True,
-            # no cookies: an element's call must not carry what the answer to another row set
-            # (and filtering a jar on every request costs CPU for nothing)
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-        _sessions[key] = session
-    return session
-
-
-async def _close_session(name: str) -> None:
-    loop = asyncio.get_running_loop()
-    for key in [k for k in _sessions if k[:3] == (os.getpid(), id(loop), name)]:
-        session = _sessions.pop(key)
-        if not session.closed:
-            await session.close()
-
-
-async def close_all_sessions() -> None:
-    """Close every session of the running loop (process exit)."""
-    loop = asyncio.get_running_loop()
-    for key in [k for k in _sessions if k[1] == id(loop)]:
-        session = _sessions.pop(key)
-        if not session.closed:
-            await session.close()
+# the sessions are shared with the other kinds that speak HTTP (calls/sessions.py)
+_sessions = sessions._sessions
+_session = sessions.session_for
+_close_session = sessions.close_session
+close_all_sessions = sessions.close_all_sessions
+tls_context = sessions.tls_context
+MAX_BODY_BYTES = sessions.MAX_BODY_BYTES
 
 
 class HttpEnrichCall(EnrichCall):
@@ -173,20 +122,7 @@ class HttpEnrichCall(EnrichCall):
                 text = (await response.content.read(200)).decode("utf-8", "replace")
                 raise CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
                                       retry_after_s(response.headers.get("Retry-After")))
-            length = response.content_length
-            if length is not None:      # the usual case: one read of a body of known size
-                if length > MAX_BODY_BYTES:
-                    raise CallError(f"response body of {length} bytes exceeds {MAX_BODY_BYTES}")
-                return response.status, await response.read()
-            body = await response.content.read(MAX_BODY_BYTES + 1)
-            while len(body) <= MAX_BODY_BYTES:
-                more = await response.content.read(MAX_BODY_BYTES + 1 - len(body))
-                if not more:
-                    break
-                body += more
-            if len(body) > MAX_BODY_BYTES:
-                raise CallError(f"response body exceeds {MAX_BODY_BYTES} bytes")
-            return response.status, body
+            return response.status, await sessions.read_body(response)
 
     async def aclose_clients(self) -> None:
         self._session = None

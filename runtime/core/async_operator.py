@@ -136,6 +136,7 @@ class EnrichOperator:
         self._idle: list[asyncio.Future[bool]] = []
         self._waking = 0   # call tasks woken or started that have not yet looked at the inbox
         self._metrics = OperatorMetrics(config.name)
+        self._call.bind_metrics(self._metrics)
         self._batching: BatchingCall | None = None
         if config.batch is not None:
             self._call = self._batching = BatchingCall(self._call, config, self._metrics)

@@ -393,10 +393,14 @@ class ElementResolver:
         if outcome is Outcome.DROP:
             return DROP
         if outcome is Outcome.DEAD_LETTER:
-            return DeadLetter({
+            letter = {
                 "operator": self.name, "line": self.config.line, "kind": kind, "error": error,
                 "attempts": attempts, "key": self.key(row), "row": dict(row),
-            })
+            }
+            raw = getattr(cause, "raw", None)
+            if raw is not None:     # what the service answered (a model's content): kept to look at
+                letter["answer"] = raw
+            return DeadLetter(letter)
         return Fail(self.failure(row, cause if cause is not None else f"{kind}: {error}"))
 
     def key(self, row: Row) -> dict[str, Any]:

@@ -164,6 +164,9 @@ class BatchingCall(DelegatingCall):
         else:
             item = self.inner.batch_item
             for slot, answer in zip(batch, answers):
+                if isinstance(answer, BaseException):    # the kind failed this item alone
+                    self._settle(slot, error=answer)
+                    continue
                 try:
                     self._settle(slot, value=item(answer))
                 except Exception as exc:  # noqa: BLE001 - a bad item fails its element only

@@ -37,7 +37,7 @@ from typing import Any
 
 from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
-from dslc.runtime.config import Enrich, HttpCall
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
 from dslc.runtime.wrappers.delegating import DelegatingCall
 
 RECORD_PROPERTY, REPLAY_PROPERTY = "dslc.record", "dslc.replay"
@@ -95,8 +95,11 @@ def wrap(call: EnrichCall, config: Enrich) -> EnrichCall:
 
 
 def key_columns(config: Enrich) -> tuple[str, ...]:
-    """The call key: the URL's placeholders for HTTP (else a POST's BODY columns), the
-    operator's key columns for PYTHON or when the request names no column."""
+    """The call key: the URL's placeholders for HTTP (else a POST's BODY columns), the filled
+    prompt for MODEL (`prompt`, and `system` when it has placeholders) and the filled input for
+    EMBEDDING (`input`), the operator's key columns for PYTHON or when the request names no column."""
+    if isinstance(config.call, (ModelCall, EmbeddingCall)):
+        return config.call.key_names
     if isinstance(config.call, HttpCall):
         found = tuple(placeholders(config.call.url)) or tuple(getattr(config.call, "body", None) or ())
         if found:
@@ -135,6 +138,10 @@ def redact_url(url: str) -> str:
 
 
 def _request(config: Enrich, row: dict[str, Any]) -> str:
+    if isinstance(config.call, ModelCall):
+        return f"MODEL {config.call.model} POST {redact_url(config.call.base_url)}/chat/completions"
+    if isinstance(config.call, EmbeddingCall):
+        return f"EMBEDDING {config.call.model} POST {redact_url(config.call.base_url)}/embeddings"
     if isinstance(config.call, HttpCall):
         try:
             return f"{config.call.method} {redact_url(fill_url(config.call.url, row))}"
@@ -152,6 +159,9 @@ class _Wrapper(DelegatingCall):
         self.columns = key_columns(config)
 
     def key(self, row: dict[str, Any]) -> dict[str, Any]:
+        call = self.config.call
+        if isinstance(call, (ModelCall, EmbeddingCall)):     # the filled prompt or input
+            return call.call_key(row)
         return {c: row.get(c) for c in self.columns}
 
 
@@ -187,13 +197,20 @@ class RecordingCall(_Wrapper):
             self._write(row, started, timeout=True)
             raise
         except Exception as exc:
-            self._write(row, started, error=str(exc), error_type=type(exc).__name__)
+            self._write_error(row, started, exc)
             raise
         self._write_result(row, started, result)
         return result
 
+    def _write_error(self, row: dict[str, Any], started: float, exc: BaseException) -> None:
+        raw = getattr(exc, "raw", None)      # a model's content that was the problem
+        self._write(row, started, error=str(exc), error_type=type(exc).__name__,
+                    **({"raw": raw} if raw is not None else {}))
+
     def _write_result(self, row: dict[str, Any], started: float, result: Any) -> None:
-        if result is None or result == []:
+        if isinstance(result, BaseException):   # a batch item the kind failed alone
+            self._write_error(row, started, result)
+        elif result is None or result == []:
             self._write(row, started, miss=True)
         else:
             self._write(row, started, answer=plain(result))
@@ -209,7 +226,7 @@ class RecordingCall(_Wrapper):
             raise
         except Exception as exc:
             for row in rows:
-                self._write(row, started, error=str(exc), error_type=type(exc).__name__)
+                self._write_error(row, started, exc)
             raise
         for row, result in zip(rows, results):
             if type(result) is BadItem:     # that row's error only
@@ -353,7 +370,7 @@ class ReplayCall(_Wrapper):
                 await asyncio.sleep(max(waits))
         for call in calls:
             if call and call.get("error") is not None:
-                raise _error_class(call.get("error_type", "CallError"))(call["error"])
+                raise _error_class(call.get("error_type", "CallError"))(call["error"], raw=call.get("raw"))
 
     def open(self) -> None:
         """The adapter is never opened: replaying makes no connection and runs no user open()."""

@@ -14,22 +14,25 @@ import re
 import shutil
 import threading
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dslc.runtime import user_code
+from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
+from dslc.runtime.config import PythonCall
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
-
-from dslc.runtime import user_code
-from dslc.runtime.broadcast import BroadcastState, SnapshotStore
-from dslc.runtime.config import PythonCall
+from pyspark.sql.types import StructField, StructType
 
 from . import chains, metrics
 from .names import col
 from .pinned import state_root
 from .session import batch_function, start_query, worker_function
-from .state import TICK
 from .sinks import FORMATS, PythonSink
+from .state import TICK
 
 
 def trigger_args(trigger: str | None) -> dict:
@@ -54,6 +57,10 @@ def _start(writer: DataStreamWriter, checkpoint: Path, trigger: str | None, path
     query = start_query(writer, path)
     metrics.track(query)
     return query
+
+
+#: The column of a stage's rows that only carry an event time (with_ticks).
+TICK = "__dslc_event_time_tick"
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -146,24 +153,54 @@ def write_stage(df: DataFrame, stage: str, checkpoint: str, trigger: str | None)
     return _finished_first(query, trigger)
 
 
-def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema, watermark: tuple[str, str] | None = None) -> DataFrame:
+def _latest(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow over one event-time column: each batch's latest value (none when all NULL)."""
+    for batch in batches:
+        latest = pc.max(batch.column(0))
+        if latest.is_valid:
+            yield pa.RecordBatch.from_arrays([pa.array([latest.as_py()], batch.schema.field(0).type)],
+                                             names=batch.schema.names)
+
+
+def with_ticks(df: DataFrame, clock: DataFrame, column: str) -> DataFrame:
+    """`df`'s rows (TICK false) and, per Arrow batch of `clock`, one TICK row: every column NULL
+    but the batch's latest event time. `clock` is the query's watermarked root (its SOURCE, or
+    the stage it reads), taken before any filter or call: the stage's readers declare the
+    WATERMARK on these rows too, so it follows every row the source read, not only the rows
+    that reached the stage (a pushed-down WHERE, dslc test's end-of-input rows)."""
+    name = next(f.name for f in df.schema.fields if f.name.lower() == column.lower())
+    root = next(f.name for f in clock.schema.fields if f.name.lower() == column.lower())
+    field = StructField(name, df.schema[name].dataType, True)
+    times = clock.select(col(root).alias(name))
+    latest = times.mapInArrow(worker_function(times, _latest), StructType([field]))
+    ticks = latest.select(*[col(name) if f.name == name else F.lit(None).cast(f.dataType).alias(f.name)
+                            for f in df.schema.fields], F.lit(True).alias(TICK))
+    return df.withColumn(TICK, F.lit(False)).unionByName(ticks)
+
+
+def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema,
+               watermark: tuple[str, str] | None = None) -> DataFrame:
     """A stage folder as a stream (Spark's file source lists only committed files), with the
-    event-time WATERMARK of its rows declared again. A MATCH stage also holds TICK rows (the
-    latest event time of each input batch, state.py): declared before they are dropped, they
-    move the watermark as all the MATCH's input rows did, not only the matched ones."""
+    event-time WATERMARK of its rows declared again, TICK rows (with_ticks) included: they move
+    the watermark as every row of the source did. `without_ticks` then leaves the data rows;
+    the frame with its ticks is the clock of a later stage of the same query."""
     folder = stage_folder(checkpoint, stage)
     folder.mkdir(parents=True, exist_ok=True)
     df = spark.readStream.schema(schema).parquet(str(folder))
     # the column may have been pruned away before the stage (no reader after it needs it)
-    marked = bool(watermark and watermark[0] in schema.fieldNames())
-    if marked:
+    if watermark and watermark[0] in schema.fieldNames():
         df = df.withWatermark(*watermark)
-    if TICK in schema.fieldNames():
-        # a TICK row always has its event time; naming the column keeps Spark from pushing the
-        # filter below the watermark (it pushes only conditions without the event-time column)
-        keep = ~F.col(TICK) | col(watermark[0]).isNull() if marked else ~F.col(TICK)
-        df = df.where(keep).drop(TICK)
     return df
+
+
+def without_ticks(df: DataFrame, column: str | None = None) -> DataFrame:
+    """A stage read's data rows. A TICK row always has its event time; naming the column keeps
+    Spark from pushing the filter below the watermark (it pushes only conditions that do not
+    read the event-time column)."""
+    if TICK not in df.columns:
+        return df
+    keep = ~F.col(TICK) | col(column).isNull() if column else ~F.col(TICK)
+    return df.where(keep).drop(TICK)
 
 
 def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, name: str, checkpoint: str,

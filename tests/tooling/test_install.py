@@ -51,7 +51,7 @@ def test_a_machine_without_java_17_graphviz_or_redis_gets_them_from_apt(tmp_path
 
 def test_a_machine_without_node_gets_debians_nodejs_and_npm(tmp_path):
     calls = _system_step(tmp_path, "17.0.15", node=False)
-    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "nodejs", "npm"]
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "nodejs", "npm"]
 
 
 def test_java_17_or_newer_is_kept(tmp_path):

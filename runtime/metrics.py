@@ -14,6 +14,8 @@ COUNTERS: tuple[str, ...] = (
     "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
     # MODEL and EMBEDDING: answers refused with 429, and the tokens every answer reported
     "throttled", "prompt_tokens", "completion_tokens", "total_tokens",
+    # STORE: answers found in the answer store; BUDGET: rows left unanswered
+    "store_hits", "unanswered",
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight",)
 _FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds",)

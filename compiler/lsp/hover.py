@@ -13,7 +13,7 @@ from dslc.compiler.plan.enrich_options import EnrichOptions, read_options
 from dslc.runtime.config import Outcome
 
 # Keywords that hovering shows the ENRICH's options for (inside an ENRICH statement).
-_ENRICH_WORDS = {"ENRICH", "OUTAGE", "PAUSE", "CONTINUE", "TOKENS", "MINUTE", "ASYNC", "ORDERED", "UNORDERED", "CAPACITY", "ADAPTIVE", "TIMEOUT", "RETRY", "BACKOFF",
+_ENRICH_WORDS = {"ENRICH", "STORE", "BUDGET", "CALLS", "OUTAGE", "PAUSE", "CONTINUE", "TOKENS", "MINUTE", "ASYNC", "ORDERED", "UNORDERED", "CAPACITY", "ADAPTIVE", "TIMEOUT", "RETRY", "BACKOFF",
                  "EXPONENTIAL", "FIXED", "CACHE", "TTL", "RATE", "PER", "SECOND", "BATCH", "WITHIN", "ON",
                  "MISS", "ERROR", "DEAD", "LETTER"}
 
@@ -97,6 +97,12 @@ def _enrich_text(statement: ast.Enrich) -> str:
         ("ON ERROR", _outcome(options.on_error, options), "on_error"),
         ("ON OUTAGE", _outage(options), "on_outage"),
     ]
+    if hasattr(options, "store"):       # STORE and BUDGET (the answer store)
+        ttl = getattr(options, "store_ttl_s", None)
+        store = ("yes" + (f", TTL {_duration(ttl)}" if ttl else "")) if options.store else "no"
+        budget = getattr(options, "budget", None)
+        rows += [("STORE", store, "store"),
+                 ("BUDGET", f"{budget.amount} {budget.unit}" if budget else "none", "budget")]
     lines = [f"**ENRICH** `{statement.input.value}` → `{statement.name.value}`", f"WITH {call}", "",
              "| option | value | |", "|---|---|---|"]
     for label, value, key in rows:
@@ -134,8 +140,10 @@ def _outage(options: EnrichOptions) -> str:
 
 
 def _duration(seconds: float) -> str:
-    if seconds >= 1 and float(seconds).is_integer():
-        return f"{int(seconds)}s"
+    """A duration as the language writes it, in its largest whole unit (300.0 → 5m)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{int(seconds / size)}{unit}"
     return f"{seconds * 1000:g}ms"
 
 

@@ -109,7 +109,8 @@ class SparkNamer:
         if isinstance(item, exp.Dot):
             return item.name
         if isinstance(item, (exp.Cast, exp.TryCast)) and self._cast_written(item) \
-                and isinstance(item.this, exp.Column) and self._is_attribute(item.this):
+                and isinstance(item.this, exp.Column) and self._is_attribute(item.this) \
+                and self._called_name(item) in (None, "cast", "try_cast"):
             return item.this.name       # CAST(x AS T) keeps the name of the column x
         if isinstance(item, exp.Anonymous) and item.name.lower() in ("window", "session_window"):
             return item.name.lower()
@@ -117,7 +118,8 @@ class SparkNamer:
 
     # ---- printing
     def sql(self, node: exp.Expression) -> str:
-        if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp)) and node.meta.get("start") is None \
+        if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.TimeStrToTime)) \
+                and node.meta.get("start") is None \
                 and _first_position(node.this) is not None and self._written_call(node.this):
             return self.sql(node.this)      # sqlglot's own wrapper: year(ts) is Year(TsOrDsToDate(ts))
         template = _registered(_TEMPLATES, node)
@@ -253,9 +255,13 @@ class SparkNamer:
         if not self._cast_written(node):
             if isinstance(node.this, exp.Literal) and node.this.is_string \
                     and not (self._written(node.this) or "")[-2:].upper() == "BD":
-                word = self.text[:_first_position(node.this)].rstrip().split()[-1].upper()
-                return f"{word} '{node.this.this}'"
+                found = re.search(r"([A-Za-z_]+)\s*$", self.text[:_first_position(node.this)])
+                word = found[1].upper() if found else node.to.sql(dialect="spark")
+                return f"{'TIMESTAMP' if word == 'TIMESTAMP_LTZ' else word} '{node.this.this}'"
             return self._literal(node.this)
+        called = self._called_name(node)
+        if called in ("to_timestamp", "to_date"):
+            return f"{called}({self.sql(node.this)})"     # a call sqlglot reads as a CAST
         to = node.to.sql(dialect="spark").replace(", ", ",")
         word = "TRY_CAST" if isinstance(node, exp.TryCast) and self._try_cast_written(node) else "CAST"
         return f"{word}({self.sql(node.this)} AS {to})"
@@ -302,6 +308,17 @@ class SparkNamer:
             args = args[:1]
         if name == "from_json":
             args = args[:1]
+        if name == "date_sub" and isinstance(node.expression, exp.Mul) and node.expression.meta.get("start") is None:
+            args = [self.sql(node.this), self.sql(node.expression.this)]    # sqlglot: date_add(d, x * -1)
+        written_args = self._written_arguments(node)
+        if written_args and len(written_args) == len(args):
+            fmt = node.args.get("format")
+            if isinstance(fmt, exp.Literal) and fmt.is_string:
+                last = written_args[-1].strip()       # sqlglot turned the pattern into strftime's
+                if last[:1] in "'\"" and last[-1:] == last[:1]:
+                    args[-1] = last[1:-1]
+        if name in ("CEIL", "FLOOR") and len(args) == 2:
+            name = name.lower()                   # CEIL(x), but ceil(x, scale)
         unit = node.args.get("unit")
         if name in ("timestampadd", "timestampdiff") and isinstance(unit, exp.Var):
             # sqlglot keeps (timestamp, amount) and (end, start); Spark prints them as written
@@ -314,10 +331,42 @@ class SparkNamer:
             args += list(defaults)
         return f"{name}({', '.join(args)})"
 
+    def _written_arguments(self, node: exp.Expression) -> list[str] | None:
+        """The text of each argument of a call as written (top-level commas of its parentheses)."""
+        if node.meta.get("end") is not None:          # the call's name is where sqlglot put it
+            opening = self.text.find("(", node.meta["end"] + 1)
+            if opening < 0 or self.text[node.meta["end"] + 1:opening].strip():
+                return None
+        else:
+            first = min((p for p in (_first_position(c) for c in node.iter_expressions()) if p is not None),
+                        default=None)
+            opening = self.text.rfind("(", 0, first) if first is not None else -1
+            if opening < 0 or self.text[opening + 1:first].strip():
+                return None
+        parts, depth, quote, start = [], 0, None, opening + 1
+        for i in range(opening + 1, len(self.text)):
+            ch = self.text[i]
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "'\"`":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                if depth == 0:
+                    parts.append(self.text[start:i])
+                    return parts
+                depth -= 1
+            elif ch == "," and depth == 0:
+                parts.append(self.text[start:i])
+                start = i + 1
+        return None
+
     def _called_name(self, node: exp.Expression) -> str | None:
         """The name a call was written with, read from the text before its first argument (sqlglot
         keeps no position for some calls: `substr(...)` becomes a Substring without one)."""
-        first = _first_position(node)
+        first = min((p for p in (_first_position(c) for c in node.iter_expressions()) if p is not None),
+                    default=None)
         if first is None:
             return None
         match = _CALL_OPENING.search(self.text[:first])
@@ -342,6 +391,9 @@ class SparkNamer:
                     and not (isinstance(c, exp.Var) and c.meta.get("start") is None and isinstance(node, exp.TsOrDsAdd))]
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
             return [self.sql(node.this)]
+        positions = [p for p in (_first_position(c) for c in children) if p is not None]
+        if positions == sorted(positions) and not isinstance(node, (exp.TsOrDsAdd,)):
+            return [self.sql(c) for c in children]      # in order already (NULLs keep their place)
         ranked = sorted(enumerate(children), key=lambda ic: (_first_position(ic[1]) is None,
                                                             _first_position(ic[1]) or 0, ic[0]))
         return [self.sql(c) for _, c in ranked]

@@ -333,11 +333,19 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
             else:
                 if name in every or name in aliases or unknown_source:
                     continue
+                if name == "grouping__id" and _grouping_analytics(scope.expression):
+                    continue        # Spark's virtual column of CUBE / ROLLUP / GROUPING SETS
                 where, pool = _where(visible), every | aliases
             problems.append(error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, pool),
                                   column=column.name, where=where))
             ok = False
     return ok
+
+
+def _grouping_analytics(query: exp.Expression) -> bool:
+    group = query.args.get("group") if isinstance(query, exp.Select) else None
+    return group is not None and (any(group.args.get(k) for k in ("cube", "rollup", "grouping_sets"))
+                                  or group.find(exp.Cube, exp.Rollup, exp.GroupingSets) is not None)
 
 
 def _name_hint(name: str, known: Mapping[str, object]) -> str | None:
@@ -398,6 +406,8 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
         elif index < len(set_types):        # a set operation's column: the wider type of its queries
             type_text = _type_text(exp.DataType.build(set_types[index][1]) if not isinstance(
                 set_types[index][1], exp.DataType) else set_types[index][1])
+        elif isinstance(inner, exp.Column) and inner.name.lower() == "grouping__id":
+            type_text = "BIGINT"
         else:
             type_text = _type_text(projection.type)
         fields.append(Column(name, type_text))

@@ -10,6 +10,7 @@ tests/sql/ compares these names with Spark's own.
 """
 from __future__ import annotations
 
+import decimal
 import re
 from collections.abc import Iterable
 
@@ -50,6 +51,7 @@ _TEMPLATES: dict[type[exp.Expression], str] = {
     exp.Is: "({this} IS NULL)",
     exp.DPipe: "concat({left}, {right})",
     exp.Like: "{this} LIKE {expression}",
+    exp.ILike: "ilike({this}, {expression})",
     exp.RegexpLike: "RLIKE({this}, {expression})",
     exp.Between: "between({this}, {low}, {high})",
     exp.Subquery: "scalarsubquery({outer})",
@@ -162,10 +164,15 @@ class SparkNamer:
             otherwise = node.args.get("false")
             parts = [node.this, node.args["true"]] + ([otherwise] if otherwise is not None else [])
             return f"(IF({self._list(parts)}))"
+        if isinstance(node, exp.Escape) and isinstance(node.this, exp.ILike):
+            return self.sql(node.this)          # Spark prints ilike(a, b) without its escape
         if isinstance(node, exp.Filter):
             return f"{self.sql(node.this)} FILTER (WHERE {self.sql(node.expression.this)})"
         if isinstance(node, exp.Extract):
-            return f"extract({node.this.name.upper()} FROM {self.sql(node.expression)})"
+            start = _first_position(node.expression)
+            found = re.search(r"(\w+)\s+FROM\s*$", self.text[:start], re.I) if start is not None else None
+            field = found[1] if found else node.this.name.upper()     # as written: extract(d FROM c)
+            return f"extract({field} FROM {self.sql(node.expression)})"
         if isinstance(node, exp.Trim) and node.args.get("position"):
             where = f"{node.args['position']} {self.sql(node.expression)} FROM " if node.expression else ""
             return f"TRIM({where}{self.sql(node.this)})"
@@ -252,6 +259,9 @@ class SparkNamer:
         return True
 
     def _cast(self, node: exp.Cast) -> str:
+        if isinstance(node.this, exp.Literal) and node.to.is_type(exp.DataType.Type.DECIMAL) \
+                and re.fullmatch(r"[0-9.]+(e[+-]?[0-9]+)?", node.this.this, re.I) and re.search(rf"(?<![\w.]){re.escape(node.this.this)}BD\b", self.text, re.I):
+            return format(decimal.Decimal(node.this.this), "f")    # 5e36BD, a decimal literal
         if not self._cast_written(node):
             if isinstance(node.this, exp.Literal) and node.this.is_string \
                     and not (self._written(node.this) or "")[-2:].upper() == "BD":
@@ -320,6 +330,11 @@ class SparkNamer:
         if name in ("CEIL", "FLOOR") and len(args) == 2:
             name = name.lower()                   # CEIL(x), but ceil(x, scale)
         unit = node.args.get("unit")
+        if isinstance(unit, exp.Var) and written_args and len(written_args) == 3:
+            if name in ("dateadd", "date_add"):
+                name = "timestampadd"       # dateadd(unit, n, ts) is Spark's timestampadd
+            elif name in ("datediff", "date_diff"):
+                name = "timestampdiff"
         if name in ("timestampadd", "timestampdiff") and isinstance(unit, exp.Var):
             # sqlglot keeps (timestamp, amount) and (end, start); Spark prints them as written
             args = [unit.name.upper()] + [self.sql(c) for c in (node.args.get("expression"), node.this)

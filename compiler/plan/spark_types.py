@@ -501,6 +501,8 @@ def _anonymous(self, e):
     if name in ("forall",):
         _type_lambda(self, args[1], (_element(first),))
         return _typed(self, e, exp.DataType.build("BOOLEAN"))
+    if name in ("date_part", "datepart") and len(args) == 2:
+        return _typed(self, e, date_part_type(args[0], args[1].type))
     returns = _ANONYMOUS_RETURNS.get(name)
     if returns is not None:
         return _typed(self, e, exp.DataType.build(returns, dialect="spark"))
@@ -561,7 +563,7 @@ SPARK_METADATA = {
     exp.GroupingId: {"returns": exp.DataType.build("BIGINT")},
     exp.ApproxDistinct: {"returns": exp.DataType.build("BIGINT")},
     exp.Hll: {"returns": exp.DataType.build("BIGINT")},
-    exp.Extract: {"returns": exp.DataType.build("INT")},
+    exp.Extract: {"annotator": lambda self, e: _typed(self, e, date_part_type(e.this, e.expression.type))},
     **{part: {"returns": exp.DataType.build("INT")} for part in _DATE_PARTS if part is not None},
     exp.StrPosition: {"returns": exp.DataType.build("INT")},
     exp.MD5: {"returns": exp.DataType.build("STRING")},
@@ -579,8 +581,33 @@ SPARK_METADATA = {
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
     exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    exp.DateDiff: {"annotator": lambda self, e: _typed(self, e, exp.DataType.build(   # with a unit: timestampdiff
+        "BIGINT" if isinstance(e.args.get("unit"), exp.Var) else "INT"))},
     exp.TimestampAdd: {"annotator": lambda self, e: _typed(self, e, _timestamp_like(e.this.type))},
 }
+
+
+_SECOND_FIELDS = {"SECOND", "S", "SEC", "SECONDS", "SECS"}
+_SMALL_INTERVAL_FIELDS = {"MONTH", "MON", "MONS", "MONTHS", "HOUR", "H", "HOURS", "HR", "HRS",
+                          "MINUTE", "M", "MIN", "MINS", "MINUTES"}
+
+
+def date_part_type(field: exp.Expression | None, source: exp.DataType | None) -> exp.DataType | None:
+    """extract(field FROM x) / date_part('field', x): INT, but SECOND is DECIMAL(8,6), the month,
+    hour and minute of an interval TINYINT, EPOCH DECIMAL(18,6) and an unknown (NULL) field DOUBLE."""
+    if isinstance(field, exp.Null):
+        return exp.DataType.build("DOUBLE")
+    name = field.name.upper() if isinstance(field, (exp.Var, exp.Literal, exp.Column, exp.Identifier)) else None
+    if name is None:
+        return None
+    if name in _SECOND_FIELDS:
+        return exp.DataType.build("DECIMAL(8, 6)")
+    if name == "EPOCH":
+        return exp.DataType.build("DECIMAL(18, 6)")
+    if source is not None and source.sql(dialect="spark").upper().startswith("INTERVAL") \
+            and name in _SMALL_INTERVAL_FIELDS:
+        return exp.DataType.build("TINYINT")
+    return exp.DataType.build("INT")
 
 
 def _timestamp_like(arg: exp.DataType | None) -> exp.DataType | None:

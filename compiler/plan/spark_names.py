@@ -154,6 +154,9 @@ class SparkNamer:
                                                      or isinstance(node.right, exp.Interval)):
             op = "+" if isinstance(node, exp.Add) else "-"
             return f"{self.sql(node.left)} {op} {self.sql(node.right)}"
+        if isinstance(node, exp.Mul) and isinstance(node.right, exp.Interval) \
+                and not isinstance(node.left, exp.Interval):
+            return f"({self.sql(node.right)} * {self.sql(node.left)})"    # Spark: interval * number
         if type(node) in _BINARY:
             return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
         if isinstance(node, exp.In):

@@ -215,7 +215,7 @@ class SparkTypes(TypeAnnotator):
         return expression
 
     def _arithmetic(self, node, left, right, lt: exp.DataType, rt: exp.DataType) -> exp.DataType | None:
-        if isinstance(node, (exp.Add, exp.Sub)):
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
             dated = self._date_arithmetic(node, lt, rt)
             if dated is not None:
                 return dated
@@ -241,6 +241,12 @@ class SparkTypes(TypeAnnotator):
         if interval_right or interval_left:
             other = lt if interval_right else rt
             units = _interval_units(node.right if interval_right else node.left)
+            if isinstance(node, (exp.Mul, exp.Div)) and not (interval_left and interval_right) \
+                    and not _is(other, T.UNKNOWN):
+                # an interval times or by a number is the whole year-month or day-time interval
+                spelt = (lt if interval_left else rt).sql(dialect="spark").upper()
+                whole = "INTERVAL YEAR TO MONTH" if "YEAR" in spelt or "MONTH" in spelt else "INTERVAL DAY TO SECOND"
+                return exp.DataType.build(whole, dialect="spark")
             if _is(other, T.DATE):
                 return exp.DataType.build("DATE" if units <= _DATE_UNITS else "TIMESTAMP")
             if _is(other, T.TIMESTAMP, T.TIMESTAMPNTZ):
@@ -249,6 +255,8 @@ class SparkTypes(TypeAnnotator):
                 return None
             if interval_left and interval_right:
                 return lt
+            return None
+        if isinstance(node, (exp.Mul, exp.Div)):
             return None
         if isinstance(node, exp.Sub) and _is(lt, T.DATE) and _is(rt, T.DATE):
             return exp.DataType.build("INTERVAL DAY", dialect="spark")

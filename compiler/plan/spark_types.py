@@ -13,6 +13,8 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
+from dslc.compiler.plan.spark_returns import SPARK_RETURNS
+
 T = exp.DataType.Type
 MAX_PRECISION = 38
 _INTEGRAL = (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT)
@@ -529,7 +531,8 @@ def _anonymous(self, e):
             return _typed(self, e, exp.DataType.build(f"STRUCT<{args[1].this}>", dialect="spark"))
         except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
             return _typed(self, e, None)
-    return _typed(self, e, None)
+    registered = SPARK_RETURNS.get(name)
+    return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
 
 
 _ANONYMOUS_RETURNS = {
@@ -616,6 +619,22 @@ def date_part_type(field: exp.Expression | None, source: exp.DataType | None) ->
             and name in _SMALL_INTERVAL_FIELDS:
         return exp.DataType.build("TINYINT")
     return exp.DataType.build("INT")
+
+
+def _registry_types() -> dict:
+    """A fixed result type, from Spark's registry (spark_returns.py), for the functions sqlglot
+    models as a class of its own but does not type."""
+    typed = {}
+    for cls in exp.ALL_FUNCTIONS:
+        if cls in SPARK_METADATA or cls is exp.Anonymous:
+            continue
+        kind = next((SPARK_RETURNS[n.lower()] for n in cls.sql_names() if n.lower() in SPARK_RETURNS), None)
+        if kind is not None:
+            typed[cls] = {"returns": exp.DataType.build(kind, dialect="spark")}
+    return typed
+
+
+SPARK_METADATA.update(_registry_types())
 
 
 def _timestamp_like(arg: exp.DataType | None) -> exp.DataType | None:

@@ -231,6 +231,10 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
     source = scope.sources.get(alias)
     if isinstance(source, exp.Table):
         schema = schemas.get(source.name.lower())
+        alias = source.args.get("alias")
+        if alias is not None and alias.columns:       # FROM t AS a(x, y): renamed columns
+            renamed = [c.name.lower() for c in alias.columns]
+            return set(renamed) | ({f.name.lower() for f in schema[len(renamed):]} if schema else set())
         return None if schema is None else {f.name.lower() for f in schema}
     if isinstance(source, Scope) and isinstance(source.expression, exp.Lateral):
         alias = source.expression.args.get("alias")          # LATERAL VIEW explode(x) t AS a, b

@@ -137,6 +137,8 @@ class SparkNamer:
         if isinstance(node, exp.Neg):
             if isinstance(node.this, exp.Literal) and not node.this.is_string:
                 return "-" + self._literal(node.this)
+            if isinstance(node.this, (exp.Cast, exp.TryCast)) and self._cast(node.this)[:1].isdigit():
+                return "-" + self._cast(node.this)      # -4e36BD, a negative decimal literal
             return f"(- {self.sql(node.this)})"
         if isinstance(node, exp.Not):
             if isinstance(node.this, exp.Is):      # a IS NOT NULL (NOT (a IS NULL) keeps its NOT)

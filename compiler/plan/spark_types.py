@@ -511,6 +511,16 @@ def _anonymous(self, e):
     if name in ("forall",):
         _type_lambda(self, args[1], (_element(first),))
         return _typed(self, e, exp.DataType.build("BOOLEAN"))
+    if name in _TRY_ARITHMETIC and len(args) == 2 and first is not None and args[1].type is not None:
+        node = _TRY_ARITHMETIC[name](this=args[0].copy(), expression=args[1].copy())
+        node.this.type, node.expression.type = first, args[1].type
+        return _typed(self, e, self._arithmetic(node, node.this, node.expression, first, args[1].type)
+                      or (self._date_arithmetic(node, first, args[1].type) if name in ("try_add", "try_subtract") else None))
+    if name in ("try_sum", "try_avg") and len(args) == 1:
+        probe = (exp.Sum if name == "try_sum" else exp.Avg)(this=args[0].copy())
+        probe.this.type = first
+        (_sum if name == "try_sum" else _avg)(self, probe)
+        return _typed(self, e, probe.type if probe.type is not None and not _is(probe.type, T.UNKNOWN) else None)
     if name in ("date_part", "datepart") and len(args) == 2:
         return _typed(self, e, date_part_type(args[0], args[1].type))
     returns = _ANONYMOUS_RETURNS.get(name)
@@ -534,6 +544,19 @@ def _anonymous(self, e):
     registered = SPARK_RETURNS.get(name)
     return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
 
+
+def _try_arithmetic(self, e, op):
+    """try_add / try_subtract / try_multiply (sqlglot's Safe*): the type of the operator they guard."""
+    lt, rt = e.this.type, e.expression.type
+    if lt is None or rt is None or _is(lt, T.UNKNOWN) or _is(rt, T.UNKNOWN):
+        return _typed(self, e, None)
+    node = op(this=e.this.copy(), expression=e.expression.copy())
+    node.this.type, node.expression.type = lt, rt
+    return _typed(self, e, self._arithmetic(node, node.this, node.expression, lt, rt))
+
+
+_TRY_ARITHMETIC = {"try_add": exp.Add, "try_subtract": exp.Sub, "try_multiply": exp.Mul, "try_divide": exp.Div,
+                   "try_mod": exp.Mod}
 
 _ANONYMOUS_RETURNS = {
     "hash": "INT", "xxhash64": "BIGINT", "uuid": "STRING", "monotonically_increasing_id": "BIGINT",
@@ -592,6 +615,8 @@ SPARK_METADATA = {
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
     exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    **{safe: {"annotator": lambda self, e, op=op: _try_arithmetic(self, e, op)}
+       for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul))},
     exp.DateDiff: {"annotator": lambda self, e: _typed(self, e, exp.DataType.build(   # with a unit: timestampdiff
         "BIGINT" if isinstance(e.args.get("unit"), exp.Var) else "INT"))},
     exp.TimestampAdd: {"annotator": lambda self, e: _typed(self, e, _timestamp_like(e.this.type))},

@@ -22,6 +22,7 @@ from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
+from dslc.compiler.plan.operand_types import operand_errors
 from dslc.compiler.plan.spark_names import SparkNamer, generator_name
 from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
 
@@ -391,6 +392,10 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
         typed = annotator.annotate(qualified)
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc).split("\n")[0]))
+        return None
+    refused = operand_errors(typed, lambda node: _extent(node, sql))
+    if refused:
+        problems.extend(refused)
         return None
     for columns in mapping.values():
         spellings.update((c.lower(), c) for c in columns)

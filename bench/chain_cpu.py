@@ -30,7 +30,7 @@ _RUN = r"""
 import json, random, sys, time
 import pyarrow as pa
 from dslc.runtime import config as C
-from dslc.runtime.arrow_chain import ChainFunction
+from dslc.runtime.core.arrow_chain import ChainFunction
 
 folder = sys.argv[1]
 rows, passes = 200_000, 5

@@ -7,8 +7,8 @@ from the same .flow, with the compiler's chaining option on and off (`dslc compi
 from __future__ import annotations
 
 import random
-import statistics
 import shutil
+import statistics
 import time
 from pathlib import Path
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from dslc.compiler.pipeline import compile_file
 
 PARTITIONS = 2   # local[2]: two tasks run at once, one per core

@@ -142,7 +142,7 @@ def _loop_thread(factory: Callable[[], asyncio.AbstractEventLoop]) -> asyncio.Ab
 
 def _operator(loop: asyncio.AbstractEventLoop, url: str, capacity: int, n: int) -> tuple[float, float]:
     """Rows/s and CPU microseconds per element of one EnrichOperator on `loop`."""
-    from dslc.runtime import async_operator, loop_chain
+    from dslc.runtime.core import async_operator, loop_chain
     from dslc.runtime.config import Column, Enrich, HttpCall, Mode
 
     config = Enrich(name=f"cpu_{id(loop)}_{capacity}", line=1, call=HttpCall(url), returns=(Column("value", "STRING"),),
@@ -186,7 +186,7 @@ def _micro(ctx: Context, n: int) -> Table:
     for _ in range(REPEATS):
         for name, variant in variants.items():
             runs.setdefault(name, []).append(variant())
-    from dslc.runtime.enrich_functions import close_all_sessions
+    from dslc.runtime.calls.http import close_all_sessions
 
     for loop in loops.values():
         asyncio.run_coroutine_threadsafe(close_all_sessions(), loop).result(timeout=10)

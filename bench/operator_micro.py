@@ -1,6 +1,6 @@
 """Micro-benchmark (no Spark): the ENRICH operator alone against a hand-written asyncio loop.
 
-Not a compiled pipeline: this drives `dslc.runtime.async_operator.EnrichOperator` directly, in
+Not a compiled pipeline: this drives `dslc.runtime.core.async_operator.EnrichOperator` directly, in
 this process, to show the runtime's own cost per element apart from Spark. Both sides make the
 same calls at the same concurrency: an async Python function that answers at once (pure
 overhead), and GET /instant/{id} on the bench service (overhead plus the aiohttp client).
@@ -13,10 +13,9 @@ import time
 from typing import Any
 
 import aiohttp
-
-from dslc.runtime.async_operator import EnrichOperator
-from dslc.runtime.loop_chain import LoopDriver
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, PythonCall
+from dslc.runtime.core.async_operator import EnrichOperator
+from dslc.runtime.core.loop_chain import LoopDriver
 
 from .report import Table, ratio
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from .config import PythonCall
+from dslc.runtime.config import PythonCall
 
 _instances: dict[tuple[str, tuple[str, ...]], Any] = {}
 _lock = threading.Lock()

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
+from dslc.runtime import secrets
 from dslc.runtime.metrics import format_table
 from dslc.runtime.spark import failure
 
@@ -59,6 +60,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     calls = _record_replay_env(args)
     log = _run_log(Path(args.file))
     calls = {**calls, failure.LOG_ENV: str(log)}
+    secrets_env = _secrets_env(args, optional=bool(getattr(args, "replay", None)))
+    if secrets_env is None:
+        return 2
+    calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
@@ -71,7 +76,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if code not in (0, 130, 143):
         print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
     if getattr(args, "record", None):
-        from dslc.runtime.recording import consolidate
+        from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)
         print(f"dslc: recorded the calls of {len(written)} ENRICH operator(s) in {args.record}", file=sys.stderr)
     return code
@@ -101,16 +106,47 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
     if calls:
         env.update(calls)
-        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
-        command[-1:-1] = [a for k, v in calls.items() if k != failure.LOG_ENV
+        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env.
+        # The secrets' settings and the log stay with the driver: it ships the values inside the chain.
+        command[-1:-1] = [a for k, v in calls.items() if k not in _DRIVER_ONLY
                           for a in ("--conf", f"spark.executorEnv.{k}={v}")]
     with open(log, "a", encoding="utf-8") as spark_log:
         return _call(command, env, stderr=spark_log)
 
 
+_DRIVER_ONLY = (secrets.FILE_ENV, secrets.OPTIONAL_ENV, failure.LOG_ENV)
+
+
+def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | None:
+    """Check, before Spark starts, that every `${NAME}` secret of the pipeline is set (in
+    --secrets FILE or this process's environment); the job's driver reads them again itself.
+    None (after printing which secret and where it was looked for) when one is missing."""
+    file = getattr(args, "secrets", None)
+    env: dict[str, str] = {}
+    if file:
+        if not os.path.isfile(file):
+            print(f"dslc: error: --secrets: no file {file}", file=sys.stderr)
+            return None
+        env[secrets.FILE_ENV] = str(Path(file).resolve())
+    if optional:
+        env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
+        return env
+    from dslc.compiler.pipeline import check_source
+    from dslc.compiler.source import SourceFile
+    from dslc.compiler.codegen.lower import pipeline_secrets
+
+    names = pipeline_secrets(check_source(SourceFile.read(args.file), mode=args.mode))
+    try:
+        secrets.read(names, file=env.get(secrets.FILE_ENV))
+    except secrets.MissingSecret as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return None
+    return env
+
+
 def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
-    """The environment that switches on runtime/recording.py in the job's Python workers."""
-    from dslc.runtime import recording
+    """The environment that switches on runtime/wrappers/recording.py in the job's Python workers."""
+    from dslc.runtime.wrappers import recording
 
     record, replay = getattr(args, "record", None), getattr(args, "replay", None)
     if record and replay:
@@ -184,4 +220,10 @@ def cmd_repl(args: argparse.Namespace) -> int:
     return run_repl(args.file)
 
 
-EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test}
+def cmd_lsp(args: argparse.Namespace) -> int:
+    """dslc lsp: the language server for editors, over stdin/stdout."""
+    from dslc.compiler.lsp.server import main as serve
+    return serve()
+
+
+EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp}

@@ -22,6 +22,7 @@ from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen import configs
 from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
+from dslc.runtime.secrets import secret_names
 
 # SINK connector -> Spark data source format, for the sinks a job writes with df.write itself
 _WRITE_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
@@ -46,6 +47,15 @@ def _ddl(schema: plan.Schema) -> str:
     return ", ".join(f"`{f.name.replace('`', '``')}` {f.type}" for f in schema)
 
 
+def pipeline_secrets(p: plan.Plan) -> tuple[str, ...]:
+    """Every `${NAME}` secret the pipeline's calls name, in order of appearance."""
+    found: dict[str, None] = {}
+    for node in p.nodes:
+        if isinstance(node, plan.Enrich):
+            found.update(dict.fromkeys(secret_names(node.call)))
+    return tuple(found)
+
+
 def _user_modules(p: plan.Plan) -> tuple[str, ...]:
     refs: list[str] = []
     for node in p.nodes:
@@ -66,8 +76,9 @@ def _is_state(p: plan.Plan, name: str) -> bool:
 # Names the job itself uses (imports, constants, locals of main and of micro-batch functions),
 # Python's keywords and builtins: a relation variable never shadows one of them.
 _JOB_NAMES = frozenset({
-    "C", "FOLDER", "CHECKPOINT", "TRIGGER", "main", "spark", "metrics", "queries", "batch", "batch_id",
-    "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source", "capture",
+    "C", "FOLDER", "CHECKPOINT", "secrets", "driver_values", "TRIGGER", "main", "spark", "metrics", "queries", "batch",
+    "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
+    "capture",
     "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
@@ -133,6 +144,11 @@ class _Lowering:
         o.line("def main() -> None:")
         with o.indent():
             conf = lit_dict(s.conf)
+            needed = pipeline_secrets(self.plan)
+            if needed:
+                o.comment("the calls' ${NAME} secrets, read now (before Spark starts) from this process's "
+                          "environment or the file $DSLC_SECRETS_FILE names; never written in this file")
+                o.line(f"secrets = driver_values.required_secrets({lit(needed)})")
             o.call("spark = session", [lit(s.name), conf, "FOLDER", f"modules={lit(_user_modules(self.plan))}"])
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
@@ -174,6 +190,8 @@ class _Lowering:
             used.add("capture")
         if self.phys.chains:
             used.add("chains")
+        if pipeline_secrets(self.plan):
+            used.add("driver_values")
         if any(isinstance(s, physical.MatchJoin) for s in steps) or \
                 (not self.streaming and any(isinstance(s, physical.State) for s in steps)):
             used.add("state")
@@ -314,6 +332,8 @@ class _Lowering:
             if states:
                 o.line(f"states={self._states_ref(states)},")
             o.line("metrics=metrics,")
+            if any(isinstance(op, plan.Enrich) and secret_names(op.call) for op in step.operators):
+                o.line("secrets=secrets,")
         o.line(")")
         dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         kept = self.phys.kept_reason(step.name)
@@ -416,7 +436,9 @@ class _Lowering:
                 o.line(f"state={self.v(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
             o.keyword("predicate", node.predicate)
             o.keyword("state_schema", _ddl(state_node.schema))
-            o.line(f"columns={lit(node.state_columns)},")
+            columns = construct(node.state_columns, o.room() - len("columns=,"))   # one pair a line when long
+            o.lines(["columns=" + columns[0], *columns[1:]])
+            o.append(",")
             keys = equality_keys(node, self.plan.node(node.input).schema, state_node.schema) if self.streaming else ()
             if keys:              # the pinned snapshot indexed by these (input, state) columns
                 o.line(f"keys={lit(keys)},")

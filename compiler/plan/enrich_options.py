@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.runtime.config import Batch, Cache, Mode, Outcome, Rate, Retry
+from dslc.runtime.config import Batch, Cache, Mode, Outage, Outcome, Rate, Retry
 
 
 @dataclass
@@ -26,6 +26,7 @@ class EnrichOptions:
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
+    outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
@@ -52,13 +53,14 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
             if size and ttl:
                 result.cache = Cache(size, ttl)
         elif opt.key == "rate":
-            per_second = values.positive(opt.args[0], "RATE", problems)
-            result.rate = Rate(per_second) if per_second else None
+            result.rate = _rate(opt, problems)
         elif opt.key == "batch":
             size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
             within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
             if size and within is not None:
                 result.batch = Batch(size, within)
+        elif opt.key == "on_outage":
+            result.outage = _outage(opt, problems)
         else:
             outcome = _outcome(opt, problems, dead_letters)
             if outcome:
@@ -70,6 +72,16 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     return result
 
 
+def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE]."""
+    count = values.positive(opt.args[0], "RATE", problems)
+    per_minute = len(opt.args) > 1 and opt.args[1].value == "MINUTE"
+    tokens = values.positive(opt.args[2], "TOKENS PER MINUTE", problems) if len(opt.args) > 2 else None
+    if not count or (len(opt.args) > 2 and not tokens):
+        return None
+    return Rate(count / 60.0 if per_minute else count, tokens_per_minute=tokens)
+
+
 def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
     attempts = values.whole(opt.args[0], "RETRY", problems)
     backoff = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
@@ -77,6 +89,15 @@ def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
     if attempts is None or backoff is None:
         return None
     return Retry(attempts, backoff, exponential)
+
+
+def _outage(opt: ast.Opt, problems: list[Diagnostic]) -> Outage | None:
+    """ON OUTAGE PAUSE d | FAIL | CONTINUE (the default: None)."""
+    action = opt.args[0].value
+    if action == "PAUSE":
+        pause = values.duration(opt.args[1], problems)
+        return Outage("PAUSE", pause) if pause else None
+    return Outage("FAIL") if action == "FAIL" else None
 
 
 def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> Outcome | None:

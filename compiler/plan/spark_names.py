@@ -10,6 +10,7 @@ tests/sql/ compares these names with Spark's own.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from sqlglot import exp
@@ -29,6 +30,7 @@ _RENAMED = {"ceil": "CEIL", "floor": "FLOOR", "power": "POWER", "array_agg": "co
 _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)), "locate": (2, ("1",)),
              "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)), "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
              "regexp_replace": (3, ("1",)), "sort_array": (1, ("true",)),
+             "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
              "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
@@ -64,6 +66,7 @@ _PRINTERS: dict[type[exp.Expression], str] = {
     exp.TryCast: "_cast", exp.Case: "_case", exp.Window: "_window", exp.Lambda: "_lambda",
 }
 _ARGS = {"left": "this", "right": "expression"}
+_CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
 
 
 def _registered(table: dict[type, str], node: exp.Expression) -> str | None:
@@ -132,10 +135,17 @@ class SparkNamer:
                 return "-" + self._literal(node.this)
             return f"(- {self.sql(node.this)})"
         if isinstance(node, exp.Not):
+            if isinstance(node.this, exp.Is):      # a IS NOT NULL (NOT (a IS NULL) keeps its NOT)
+                return f"({self.sql(node.this.this)} IS NOT NULL)"
             inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-            if isinstance(inner, exp.Is):
-                return f"({self.sql(inner.this)} IS NOT NULL)"
             return f"(NOT {self.sql(inner)})"
+        if isinstance(node, exp.Any) and not isinstance(node.this.unnest(), exp.Query):
+            return f"{self._called_name(node) or 'any'}({self.sql(node.this.unnest())})"
+        if isinstance(node, exp.PropertyEQ) and isinstance(node.parent, exp.Struct):
+            value = self.sql(node.expression)
+            implicit = isinstance(node.expression, exp.Column) and \
+                node.this.meta.get("start") in (None, _first_position(node.expression))
+            return value if implicit else f"{value} AS {node.this.name}"
         if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
                                                      or isinstance(node.right, exp.Interval)):
             op = "+" if isinstance(node, exp.Add) else "-"
@@ -292,6 +302,11 @@ class SparkNamer:
             args = args[:1]
         if name == "from_json":
             args = args[:1]
+        unit = node.args.get("unit")
+        if name in ("timestampadd", "timestampdiff") and isinstance(unit, exp.Var):
+            # sqlglot keeps (timestamp, amount) and (end, start); Spark prints them as written
+            args = [unit.name.upper()] + [self.sql(c) for c in (node.args.get("expression"), node.this)
+                                          if c is not None]
         if name == "aggregate" and len(args) == 3:
             args.append("lambdafunction(namedlambdavariable(), namedlambdavariable())")
         written, defaults = _DEFAULTS.get(name, (None, ()))
@@ -299,10 +314,22 @@ class SparkNamer:
             args += list(defaults)
         return f"{name}({', '.join(args)})"
 
+    def _called_name(self, node: exp.Expression) -> str | None:
+        """The name a call was written with, read from the text before its first argument (sqlglot
+        keeps no position for some calls: `substr(...)` becomes a Substring without one)."""
+        first = _first_position(node)
+        if first is None:
+            return None
+        match = _CALL_OPENING.search(self.text[:first])
+        return match[1].lower() if match else None
+
     def _function_name(self, node: exp.Func) -> str:
         written = self._written(node)
+        called = None if written else self._called_name(node)
         if written and written.replace("_", "").isalnum():
             name = written.lower()
+        elif called and not isinstance(node, exp.Anonymous):
+            name = called
         elif isinstance(node, exp.Anonymous):
             name = node.name.lower()
         else:

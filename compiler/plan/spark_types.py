@@ -578,7 +578,16 @@ SPARK_METADATA = {
     exp.MapKeys: {"annotator": lambda self, e: _typed(self, e, _array_of(_element(e.this.type, 0)))},
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
+    exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    exp.TimestampAdd: {"annotator": lambda self, e: _typed(self, e, _timestamp_like(e.this.type))},
 }
+
+
+def _timestamp_like(arg: exp.DataType | None) -> exp.DataType | None:
+    """timestampadd's type: TIMESTAMP_NTZ stays so, anything else (DATE included) is TIMESTAMP."""
+    if arg is None:
+        return None
+    return arg if arg.sql(dialect="spark").upper() == "TIMESTAMP_NTZ" else exp.DataType.build("TIMESTAMP")
 
 
 def _struct_of(schema: exp.Expression | None) -> exp.DataType | None:

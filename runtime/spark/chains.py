@@ -7,18 +7,19 @@ import shutil
 import tempfile
 from typing import Mapping
 
+from dslc.runtime import config as C
+from dslc.runtime.broadcast.state import Snapshot
+from dslc.runtime.core.arrow_chain import ChainFunction
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from dslc.runtime import config as C
-from dslc.runtime.arrow_chain import ChainFunction
-from dslc.runtime.broadcast import Snapshot
+from dslc.runtime.secrets import Secrets
 
-from . import names
+from . import driver_values, names
 from .metrics import MetricsCollector
-from .session import checkpoint, is_connect, parallelism, worker_function
 from .pinned import PinnedStates
+from .session import checkpoint, is_connect, parallelism, worker_function
 
 
 def _columns(schema: StructType) -> tuple[C.Column, ...]:
@@ -43,10 +44,13 @@ def _share_rates(operators: tuple, tasks: int) -> tuple:
 def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
               columns: tuple[str, ...] | None = None, watermark: C.Watermark | None = None,
               states: Mapping[str, Snapshot] | PinnedStates | None = None, metrics: MetricsCollector | None = None,
-              batch_size: int = 1024) -> DataFrame:
-    """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
+              batch_size: int = 1024, secrets: Secrets | None = None) -> DataFrame:
+    """One mapInArrow pass of the chain; the result carries the dead-letter column if any.
+    `secrets`: the values the job read at start (`driver_values.required_secrets`), carried to
+    the executors inside the operators' configuration."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
+    operators = driver_values.attach(operators, secrets)
     operators = _share_rates(operators, parallelism(df.sparkSession))
     out_schema = _output_schema(df.schema, operators)
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),

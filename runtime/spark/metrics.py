@@ -10,14 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from dslc.runtime import config as C
+from dslc.runtime.core.arrow_chain import ChainFunction
+from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 from pyspark import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
-
-from dslc.runtime import config as C
-from dslc.runtime.arrow_chain import ChainFunction
-from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, worker_function

@@ -13,12 +13,17 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from dslc.runtime.config import PythonCall
+from dslc.runtime.sources import python as core
 from pyspark.sql import SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
 from pyspark.sql.types import StructType
 
-from .. import python_source as core
-from ..config import PythonCall
 from .session import is_connect
 
 FORMAT = "dslc_python"

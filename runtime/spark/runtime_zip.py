@@ -36,7 +36,9 @@ def runtime_zip() -> str:
     if not files:
         raise RuntimeZipError(f"dslc: error: no runtime sources found under {root}: cannot ship dslc.runtime "
                               "to executors (install dslc on them and set DSLC_SHIP_RUNTIME=0)")
-    target = cache_folder() / f"{_version()}-{_digest(root, files)}" / ZIP_NAME
+    vendored = _vendored()
+    digest = _digest(root, files, vendored)
+    target = cache_folder() / f"{_version()}-{digest}" / ZIP_NAME
     if target.is_file():
         try:
             check_runtime_zip(str(target))
@@ -47,7 +49,7 @@ def runtime_zip() -> str:
     handle, partial = tempfile.mkstemp(suffix=".zip", dir=target.parent)
     os.close(handle)
     try:
-        _write(Path(partial), root, files)
+        _write(Path(partial), root, files, vendored)
         check_runtime_zip(partial)
         os.replace(partial, target)  # atomic: a job starting at the same time never ships half a zip
     finally:
@@ -56,10 +58,33 @@ def runtime_zip() -> str:
     return str(target)
 
 
-def _write(path: Path, root: Path, files: list[Path]) -> None:
+#: Pure-Python libraries the runtime imports that executors do not have (they have pyspark,
+#: pyarrow and aiohttp): shipped in the zip beside dslc, from the driver's installation.
+VENDORED = ("jmespath",)
+
+
+def _vendored() -> list[tuple[str, Path]]:
+    """(name in the zip, file) of each vendored library's sources."""
+    import importlib
+
+    found = []
+    for name in VENDORED:
+        module = importlib.import_module(name)
+        folder = Path(module.__file__).resolve().parent
+        for file in sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts):
+            found.append(("/".join((name, *file.relative_to(folder).parts)), file))
+    return found
+
+
+def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[str, Path]] = ()) -> None:
     """Folder entries and `__init__.py` files first, so the zip importer sees the packages."""
     folders = sorted({f.parent.relative_to(root) for f in files}, key=lambda p: (len(p.parts), str(p)))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, file in vendored:
+            info = zipfile.ZipInfo(name, _STAMP)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, file.read_bytes())
         archive.writestr(zipfile.ZipInfo("dslc/", _STAMP), b"")
         archive.writestr(zipfile.ZipInfo("dslc/__init__.py", _STAMP), '"""dslc runtime, shipped to executors."""\n')
         for folder in folders:
@@ -126,11 +151,12 @@ def _version() -> str:
         return "0"
 
 
-def _digest(root: Path, files: list[Path]) -> str:
-    """Content hash of the runtime sources: an edited runtime (a development checkout) gets its own zip."""
+def _digest(root: Path, files: list[Path], vendored: list[tuple[str, Path]] = ()) -> str:
+    """Content hash of the runtime sources (and the vendored ones): an edited runtime (a
+    development checkout) or another library version gets its own zip."""
     digest = hashlib.sha256()
-    for file in files:
-        digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes() + b"\0")
+    for name, file in [(str(f.relative_to(root)), f) for f in files] + list(vendored):
+        digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 

@@ -10,9 +10,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
 from dslc.runtime import user_code
-from dslc.runtime.arrow_types import to_arrow_type
-from dslc.runtime.broadcast import BroadcastState, Snapshot, thaw
+from dslc.runtime.broadcast.state import BroadcastState, Snapshot, thaw
 from dslc.runtime.config import PythonCall
+from dslc.runtime.schema.arrow import to_arrow_type
 
 from .names import col
 from .pinned import PinnedStates

@@ -20,20 +20,20 @@ from typing import Callable, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dslc.runtime import user_code
+from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
+from dslc.runtime.config import PythonCall
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StructField, StructType
-
-from dslc.runtime import user_code
-from dslc.runtime.broadcast import BroadcastState, SnapshotStore
-from dslc.runtime.config import PythonCall
 
 from . import chains, metrics
 from .names import col
 from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
 from .sinks import FORMATS, PythonSink
+from .state import TICK
 
 
 def trigger_args(trigger: str | None) -> dict:

@@ -21,12 +21,12 @@ import socket
 import struct
 import subprocess
 import sys
-from urllib.parse import urlparse
 import threading
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlparse
 
 from aiohttp import web
 

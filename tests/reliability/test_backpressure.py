@@ -16,7 +16,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from reliability_support import parquet_rows, run_flow, write_jsonl
 
 pytestmark = [pytest.mark.spark]

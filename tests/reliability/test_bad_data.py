@@ -15,8 +15,7 @@ import json
 from collections import Counter
 
 import pytest
-
-from dslc.runtime.enrich_functions import MAX_BODY_BYTES
+from dslc.runtime.calls.http import MAX_BODY_BYTES
 from reliability_support import dead_letters, parquet_rows, run_flow, write_jsonl
 
 pytestmark = [pytest.mark.spark]
@@ -113,8 +112,8 @@ def test_null_broadcast_key_fails_naming_state_column_and_row(spark, tmp_path):
 def test_python_enrich_answer_of_the_wrong_type_is_an_element_error(tmp_path):
     """The same rule for WITH PYTHON: a user function's bad field is the element's error, with
     the column named, instead of a failed task when the chain builds its Arrow batch."""
-    from dslc.runtime.async_operator import EnrichOperator
     from dslc.runtime.config import Column, Enrich, Outcome, PythonCall
+    from dslc.runtime.core.async_operator import EnrichOperator
 
     (tmp_path / "answers.py").write_text(
         "def answer(row):\n"

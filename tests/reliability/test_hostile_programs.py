@@ -22,12 +22,11 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.pipeline import check_text, lower_plan
+from dslc.compiler.plan.names import sql_name
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-
-from dslc.compiler.diagnostics import CompileError
-from dslc.compiler.plan.names import sql_name
-from dslc.compiler.pipeline import check_text, lower_plan
 
 FRONTEND_PROGRAMS = sorted((Path(__file__).parents[1] / "frontend" / "programs").glob("*/pipeline.flow"))
 PAYLOADS = [
@@ -280,11 +279,11 @@ any_value = st.one_of(st.text(), st.sampled_from(["..", ".", "", "%2e%2e", "a/..
 @settings(max_examples=300, deadline=None)
 @given(path_value=any_value, query_value=any_value)
 def test_placeholders_cannot_change_host_path_or_query_keys(path_value, query_value):
-    from dslc.runtime.enrich_functions import CallError, fill_url
+    from dslc.runtime.calls.http import CallError, fill
 
     template = "http://svc.internal:8080/v1/users/{a}/profile?tag={b}&fixed=1"
     try:
-        url = fill_url(template, {"a": path_value, "b": query_value})
+        url = fill(template, {"a": path_value, "b": query_value})
     except CallError as exc:
         assert path_value in ("", ".", ".."), exc           # only a dot or empty path segment is refused
         assert "segment" in str(exc)
@@ -301,23 +300,23 @@ def test_placeholders_cannot_change_host_path_or_query_keys(path_value, query_va
 
 
 def test_dot_segment_values_are_element_errors_not_requests_elsewhere():
-    from dslc.runtime.enrich_functions import CallError, fill_url
+    from dslc.runtime.calls.http import CallError, fill
 
     for value in ("..", "."):
         with pytest.raises(CallError, match="dot segment"):
-            fill_url("http://h/users/{id}/profile", {"id": value})
+            fill("http://h/users/{id}/profile", {"id": value})
         with pytest.raises(CallError, match="dot segment"):
-            fill_url("http://h/users/{id}", {"id": value})
+            fill("http://h/users/{id}", {"id": value})
     with pytest.raises(CallError, match="dot segment"):
-        fill_url("http://h/users/.{id}/x", {"id": "."})          # template text + value make '..'
+        fill("http://h/users/.{id}/x", {"id": "."})          # template text + value make '..'
     with pytest.raises(CallError, match="dot segment"):
-        fill_url("http://h/users/{a}{b}/x", {"a": ".", "b": "."})
+        fill("http://h/users/{a}{b}/x", {"a": ".", "b": "."})
     with pytest.raises(CallError, match="empty path segment"):
-        fill_url("http://h/users/{id}/profile", {"id": ""})
-    assert fill_url("http://h/users/{id}/profile", {"id": "..."}) == "http://h/users/.../profile"
-    assert fill_url("http://h/users/v{id}", {"id": "."}) == "http://h/users/v."
-    assert fill_url("http://h/users?id={id}", {"id": ".."}) == "http://h/users?id=.."      # a query value is fine
-    assert fill_url("http://h/users?id={id}", {"id": ""}) == "http://h/users?id="
+        fill("http://h/users/{id}/profile", {"id": ""})
+    assert fill("http://h/users/{id}/profile", {"id": "..."}) == "http://h/users/.../profile"
+    assert fill("http://h/users/v{id}", {"id": "."}) == "http://h/users/v."
+    assert fill("http://h/users?id={id}", {"id": ".."}) == "http://h/users?id=.."      # a query value is fine
+    assert fill("http://h/users?id={id}", {"id": ""}) == "http://h/users?id="
 
 
 # --------------------------------------- text that reaches comments and docstrings of the job

@@ -15,8 +15,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from reliability_support import FlakyService, dead_letters, parquet_rows, run_flow, write_jsonl
+from reliability_support import (
+    FlakyService,
+    dead_letters,
+    parquet_rows,
+    run_flow,
+    write_jsonl,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -19,8 +19,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-from reliability_support import JobProcess, committed_files, compile_job, wait_for, write_jsonl
+from reliability_support import (
+    JobProcess,
+    committed_files,
+    compile_job,
+    wait_for,
+    write_jsonl,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

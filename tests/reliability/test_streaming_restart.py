@@ -9,16 +9,20 @@ must equal the state before the kill (also as seen by new events after the resta
 calls of the interrupted batch are made again (at-least-once), which the service sees."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
-
-import datetime as dt
-
-from reliability_support import (JobProcess, committed_lines, committed_parquet_rows, compile_job, wait_for,
-                                 write_jsonl)
+from reliability_support import (
+    JobProcess,
+    committed_lines,
+    committed_parquet_rows,
+    compile_job,
+    wait_for,
+    write_jsonl,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,8 +9,13 @@ import json
 from collections import Counter
 
 import pytest
-
-from reliability_support import JobProcess, compile_job, dead_letters, parquet_rows, write_jsonl
+from reliability_support import (
+    JobProcess,
+    compile_job,
+    dead_letters,
+    parquet_rows,
+    write_jsonl,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

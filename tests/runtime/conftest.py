@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-
 from runtime_support import Collector, FaultServer, start_server, stop_server
 
 

@@ -251,9 +251,9 @@ def run_operator(config: Any, items: list[Any], out: Collector | None = None,
     watermarks (floats), finish, close, and dispose always. As in a chain (`on_loop`), the
     elements go in on the worker loop; else they go in from this thread, which blocks while
     the queue is full."""
-    from dslc.runtime.async_operator import EnrichOperator
-    from dslc.runtime.loop_chain import LoopDriver
-    from dslc.runtime.operator import Watermark
+    from dslc.runtime.core.async_operator import EnrichOperator
+    from dslc.runtime.core.loop_chain import LoopDriver
+    from dslc.runtime.core.operator import Watermark
 
     out = out or Collector()
     op = EnrichOperator(config)

@@ -6,14 +6,13 @@ import asyncio
 import time
 
 import pytest
-
-from dslc.runtime.adaptive import AdaptiveLimit
+from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
-from dslc.runtime.enrich_functions import build_call
+from dslc.runtime.core.resolution import ElementResolver, Rows
+from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.resolution import ElementResolver, Rows
-
-from runtime_support import Reply, run_operator as run
+from runtime_support import Reply
+from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 

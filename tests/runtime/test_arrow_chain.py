@@ -10,12 +10,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-
 from dslc.runtime import config as C
-from dslc.runtime.arrow_chain import ChainFunction, WatermarkGenerator, chain_function, event_seconds
-from dslc.runtime.arrow_types import to_arrow_schema, to_arrow_type
-from dslc.runtime.broadcast import BroadcastState, BroadcastStateError
-from dslc.runtime.operator import Watermark
+from dslc.runtime.broadcast.state import BroadcastState, BroadcastStateError
+from dslc.runtime.core.arrow_chain import (
+    ChainFunction,
+    WatermarkGenerator,
+    chain_function,
+    event_seconds,
+)
+from dslc.runtime.core.operator import Watermark
+from dslc.runtime.schema.arrow import to_arrow_schema, to_arrow_type
 
 USER_CODE = '''
 import datetime as dt
@@ -189,7 +193,7 @@ def test_dead_letter_column_shape(search_path, monkeypatch) -> None:
     process = C.Process("copied", 5, call(search_path, "copy"), (C.Column("order_id", "STRING"),))
     chain = C.Chain("c", (enrich, process), INPUT, process.returns)
     assert chain.dead_letters
-    from dslc.runtime import arrow_chain
+    from dslc.runtime.core import arrow_chain
 
     monkeypatch.setitem(arrow_chain._FACTORIES, C.Enrich, lambda op, views: DeadLettering())
     out = list(chain_function(chain)(iter([orders(("o1", "NL", 1.0, 0), ("o2", "NL", -1.0, 0))])))
@@ -261,7 +265,7 @@ def test_chain_function_pushes_watermarks_into_the_chain(search_path, monkeypatc
     process = C.Process("p", 1, call(search_path, "copy"), (C.Column("order_id", "STRING"),))
     chain = C.Chain("c", (process,), INPUT, process.returns, watermark=C.Watermark("ts", delay_s=5, interval_s=0))
     recorder = WatermarkRecorder()
-    from dslc.runtime import arrow_chain
+    from dslc.runtime.core import arrow_chain
 
     monkeypatch.setitem(arrow_chain._FACTORIES, C.Process, lambda op, views: recorder)
     list(ChainFunction(chain)(iter([orders(("o1", "NL", 1.0, 10), ("o2", "NL", 1.0, 4), ("o3", "NL", 1.0, 20))])))
@@ -290,13 +294,13 @@ def test_unknown_type_is_rejected() -> None:
 
 
 def test_loose_python_values_are_coerced_to_the_declared_types(search_path) -> None:
-    from dslc.runtime.arrow_chain import rows_to_batch
+    from dslc.runtime.core.arrow_chain import rows_to_batch
 
     schema = to_arrow_schema((C.Column("d", "DECIMAL(6,2)"), C.Column("f", "DOUBLE"), C.Column("i", "BIGINT"),
                               C.Column("m", "MAP<STRING,INT>"), C.Column("a", "ARRAY<INT>")))
     batch = rows_to_batch([{"d": 1.5, "f": 2, "i": 3.0, "m": {"k": 1}, "a": [1, 2]}], schema)
     assert batch.to_pylist() == [{"d": Decimal("1.50"), "f": 2.0, "i": 3, "m": [("k", 1)], "a": [1, 2]}]
-    from dslc.runtime.broadcast import FrozenDict, FrozenList
+    from dslc.runtime.broadcast.state import FrozenDict, FrozenList
 
     schema2 = to_arrow_schema((C.Column("a", "ARRAY<STRING>"), C.Column("s", "STRUCT<x: INT>")))
     frozen = {"a": FrozenList("rules", ["p", "q"]), "s": FrozenDict("rules", {"x": 1})}
@@ -312,7 +316,7 @@ def test_operator_chain_is_reusable_per_call(search_path) -> None:
 
 
 def test_enrich_then_process_in_one_chain(search_path) -> None:
-    pytest.importorskip("dslc.runtime.async_operator")
+    pytest.importorskip("dslc.runtime.core.async_operator")
     enrich = C.Enrich("enriched", 4, call(search_path, "customer"), (C.Column("tier", "STRING"),), ("order_id",),
                       mode=C.Mode.UNORDERED, capacity=4, timeout_s=5)
     returns = (C.Column("order_id", "STRING"), C.Column("tier", "STRING"), C.Column("amount", "DOUBLE"))
@@ -329,7 +333,7 @@ def test_enrich_then_process_in_one_chain(search_path) -> None:
 
 
 def test_real_enrich_dead_letters_reach_the_dead_letter_column(search_path) -> None:
-    pytest.importorskip("dslc.runtime.async_operator")
+    pytest.importorskip("dslc.runtime.core.async_operator")
     enrich = C.Enrich("enriched", 4, call(search_path, "picky"), (C.Column("tier", "STRING"),), ("order_id",),
                       on_error=C.Outcome.DEAD_LETTER, timeout_s=5)
     returns = (C.Column("order_id", "STRING"), C.Column("tier", "STRING"), C.Column("amount", "DOUBLE"))

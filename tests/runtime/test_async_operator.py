@@ -10,21 +10,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dslc.runtime import metrics as M
+from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall, Retry
+from dslc.runtime.core import worker_loop as W
+from dslc.runtime.core.async_operator import EnrichOperator, worker_loop
+from dslc.runtime.core.operator import ElementFailure
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from dslc.runtime import metrics as M
-from dslc.runtime import worker_loop as W
-from dslc.runtime.async_operator import EnrichOperator, worker_loop
-from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall, Retry
-from dslc.runtime.operator import ElementFailure
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 udfs = importlib.import_module("async_udfs")
 
-from runtime_support import Collector, run_operator as run  # noqa: E402
+from runtime_support import Collector  # noqa: E402
+from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 

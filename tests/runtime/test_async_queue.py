@@ -2,10 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from dslc.runtime.async_queue import (
+from dslc.runtime.core.async_queue import (
     ElementEntry,
     KeyOrderedQueue,
     OrderedQueue,
@@ -14,7 +11,9 @@ from dslc.runtime.async_queue import (
     WatermarkEntry,
     make_queue,
 )
-from dslc.runtime.operator import Watermark
+from dslc.runtime.core.operator import Watermark
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def labels(entries: list) -> list:

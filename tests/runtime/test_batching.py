@@ -9,13 +9,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from dslc.runtime import metrics as M
-from dslc.runtime.batching import BatchingCall
-from dslc.runtime.config import Batch, Cache, Column, Enrich, HttpCall, Outcome, PythonCall, Retry
-from dslc.runtime.enrich_functions import build_call
+from dslc.runtime.calls.factory import build_call
+from dslc.runtime.config import (
+    Batch,
+    Cache,
+    Column,
+    Enrich,
+    HttpCall,
+    Outcome,
+    PythonCall,
+    Retry,
+)
+from dslc.runtime.core.resolution import DeadLetter, ElementResolver, Rows
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.resolution import DeadLetter, ElementResolver, Rows
+from dslc.runtime.wrappers.batching import BatchingCall
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -7,16 +7,15 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from dslc.runtime.broadcast import (
+from dslc.runtime.broadcast.state import (
     BroadcastState,
     BroadcastStateError,
     Snapshot,
     SnapshotStore,
     thaw,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def rules_state() -> BroadcastState:

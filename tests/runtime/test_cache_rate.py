@@ -6,12 +6,20 @@ import time
 from typing import Any
 
 import pytest
-
-from dslc.runtime.cache import CacheStats, TtlLruCache, cache_for, drop_cache
-from dslc.runtime.config import Cache, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry
-from dslc.runtime.rate import TokenBucket, bucket_for
-
-from runtime_support import Collector, FaultServer, Reply, run_operator as run
+from dslc.runtime.config import (
+    Cache,
+    Column,
+    Enrich,
+    HttpCall,
+    Mode,
+    Outcome,
+    Rate,
+    Retry,
+)
+from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for, drop_cache
+from dslc.runtime.limits.rate import TokenBucket, bucket_for
+from runtime_support import Collector, FaultServer, Reply
+from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 
@@ -205,8 +213,8 @@ def test_waiting_for_rate_is_not_part_of_the_timeout(fault_server: FaultServer) 
 
 
 def test_caches_of_same_named_operators_calling_different_things_are_separate():
-    from dslc.runtime.cache import cache_for
     from dslc.runtime.config import Cache, HttpCall
+    from dslc.runtime.limits.cache import cache_for
     clause = Cache(size=10, ttl_s=60.0)
     old = cache_for("located", clause, HttpCall("http://127.0.0.1:1/v1/{ip}"))
     new = cache_for("located", clause, HttpCall("http://127.0.0.1:1/v2/{ip}"))

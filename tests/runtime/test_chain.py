@@ -4,9 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from dslc.runtime.chain import OperatorChain
-from dslc.runtime.operator import Output, Row, Watermark
+from dslc.runtime.core.chain import OperatorChain
+from dslc.runtime.core.operator import Output, Row, Watermark
 
 
 class Recording:

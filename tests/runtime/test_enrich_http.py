@@ -6,14 +6,14 @@ import urllib.parse
 from typing import Any
 
 import pytest
-
-from dslc.runtime import enrich_functions as EF
-from dslc.runtime.async_operator import EnrichOperator
+from dslc.runtime.calls import http as EF
+from dslc.runtime.calls.url import placeholders
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
+from dslc.runtime.core.async_operator import EnrichOperator
+from dslc.runtime.core.operator import ElementFailure
 from dslc.runtime.metrics import summary
-from dslc.runtime.operator import ElementFailure
-
-from runtime_support import Collector, FaultServer, Reply, run_operator as run
+from runtime_support import Collector, FaultServer, Reply
+from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 
@@ -30,8 +30,8 @@ def make(server: FaultServer, template: str = "/kv/{id}", **kw: Any) -> Enrich:
 
 
 def test_placeholders_helper() -> None:
-    assert EF.placeholders("http://h/{a}/x/{b}?q={a}&r={_c1}") == ("a", "b", "_c1")
-    assert EF.placeholders("http://h/plain") == ()
+    assert placeholders("http://h/{a}/x/{b}?q={a}&r={_c1}") == ("a", "b", "_c1")
+    assert placeholders("http://h/plain") == ()
 
 
 def test_basic_lookup_appends_returns(fault_server: FaultServer) -> None:

@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from dslc.runtime import config as C
-from dslc.runtime.chain import OperatorChain
-from dslc.runtime.operator import ElementFailure, Watermark
-from dslc.runtime.process_operator import ProcessOperator
-from dslc.runtime.async_operator import EnrichOperator
-from dslc.runtime import loop_chain
+from dslc.runtime.core import loop_chain
+from dslc.runtime.core.async_operator import EnrichOperator
+from dslc.runtime.core.chain import OperatorChain
+from dslc.runtime.core.operator import ElementFailure, Watermark
+from dslc.runtime.core.process_operator import ProcessOperator
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

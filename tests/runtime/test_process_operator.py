@@ -5,12 +5,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from dslc.runtime import config as C
-from dslc.runtime.broadcast import BroadcastState, BroadcastStateError
-from dslc.runtime.chain import OperatorChain
-from dslc.runtime.operator import ElementFailure, Watermark
-from dslc.runtime.process_operator import ProcessOperator
+from dslc.runtime.broadcast.state import BroadcastState, BroadcastStateError
+from dslc.runtime.core.chain import OperatorChain
+from dslc.runtime.core.operator import ElementFailure, Watermark
+from dslc.runtime.core.process_operator import ProcessOperator
 
 USER_CODE = '''
 events = []

@@ -6,11 +6,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from dslc.runtime.config import PythonCall
-from dslc.runtime.python_source import (
+from dslc.runtime.sources.python import (
     SourceError,
     SplitTracker,
     decode_split,
@@ -22,6 +19,8 @@ from dslc.runtime.python_source import (
     splits_between,
 )
 from dslc.runtime.user_code import UserCodeError
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 USER_CODE = '''
 class DeviceLogs:

@@ -1,4 +1,4 @@
-"""Record and replay of ENRICH calls (runtime/recording.py) against the real local test server:
+"""Record and replay of ENRICH calls (runtime/wrappers/recording.py) against the real local test server:
 what a recording holds, that replay answers identically without any request, and the failures
 of an unrecorded call."""
 from __future__ import annotations
@@ -9,12 +9,11 @@ from typing import Any
 
 import pytest
 import yaml
-
-from dslc.runtime import recording
 from dslc.runtime.config import Column, Enrich, HttpCall, Outcome, Retry
-from dslc.runtime.operator import ElementFailure
-
-from runtime_support import FaultServer, Reply, run_operator as run
+from dslc.runtime.core.operator import ElementFailure
+from dslc.runtime.wrappers import recording
+from runtime_support import FaultServer, Reply
+from runtime_support import run_operator as run
 
 ROWS = [{"id": "a", "n": 1}, {"id": "gone", "n": 2}, {"id": "bad", "n": 3}, {"id": "slow", "n": 4}]
 

@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
+from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Cache, Column, Enrich, Outcome, PythonCall, Retry
-from dslc.runtime.enrich_functions import build_call
+from dslc.runtime.core.operator import ElementFailure
+from dslc.runtime.core.resolution import DeadLetter, Drop, ElementResolver, Fail, Rows
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.operator import ElementFailure
-from dslc.runtime.resolution import DeadLetter, Drop, ElementResolver, Fail, Rows
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from dslc.runtime.config import Column
-from dslc.runtime.result_types import checker
+from dslc.runtime.schema.results import checker
 
 RETURNS = (Column("flag", "BOOLEAN"), Column("n", "INT"), Column("x", "DOUBLE"), Column("s", "STRING"))
 

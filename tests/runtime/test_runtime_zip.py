@@ -10,7 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from dslc.runtime.spark import runtime_zip as rz
 
 

@@ -3,7 +3,6 @@ $SPARK_REMOTE; none means a classic session (with a master)."""
 from __future__ import annotations
 
 import pytest
-
 from dslc.runtime.spark import session
 
 

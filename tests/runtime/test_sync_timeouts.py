@@ -8,9 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-
 from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall
-
 from runtime_support import run_operator as run
 
 HERE = Path(__file__).resolve().parent

@@ -5,8 +5,7 @@ import asyncio
 import sys
 
 import pytest
-
-from dslc.runtime import worker_loop as W
+from dslc.runtime.core import worker_loop as W
 
 
 def _kind(factory) -> str:

@@ -1,0 +1,1 @@
+"""BROADCAST state: the read-write side, read-only views for the data side, snapshots."""

@@ -1,0 +1,1 @@
+"""The kinds of ENRICH call, one module each behind `base.EnrichCall`; `factory.build_call` picks one."""

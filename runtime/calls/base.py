@@ -1,0 +1,190 @@
+"""What every kind of ENRICH call is: `EnrichCall`, the one small interface the operator and the
+element resolver talk to, and what the kinds share (the error an answer raises, the RETURNS check,
+JSON bodies, a batch answer's shape).
+
+A kind (calls/python.py, calls/http.py, ...) turns its WITH clause into `row -> result` and, for
+BATCH, `call_batch(rows) -> [result per row]`; calls/factory.py picks the kind for a config and
+the wrappers (runtime/wrappers/) compose around it without the kind knowing.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import email.utils
+import functools
+import json
+from collections.abc import Callable, Coroutine, Hashable, Mapping
+from typing import Any
+
+from dslc.runtime.config import Enrich
+from dslc.runtime.core.operator import Row
+from dslc.runtime.schema import results as result_types
+
+
+class CallError(RuntimeError):
+    """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...).
+    An HTTP status that is not an answer carries `status`; 429 and 503 say the service is
+    overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After).
+    `raw` keeps what the service answered when that answer was the problem (a model's content
+    that does not parse or fit, a refusal): its dead letter carries it."""
+
+    def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None,
+                 raw: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after_s = retry_after_s
+        self.raw = raw
+
+    @property
+    def overload(self) -> bool:
+        """True for 429 Too Many Requests and 503 Service Unavailable."""
+        return self.status in (429, 503)
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a Retry-After header asks to wait: delta-seconds or an HTTP date (None if absent or bad)."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
+
+
+class UnsendableRequest(CallError):
+    """The element itself cannot make a request (a null placeholder, a dot segment): retrying cannot help."""
+
+
+def check_result_types(result: Any, check: Callable[[Mapping[str, Any]], str | None] | None) -> Any:
+    """Raise CallError when an answer field does not fit its RETURNS type (a JSON string for a
+    DOUBLE, an object for an INT...), so the element's ON ERROR policy decides instead of the
+    whole task failing when the chain builds its Arrow batch. `check` is the call's
+    `result_check` (None: no column has a checked type). Returns `result` unchanged."""
+    if check is None:
+        return result
+    if type(result) is dict:              # the usual answer: one object
+        problem = check(result)
+        if problem:
+            raise CallError(f"answer {problem}")
+        return result
+    items = result if isinstance(result, list) else (result,)
+    for item in items:
+        if isinstance(item, dict):        # the operator reports shapes it cannot use
+            problem = check(item)
+            if problem:
+                raise CallError(f"answer {problem}")
+    return result
+
+
+def hashable_key(key: tuple) -> Hashable | None:
+    """The key itself when it can key the cache; None (not cached) for unhashable values."""
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _json_value(value: Any) -> Any:
+    """JSON for the Spark values json cannot write: timestamps and dates as ISO 8601, decimals
+    as numbers, binary as base64."""
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"cannot send a {type(value).__name__} as JSON")
+
+
+def to_json(value: Any) -> bytes:
+    """The request body of a POST."""
+    return json.dumps(value, default=_json_value, separators=(",", ":")).encode()
+
+
+def check_batch_answer(answer: Any, rows: int) -> list[Any]:
+    """A batch call's answer: a list with one item per row, else CallError (the call failed)."""
+    if not isinstance(answer, list):
+        raise CallError(f"batch answer is a {type(answer).__name__}, expected a list of {rows} items")
+    if len(answer) != rows:
+        raise CallError(f"batch answer has {len(answer)} items for {rows} rows")
+    return answer
+
+
+class BadItem:
+    """A batch answer's item that cannot be its row's result (ANSWER / PATH found the wrong
+    shape): `batch_item` makes it that row's error only, not the whole batch's."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"BadItem({self.message!r})"
+
+
+class EnrichCall:
+    """Common shape of a call adapter."""
+
+    timeout_handler: Any = None  # a user `timeout(row)` method, if any
+    config: Enrich
+    # whether calls often answer without waiting (from memory): then the operator steps the
+    # first attempt itself (`ElementResolver.start`); a call that always waits gains nothing by it
+    answers_at_once = False
+
+    @functools.cached_property
+    def result_check(self) -> Callable[[Mapping[str, Any]], str | None] | None:
+        """The RETURNS type check of this call's answers (`result_types.checker`), made once."""
+        return result_types.checker(self.config.returns)
+
+    metrics: Any = None   # the operator's OperatorMetrics, for what only the call sees (tokens)
+
+    def bind_metrics(self, metrics: Any) -> None:
+        """The operator's metrics, where a call counts what its answers report (MODEL tokens)."""
+        self.metrics = metrics
+
+    def open(self) -> None:
+        """Prepare in the chain thread (user `open()`)."""
+
+    def close(self) -> None:
+        """Release in the chain thread (user `close()`)."""
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        """The key the CACHE uses for this row, or None when the row cannot be cached."""
+        raise NotImplementedError
+
+    async def __call__(self, row: Row) -> Any:
+        raise NotImplementedError
+
+    def start(self, row: Row) -> Coroutine[Any, Any, Any]:
+        """The call for one row, not yet run: a coroutine whose value `finish` makes the answer.
+        By default the whole call; an adapter that can hand out a cheaper coroutine (an async
+        user function's own) does, and keeps for `finish` what comes after it."""
+        return self(row)
+
+    def finish(self, value: Any) -> Any:
+        """The answer of a call that `start` began, from the value its coroutine returned."""
+        return value
+
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """One call for many rows (BATCH): an answer per row, unchecked."""
+        raise NotImplementedError
+
+    def batch_item(self, answer: Any) -> Any:
+        """One row's item of a `call_batch` answer as that row's result (CallError: its error):
+        its RETURNS types checked; a `BadItem` (a kind could not make it a result) is the error."""
+        if type(answer) is BadItem:
+            raise CallError(answer.message)
+        return check_result_types(answer, self.result_check)
+
+    async def aclose_clients(self) -> None:
+        """Close the clients this operator created (after a failure); on the loop."""
+

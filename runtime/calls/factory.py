@@ -1,0 +1,32 @@
+"""The call for an ENRICH: the kind its WITH clause names, wrapped in what the job asks for.
+
+A new kind of call registers its config class here (`KINDS`); a new wrapper composes in
+`build_call`. Neither the operator nor the resolver changes: they see one `EnrichCall`.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, PythonCall
+from dslc.runtime.wrappers import recording
+
+from .base import EnrichCall
+from .embedding import EmbeddingEnrichCall
+from .http import HttpEnrichCall
+from .model import ModelEnrichCall
+from .python import PythonEnrichCall
+
+KINDS: dict[type, Callable[[Enrich], EnrichCall]] = {
+    PythonCall: PythonEnrichCall,
+    HttpCall: HttpEnrichCall,
+    ModelCall: ModelEnrichCall,
+    EmbeddingCall: EmbeddingEnrichCall,
+}
+
+
+def build_call(config: Enrich) -> EnrichCall:
+    """The adapter for an ENRICH's WITH clause (wrapped when the job records or replays calls)."""
+    kind = KINDS.get(type(config.call))
+    if kind is None:
+        raise TypeError(f"unsupported ENRICH call {config.call!r}")
+    return recording.wrap(kind(config), config)

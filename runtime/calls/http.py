@@ -1,0 +1,147 @@
+"""ENRICH WITH HTTP GET | POST: a JSON object/array body is the result, 404 and JSON null a miss,
+anything else an error.
+
+Sessions (calls/sessions.py) are kept per worker process and operator. All coroutines here run
+on the worker's event loop.
+"""
+from __future__ import annotations
+
+import json
+import urllib.parse
+from collections.abc import Hashable
+from typing import Any
+
+import aiohttp
+import yarl
+from dslc.runtime.config import Enrich, HttpCall
+from dslc.runtime.core.operator import Row
+from dslc.runtime.secrets import Secrets, names_in
+
+from .answers import shape_for
+from .base import (
+    CallError,
+    EnrichCall,
+    UnsendableRequest,
+    check_batch_answer,
+    check_result_types,
+    hashable_key,
+    retry_after_s,
+    to_json,
+)
+from . import sessions
+from .url import UnfillableUrl, fill_url, placeholders, redact_url
+
+# the sessions are shared with the other kinds that speak HTTP (calls/sessions.py)
+_sessions = sessions._sessions
+_session = sessions.session_for
+_close_session = sessions.close_session
+close_all_sessions = sessions.close_all_sessions
+tls_context = sessions.tls_context
+MAX_BODY_BYTES = sessions.MAX_BODY_BYTES
+
+
+class HttpEnrichCall(EnrichCall):
+    """HTTP GET or POST; a JSON object/array body is the result, 404 and JSON null a miss,
+    anything else an error. POST sends a JSON object of the BODY columns (BATCH: an array)."""
+
+    def __init__(self, config: Enrich) -> None:
+        assert isinstance(config.call, HttpCall)
+        self.config = config
+        self.url = config.call.url
+        self.post = config.call.method == "POST"
+        self.body = config.call.body
+        self.columns = placeholders(self.url)
+        self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
+        # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
+        # error messages show the URL as written (`${NAME}`), never the filled one
+        self.secrets = config.secrets or Secrets()
+        self._url_secrets = bool(names_in(self.url))
+        headers = {name: self.secrets.fill(value) for name, value in config.call.headers}
+        self._get_headers = headers or None
+        self._post_headers = {**_JSON_HEADERS, **headers}
+        self.shape = shape_for(config, self.result_check)
+
+    def _secret_url(self, url: str) -> str:
+        """The URL with its secrets filled (percent-encoded, as a placeholder's value is)."""
+        if not self._url_secrets:
+            return url
+        return Secrets({n: urllib.parse.quote(v, safe="") for n, v in self.secrets.items()}).fill(url)
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        if self.post:   # what the request carries: placeholders and body
+            return hashable_key((tuple(row.get(c) for c in self.columns), tuple(self._body(row).items())))
+        return hashable_key(tuple(row.get(c) for c in self.columns))
+
+    def _body(self, row: Row) -> dict[str, Any]:
+        return dict(row) if self.body is None else {c: row.get(c) for c in self.body}
+
+    def _client(self) -> aiohttp.ClientSession:
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = _session(self.config.name, self.config.capacity, self.config.call)
+        return session
+
+    async def __call__(self, row: Row) -> Any:
+        url = fill(self.url, row)
+        data = to_json(self._body(row)) if self.post else None
+        status, body = await self._request(url, data)
+        if status == 404:
+            return None
+        value = _parse(body)
+        if self.shape is not None:      # ANSWER / PATH: the result is found in the answer
+            return self.shape.result(value)
+        if value is None:
+            return None         # JSON null: no result, a miss (as None from a Python function)
+        if not isinstance(value, (dict, list)):
+            raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
+        return check_result_types(value, self.result_check)
+
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """BATCH: POST a JSON array of the rows' bodies; the answer (what ANSWER finds in it) is an
+        array of as many items, each made a result here (PATHs read) or a BadItem."""
+        status, body = await self._request(self.url, to_json([self._body(row) for row in rows]))
+        if status == 404:
+            raise CallError(f"HTTP 404 from {redact_url(self.url)}: a batch endpoint must answer every batch")
+        if self.shape is not None:
+            return [self.shape.item(item) for item in self.shape.batch(_parse(body), len(rows))]
+        return check_batch_answer(_parse(body), len(rows))
+
+    async def _request(self, url: str, data: bytes | None) -> tuple[int, bytes]:
+        """Status and body of one request (a 2xx or 404); other statuses raise CallError. `url`
+        is as written (secrets as `${NAME}`): it is filled just before sending."""
+        session = self._client()
+        # encoded=True: send exactly the bytes built above, no re-quoting or normalisation
+        target = yarl.URL(self._secret_url(url), encoded=True)
+        request = (session.post(target, data=data, headers=self._post_headers, allow_redirects=True)
+                   if data is not None else session.get(target, headers=self._get_headers, allow_redirects=True))
+        async with request as response:
+            if response.status == 404:
+                await response.release()
+                return 404, b""
+            if not 200 <= response.status < 300:
+                text = (await response.content.read(200)).decode("utf-8", "replace")
+                raise CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
+                                      retry_after_s(response.headers.get("Retry-After")))
+            return response.status, await sessions.read_body(response)
+
+    async def aclose_clients(self) -> None:
+        self._session = None
+        await _close_session(self.config.name)
+
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+def _parse(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise CallError(f"response body is not JSON: {exc}") from None
+
+
+def fill(template: str, row: Row) -> str:
+    """`fill_url`, with a value that cannot fill it made the element's error (never a call)."""
+    try:
+        return fill_url(template, row)
+    except UnfillableUrl as exc:
+        raise UnsendableRequest(str(exc)) from None

@@ -1,0 +1,236 @@
+"""The function Spark's mapInArrow calls: one partition of Arrow batches through one operator chain.
+
+Each call builds the chain's operators from its frozen config, gives PROCESS operators read-only
+views of the broadcast snapshots, generates periodic bounded-out-of-orderness watermarks when the
+chain has one, and yields output batches after every input batch so the partition streams.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+from dslc.runtime import config as C
+from dslc.runtime.broadcast.state import (
+    BroadcastState,
+    BroadcastStateError,
+    FrozenDict,
+    FrozenList,
+    ReadOnlyView,
+    Snapshot,
+    thaw,
+)
+from dslc.runtime.core.chain import Emitted, OperatorChain
+from dslc.runtime.core.operator import Operator, Row, Watermark
+from dslc.runtime.core.process_operator import ProcessOperator
+from dslc.runtime.schema.arrow import to_arrow_schema
+
+MetricsSink = Callable[[dict[str, Any]], None]
+
+
+def _build_process(op: C.Process, views: Mapping[str, ReadOnlyView]) -> Operator:
+    return ProcessOperator(op, {name: views[name] for name in op.states})
+
+
+def _build_enrich(op: C.Enrich, views: Mapping[str, ReadOnlyView]) -> Operator:
+    from dslc.runtime.core.async_operator import (
+        EnrichOperator,  # imported lazily: a separate module
+    )
+
+    return EnrichOperator(op)
+
+
+_FACTORIES: dict[type, Callable[[Any, Mapping[str, ReadOnlyView]], Operator]] = {
+    C.Process: _build_process,
+    C.Enrich: _build_enrich,
+}
+
+
+def build_operators(chain: C.Chain, views: Mapping[str, ReadOnlyView]) -> list[Operator]:
+    """Fresh operator instances for one run of the chain."""
+    operators = []
+    for op in chain.operators:
+        factory = _FACTORIES.get(type(op))
+        if factory is None:
+            raise TypeError(f"chain '{chain.name}': no runtime operator for {type(op).__name__}")
+        operators.append(factory(op, views))
+    return operators
+
+
+def state_views(chain: C.Chain, states: Mapping[str, Snapshot]) -> dict[str, ReadOnlyView]:
+    """Read-only views of every broadcast state the chain's operators read."""
+    needed = [name for op in chain.operators if isinstance(op, C.Process) for name in op.states]
+    views: dict[str, ReadOnlyView] = {}
+    for name in dict.fromkeys(needed):
+        snapshot = states.get(name)
+        if snapshot is None:
+            raise BroadcastStateError(f"chain '{chain.name}' reads broadcast state '{name}' but got no snapshot of it")
+        restored = BroadcastState.restore(snapshot)
+        if name not in restored.names and len(restored.names) == 1:
+            name_in_snapshot = restored.names[0]  # a snapshot of a single state under another name
+        else:
+            name_in_snapshot = name
+        views[name] = ReadOnlyView(name, restored._map(name_in_snapshot))
+    return views
+
+
+def event_seconds(value: Any) -> float | None:
+    """Event time as epoch seconds: datetimes (naive = UTC), dates, numbers; None for null."""
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return value.timestamp()
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc).timestamp()
+    if isinstance(value, (int, float, Decimal)) and not isinstance(value, bool):
+        return float(value)
+    raise TypeError(f"cannot use a {type(value).__name__} as event time: {value!r}")
+
+
+class WatermarkGenerator:
+    """Flink's periodic bounded-out-of-orderness generator: max(event time) - delay, every interval."""
+
+    def __init__(self, spec: C.Watermark, clock: Callable[[], float] = time.monotonic) -> None:
+        self.spec = spec
+        self._clock = clock
+        self._max: float | None = None
+        self._last_emitted: float | None = None
+        self._last_check = clock()
+
+    def on_row(self, row: Row) -> Watermark | None:
+        """Record the row's event time; return a watermark when the interval is due and it advanced."""
+        seconds = event_seconds(row.get(self.spec.column))
+        if seconds is not None and (self._max is None or seconds > self._max):
+            self._max = seconds
+        now = self._clock()
+        if now - self._last_check < self.spec.interval_s or self._max is None:
+            return None
+        self._last_check = now
+        candidate = self._max - self.spec.delay_s
+        if self._last_emitted is not None and candidate <= self._last_emitted:
+            return None
+        self._last_emitted = candidate
+        return Watermark(candidate)
+
+
+def _coerce(value: Any, arrow_type: pa.DataType) -> Any:
+    """Loose Python values to what pyarrow accepts for the declared type (ints to floats, floats to decimals)."""
+    if value is None:
+        return None
+    if isinstance(value, (FrozenDict, FrozenList)):
+        value = thaw(value)  # a broadcast state value passed through by user code
+    if pa.types.is_decimal(arrow_type) and isinstance(value, (int, float, str)) and not isinstance(value, bool):
+        return Decimal(str(value))
+    if pa.types.is_floating(arrow_type) and isinstance(value, (int, Decimal, str)) and not isinstance(value, bool):
+        return float(value)
+    if pa.types.is_integer(arrow_type) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if pa.types.is_string(arrow_type) and not isinstance(value, str):
+        return str(value)
+    return value
+
+
+def rows_to_batch(rows: list[Row], schema: pa.Schema, chain_name: str = "") -> pa.RecordBatch:
+    """One RecordBatch with exactly `schema`; a value that does not fit names its column."""
+    try:
+        return pa.RecordBatch.from_pylist(rows, schema=schema)
+    except Exception:  # noqa: BLE001 - slow path below coerces, or names the column that does not fit
+        pass
+    arrays = []
+    for field in schema:
+        values = [row.get(field.name) for row in rows]
+        try:
+            arrays.append(pa.array([_coerce(v, field.type) for v in values], type=field.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError, ArithmeticError) as exc:
+            bad = next((v for v in values if v is not None), None)
+            raise ValueError(
+                f"chain '{chain_name}': column '{field.name}' is declared {field.type} "
+                f"but got {type(bad).__name__} {bad!r}: {exc}"
+            ) from exc
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+class ChainFunction:
+    """Picklable callable for mapInArrow: Iterator[RecordBatch] -> Iterator[RecordBatch] per partition."""
+
+    def __init__(
+        self,
+        chain: C.Chain,
+        states: Mapping[str, Snapshot] | None = None,
+        metrics_sink: MetricsSink | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.chain = chain
+        self.states = dict(states or {})
+        self.metrics_sink = metrics_sink
+        self.clock = clock
+        extra = [(C.DEAD_LETTER_COLUMN, pa.string())] if chain.dead_letters else []
+        self.schema = to_arrow_schema(chain.output_columns, extra)
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        operators = build_operators(self.chain, state_views(self.chain, self.states))
+        chain = OperatorChain(operators)
+        generator = WatermarkGenerator(self.chain.watermark, self.clock) if self.chain.watermark else None
+        failed = False
+        try:
+            for emitted in chain.run(self._chunks(batches, generator)):
+                yield from self._to_batches(emitted)
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self._report(chain, failed)
+
+    def _chunks(self, batches: Iterable[pa.RecordBatch], generator: WatermarkGenerator | None) -> Iterator[Iterable[Any]]:
+        for batch in batches:
+            rows = batch.to_pylist()
+            yield rows if generator is None else self._elements(rows, generator)
+
+    @staticmethod
+    def _elements(rows: list[Row], generator: WatermarkGenerator | None) -> Iterator[Any]:
+        for row in rows:
+            yield row
+            if generator is not None:
+                watermark = generator.on_row(row)
+                if watermark is not None:
+                    yield watermark
+
+    def _to_batches(self, emitted: Emitted) -> Iterator[pa.RecordBatch]:
+        rows = emitted.rows
+        if emitted.dead_letters and not self.chain.dead_letters:
+            raise RuntimeError(
+                f"chain '{self.chain.name}' got a dead letter but no operator routes to DEAD LETTER: "
+                f"{emitted.dead_letters[0]!r}"
+            )
+        if emitted.dead_letters:
+            rows = rows + [
+                {C.DEAD_LETTER_COLUMN: json.dumps(letter, sort_keys=True, default=str)}
+                for letter in emitted.dead_letters
+            ]
+        size = max(1, self.chain.batch_size)
+        for start in range(0, len(rows), size):
+            yield rows_to_batch(rows[start:start + size], self.schema, self.chain.name)
+
+    def _report(self, chain: OperatorChain, failed: bool) -> None:
+        if self.metrics_sink is None:
+            return
+        try:
+            self.metrics_sink(chain.metrics())
+        except Exception:
+            if not failed:
+                raise  # after a failure, the original error matters more than the metrics
+
+
+def chain_function(
+    chain: C.Chain,
+    states: Mapping[str, Snapshot] | None = None,
+    metrics_sink: MetricsSink | None = None,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function running `chain` over one partition's batches."""
+    return ChainFunction(chain, states, metrics_sink)

@@ -1,0 +1,1 @@
+"""What bounds the calls of an operator: CACHE, RATE, ADAPTIVE concurrency."""

@@ -1,0 +1,88 @@
+"""Spark SQL type strings to pyarrow types, so a chain's output batches match the schema Spark declared."""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+import pyarrow as pa
+from dslc.runtime.config import Column
+
+_SIMPLE: dict[str, pa.DataType] = {
+    "STRING": pa.string(),
+    "VARCHAR": pa.string(),
+    "CHAR": pa.string(),
+    "INT": pa.int32(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "LONG": pa.int64(),
+    "SMALLINT": pa.int16(),
+    "SHORT": pa.int16(),
+    "TINYINT": pa.int8(),
+    "BYTE": pa.int8(),
+    "DOUBLE": pa.float64(),
+    "FLOAT": pa.float32(),
+    "REAL": pa.float32(),
+    "BOOLEAN": pa.bool_(),
+    "BOOL": pa.bool_(),
+    "TIMESTAMP": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMP_LTZ": pa.timestamp("us", tz="UTC"),
+    "TIMESTAMP_NTZ": pa.timestamp("us"),
+    "DATE": pa.date32(),
+    "BINARY": pa.binary(),
+}
+
+_DECIMAL = re.compile(r"^(?:DECIMAL|DEC|NUMERIC)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+_SIZED_STRING = re.compile(r"^(?:VARCHAR|CHAR)\s*\(\s*\d+\s*\)$")
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split on commas that are not inside <...> or (...)."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts]
+
+
+def to_arrow_type(spark_type: str) -> pa.DataType:
+    """The pyarrow type for a Spark SQL type string (case-insensitive, nested types included)."""
+    text = spark_type.strip()
+    upper = text.upper()
+    if upper in _SIMPLE:
+        return _SIMPLE[upper]
+    if _SIZED_STRING.match(upper):
+        return pa.string()
+    decimal = _DECIMAL.match(upper)
+    if decimal:
+        precision = int(decimal.group(1) or 10)
+        scale = int(decimal.group(2) or 0)
+        return pa.decimal128(precision, scale)
+    if upper.startswith("ARRAY<") and upper.endswith(">"):
+        return pa.list_(to_arrow_type(text[6:-1]))
+    if upper.startswith("MAP<") and upper.endswith(">"):
+        parts = _split_top_level(text[4:-1])
+        if len(parts) != 2:
+            raise ValueError(f"MAP needs a key and a value type: {spark_type!r}")
+        return pa.map_(to_arrow_type(parts[0]), to_arrow_type(parts[1]))
+    if upper.startswith("STRUCT<") and upper.endswith(">"):
+        fields = []
+        for part in _split_top_level(text[7:-1]):
+            match = re.match(r"^`?([A-Za-z_][A-Za-z0-9_]*)`?\s*:?\s*(.+)$", part)
+            if not match:
+                raise ValueError(f"bad STRUCT field {part!r} in {spark_type!r}")
+            fields.append(pa.field(match.group(1), to_arrow_type(match.group(2))))
+        return pa.struct(fields)
+    raise ValueError(f"unsupported Spark SQL type {spark_type!r}")
+
+
+def to_arrow_schema(columns: Iterable[Column], extra: Iterable[tuple[str, pa.DataType]] = ()) -> pa.Schema:
+    """A nullable pyarrow schema for the columns, plus any extra (name, type) fields."""
+    fields = [pa.field(column.name, to_arrow_type(column.type), nullable=True) for column in columns]
+    fields.extend(pa.field(name, arrow_type, nullable=True) for name, arrow_type in extra)
+    return pa.schema(fields)

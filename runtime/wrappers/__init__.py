@@ -1,0 +1,1 @@
+"""Adapters that wrap any call (`delegating.DelegatingCall`): BATCH's gathering, record and replay."""

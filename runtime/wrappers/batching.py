@@ -1,0 +1,188 @@
+"""BATCH n [WITHIN d]: many elements share one call, while each element keeps its own life.
+
+`BatchingCall` is an `EnrichCall` like the others, so the operator and the element resolver
+do not change: each element still awaits `call(row)` under its own TIMEOUT, RETRY, CACHE and
+ON ... policies. Behind that call the element joins a pending list; a batch of up to n pending
+elements leaves as one `call_batch(rows)` of the wrapped adapter
+
+- when it holds n elements, when d has passed since its first element (d = 0: at once), or when
+  the input has ended (`flush`), and
+- only while fewer than ceil(CAPACITY / n) batch calls are running (the call slots): elements
+  that arrive while every slot is busy wait and fill the next batch, so batches grow with load.
+
+Elements with an equal key (the CACHE key: what the request carries) pending or in flight share
+one slot of a batch and its answer. Item i of the answer is element i's own answer, checked on
+its own: a bad item fails only its element. A failed call (an error, an answer of the wrong
+length) fails every element in it; each one's RETRY then sends it again, after the same BACKOFF,
+so they travel together in a later batch. An element that gives up (its TIMEOUT) leaves its
+slot; a batch call whose elements have all given up is cancelled. RATE counts calls (batches).
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Hashable
+from typing import Any
+
+from dslc.runtime.calls.base import EnrichCall
+from dslc.runtime.config import Enrich
+from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.rate import TokenBucket, bucket_for
+from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.wrappers.delegating import DelegatingCall
+
+
+class _Slot:
+    """One element's place in a batch, shared by the waiters of an equal key."""
+
+    __slots__ = ("row", "key", "future", "waiters", "since", "call")
+
+    def __init__(self, row: Row, key: Hashable | None, future: asyncio.Future[Any], since: float) -> None:
+        self.row = row
+        self.key = key
+        self.future = future
+        self.waiters = 0
+        self.since = since
+        self.call: asyncio.Task[None] | None = None   # the batch call carrying it, once sent
+
+
+class BatchingCall(DelegatingCall):
+    """Gathers the per-element calls of one operator instance into batch calls (loop thread only)."""
+
+    def __init__(self, inner: EnrichCall, config: Enrich, metrics: OperatorMetrics) -> None:
+        assert config.batch is not None
+        super().__init__(inner)
+        self.config = config
+        self.size = config.batch.size
+        self.within_s = config.batch.within_s
+        self.slots = max(1, math.ceil(config.capacity / self.size))
+        self.metrics = metrics
+        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
+        self._pending: deque[_Slot] = deque()
+        self._by_key: dict[Hashable, _Slot] = {}
+        self._running: dict[asyncio.Task[None], list[_Slot]] = {}
+        self._dispatch_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushing = False
+
+    # ----------------------------------------------------------------- one element
+
+    async def __call__(self, row: Row) -> Any:
+        """The element's answer from the batch it travels in (or its call's error)."""
+        loop = asyncio.get_running_loop()
+        key = self.inner.cache_key(row)
+        slot = self._by_key.get(key) if key is not None else None
+        if slot is not None and not slot.future.done():
+            self.metrics.add("coalesced")
+        else:
+            slot = _Slot(row, key, loop.create_future(), loop.time())
+            if key is not None:
+                self._by_key[key] = slot
+            self._pending.append(slot)
+            self._schedule()
+        slot.waiters += 1
+        try:
+            # shield: one waiter giving up (its TIMEOUT) must not cancel the answer of the others
+            return await asyncio.shield(slot.future)
+        finally:
+            slot.waiters -= 1
+            if slot.waiters == 0 and not slot.future.done():
+                self._abandon(slot)
+
+    def _abandon(self, slot: _Slot) -> None:
+        """Nobody waits for this slot any more: forget it, and stop a call nobody waits for."""
+        if self._by_key.get(slot.key) is slot:
+            del self._by_key[slot.key]
+        slot.future.cancel()
+        call = slot.call
+        if call is not None and all(s.future.done() for s in self._running.get(call, ())):
+            call.cancel()
+
+    # ----------------------------------------------------------------- batches
+
+    def flush(self) -> None:
+        """The input has ended: send what is pending without waiting for WITHIN."""
+        self._flushing = True
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Dispatch once the elements handed over in this loop round have all joined."""
+        if not self._dispatch_scheduled:
+            self._dispatch_scheduled = True
+            asyncio.get_running_loop().call_soon(self._dispatch)
+
+    def _dispatch(self) -> None:
+        self._dispatch_scheduled = False
+        pending = self._pending
+        loop = asyncio.get_running_loop()
+        while pending and len(self._running) < self.slots:
+            while pending and pending[0].future.done():      # abandoned while waiting
+                pending.popleft()
+            if not pending:
+                break
+            waited = loop.time() - pending[0].since
+            if len(pending) < self.size and not self._flushing and waited < self.within_s:
+                self._arm_timer(pending[0].since + self.within_s)
+                return
+            batch: list[_Slot] = []
+            while pending and len(batch) < self.size:
+                slot = pending.popleft()
+                if not slot.future.done():
+                    batch.append(slot)
+            if batch:
+                task = loop.create_task(self._send(batch))
+                self._running[task] = batch
+                for slot in batch:
+                    slot.call = task
+
+    def _arm_timer(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = asyncio.get_running_loop().call_at(at, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._dispatch()
+
+    async def _send(self, batch: list[_Slot]) -> None:
+        """One batch call; every slot's future gets its item of the answer, or the call's error."""
+        try:
+            if self.bucket is not None:
+                await self.bucket.acquire()
+            self.metrics.add("calls")
+            self.metrics.add("elements_called", len(batch))
+            answers = await self.inner.call_batch([slot.row for slot in batch])
+        except asyncio.CancelledError:
+            for slot in batch:
+                if not slot.future.done():
+                    slot.future.cancel()
+            raise
+        except Exception as exc:  # noqa: BLE001 - each element's RETRY / ON ERROR decides
+            for slot in batch:
+                self._settle(slot, error=exc)
+        else:
+            item = self.inner.batch_item
+            for slot, answer in zip(batch, answers):
+                if isinstance(answer, BaseException):    # the kind failed this item alone
+                    self._settle(slot, error=answer)
+                    continue
+                try:
+                    self._settle(slot, value=item(answer))
+                except Exception as exc:  # noqa: BLE001 - a bad item fails its element only
+                    self._settle(slot, error=exc)
+        finally:
+            task = asyncio.current_task()
+            self._running.pop(task, None)  # type: ignore[arg-type]
+            self._schedule()
+
+    def _settle(self, slot: _Slot, value: Any = None, error: BaseException | None = None) -> None:
+        if self._by_key.get(slot.key) is slot:
+            del self._by_key[slot.key]
+        if slot.future.done():
+            return
+        if error is not None:
+            slot.future.set_exception(error)
+            slot.future.exception()   # retrieved: its waiters may all have gone meanwhile
+        else:
+            slot.future.set_result(value)

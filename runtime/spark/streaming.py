@@ -33,7 +33,6 @@ from .names import col
 from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
 from .sinks import FORMATS, PythonSink
-from .state import TICK
 
 
 def trigger_args(trigger: str | None) -> dict:

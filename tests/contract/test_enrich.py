@@ -283,3 +283,50 @@ SINK enriched TO PARQUET 'out/e';""", mode)
     assert "field 'tags' is declared ARRAY<STRING> but got str 'vip'" in letters["c"]
     assert "field 'at' is declared TIMESTAMP but got str 'yesterday'" in letters["d"]
     assert "field 'day' is declared DATE but got str '1 Nov 2026'" in letters["e"]
+
+
+def _redirect_loop(serve_app):
+    """GET /loop/{key}: a redirect to itself, for ever (aiohttp gives up with TooManyRedirects,
+    whose text carries the URL it followed)."""
+    from aiohttp import web
+
+    async def loop(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(str(request.rel_url))
+
+    app = web.Application()
+    app.router.add_get("/loop/{key}", loop)
+    return serve_app(app)
+
+
+@pytest.mark.parametrize("policy", ["DEAD LETTER 'dlq'", "FAIL"])
+def test_credentials_in_a_url_never_reach_an_error_a_dead_letter_or_a_recording(flow, serve_app, policy):
+    """docs/operations.md: a URL's user:password and credential-like query values are masked in
+    every text that leaves a call: its recording (request and error), the dead letter, the task
+    failure (#33 item 5: masked in the recording's request line only)."""
+    from dslc.runtime.wrappers import recording
+
+    server = _redirect_loop(serve_app)
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "key": "a"}])
+    url = f"http://robot:pa55word@127.0.0.1:{server.port}/loop/{{key}}?api_key=s3cr3tkey&lang=en"
+    folder = flow.folder / "rec"
+    context = flow.spark.sparkContext
+    context.setLocalProperty(recording.RECORD_PROPERTY, recording.setting_json(folder))
+    try:
+        text = SOURCE + f"""STREAM e = ENRICH orders WITH HTTP GET '{url}' RETURNS (value STRING) ON ERROR {policy};
+SINK e TO PARQUET 'out/e';"""
+        if policy == "FAIL":
+            with pytest.raises(Exception) as failed:
+                flow.run(text, "BATCH")
+            shown = str(failed.value)
+            assert "operator 'e'" in shown and "TooManyRedirects" in shown
+        else:
+            flow.run(text, "BATCH")
+            shown = "".join(p.read_text() for p in (flow.folder / "dlq").rglob("part-*"))
+            assert "TooManyRedirects" in shown and "api_key=***" in shown
+    finally:
+        context.setLocalProperty(recording.RECORD_PROPERTY, None)
+    recorded = json.dumps(recording.entries(folder))
+    assert "TooManyRedirects" in recorded and "api_key=***" in recorded
+    for secret in ("pa55word", "s3cr3tkey", "robot:"):
+        assert secret not in shown, shown[-2000:]
+        assert secret not in recorded, recorded[-2000:]

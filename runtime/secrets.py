@@ -171,3 +171,40 @@ def read(names: tuple[str, ...], environ: Mapping[str, str] | None = None,
         listed = ", ".join(missing)
         raise MissingSecret(f"secret{'s' if len(missing) > 1 else ''} {listed} not set: looked in {where}")
     return Secrets(values)
+
+
+# ---------------------------------------------------------------- masking every text that leaves
+
+#: A query parameter whose value is a credential, by its name.
+CREDENTIAL_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session|cookie", re.IGNORECASE)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+
+
+def mask_url(url: str) -> str:
+    """`url` without its user:password part and with the value of every credential-like query
+    parameter (api_key, access_token, sig, ...) replaced by `***`; a URL with neither is
+    returned as it is (not re-encoded)."""
+    import urllib.parse
+
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return url
+    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if "@" not in parts.netloc and not any(CREDENTIAL_NAME.search(k) for k, _ in query):
+        return url
+    masked = [(k, MASK if CREDENTIAL_NAME.search(k) else v) for k, v in query]
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path,
+                                    urllib.parse.urlencode(masked, safe="*/{}:$"), parts.fragment))
+
+
+def scrub(text: str, secrets: Secrets | None = None) -> str:
+    """The one masking every text that leaves a call goes through (an error's text, a dead
+    letter, a recording line, a task failure, a metric's last error): `${NAME}` secret values
+    back to their names, and in every URL in it, user:password and credential-like query values
+    (an aiohttp TooManyRedirects or ClientConnectorError carries the URL it followed)."""
+    if secrets:
+        text = secrets.mask(text)
+    if "://" in text:
+        text = _URL.sub(lambda match: mask_url(match.group(0)), text)
+    return text

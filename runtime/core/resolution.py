@@ -26,6 +26,7 @@ from dslc.runtime.limits.job_rate import JobRate
 from dslc.runtime.limits.outage import OutageBreaker, breaker_for, is_outage_error
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.secrets import scrub
 from dslc.runtime.wrappers.stored import BudgetSpent, StoredCall
 
 
@@ -401,16 +402,19 @@ class ElementResolver:
 
     def policy(self, outcome: Outcome, kind: str, error: str, row: Row, attempts: int,
                cause: BaseException | None = None) -> Resolution:
-        """What a miss, timeout or error becomes under `outcome`. With `${NAME}` secrets, the
-        error's text is masked before it reaches a metric, a dead letter or a task failure, and
-        the original exception (whose text or chain might hold a value) is not passed on."""
+        """What a miss, timeout or error becomes under `outcome`. The error's text goes through
+        `secrets.scrub` (secret values, a URL's user:password and credential-like query values)
+        before it reaches a metric, a dead letter or a task failure, and an original exception
+        whose text held one is not passed on."""
         secrets = self.config.secrets
-        if secrets and kind != "miss":
-            error = secrets.mask(error)
+        if kind != "miss":
+            error = scrub(error, secrets)
             if cause is not None:
-                masked = CallError(secrets.mask(f"{type(cause).__name__}: {cause}"))
-                masked.__suppress_context__ = True
-                cause = masked
+                text = f"{type(cause).__name__}: {cause}"
+                if secrets or scrub(text) != text:
+                    masked = CallError(scrub(text, secrets))
+                    masked.__suppress_context__ = True
+                    cause = masked
         if kind != "miss":
             self.metrics.note_error(f"{kind}: {error}")
         if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
@@ -433,9 +437,9 @@ class ElementResolver:
         return {c: row.get(c) for c in self.config.key_columns}
 
     def failure(self, row: Row, cause: BaseException | str) -> ElementFailure:
-        """The task failure of this element (its text masked when the call has secrets)."""
+        """The task failure of this element (its text through `secrets.scrub` when that changes it)."""
         secrets = self.config.secrets
-        if secrets:
-            text = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
-            cause = secrets.mask(text)
+        text = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+        if secrets or scrub(text) != text:
+            cause = scrub(text, secrets)
         return ElementFailure(self.name, self.config.line, self.key(row), cause)

@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -29,10 +30,9 @@ from pyspark.sql.types import StructField, StructType
 
 from . import chains, metrics
 from .names import col
-from .pinned import state_root
+from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
 from .sinks import FORMATS, PythonSink
-from .state import TICK
 
 
 def trigger_args(trigger: str | None) -> dict:
@@ -87,6 +87,8 @@ class StreamingState:
         self.store = SnapshotStore(self.root / "snapshots")
         self.lock = threading.Lock()
         self.query: StreamingQuery | None = None
+        self.keeper: threading.Thread | None = None
+        forget_caught_up(self.root)     # a mark of an earlier run says nothing about this one
         self.state, self.applied_batch = self._restore()
         if not self.store.versions():
             self.store.write(self.state.snapshot())   # the empty state, for batches before any rules
@@ -94,10 +96,10 @@ class StreamingState:
     def __getstate__(self) -> dict:
         """What a Spark Connect server's foreachBatch worker gets (apply_batch runs there): no
         session, query or lock of this process."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("spark", "query", "lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("spark", "query", "lock", "keeper")}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, spark=None, query=None, lock=threading.Lock())
+        self.__dict__.update(state, spark=None, query=None, lock=threading.Lock(), keeper=None)
 
     def _restore(self) -> tuple[BroadcastState, int]:
         marker = self.root / "applied.json"
@@ -123,15 +125,44 @@ class StreamingState:
                           json.dumps({"batch_id": batch_id, "version": self.state.version}))
 
     def start(self, source: DataFrame, trigger: str | None) -> StreamingQuery:
-        """Start the state's own query; with AVAILABLE NOW, finish it before any data batch."""
+        """Start the state's own query; with AVAILABLE NOW, finish it before any data batch.
+        With a continuous trigger, the rules query runs at least every RULES_INTERVAL_S and a
+        thread marks when it last had nothing left to apply (pinned.caught_up), so a data
+        micro-batch pins a version with every rule update that had arrived when it started."""
         writer = source.writeStream.foreachBatch(batch_function(source, self.apply_batch))
         writer = writer.queryName(f"dslc_state_{self.name}")
-        self.query = _start(writer, self.root / "query", trigger)
+        self.query = _start(writer, self.root / "query", _rules_trigger(trigger))
         if trigger == "available-now":
             self.query.awaitTermination()
         else:      # the rules already there apply before the first data micro-batch
-            self.query.processAllAvailable()
+            caught_up(self.root, time.time(), self.query.processAllAvailable)
+            self.keeper = threading.Thread(target=self._keep_up, name=f"dslc-state-{self.name}", daemon=True)
+            self.keeper.start()
         return self.query
+
+    def _keep_up(self) -> None:
+        """Driver thread: again and again, wait until the rules query has applied everything that
+        had arrived, then record that moment; ends with the query (a failure is await_queries')."""
+        while self.query is not None and self.query.isActive:
+            try:
+                caught_up(self.root, time.time(), self.query.processAllAvailable)
+            except Exception:  # noqa: BLE001 - the query failed or stopped: await_queries reports it
+                return
+
+
+#: The longest a rules query waits between two looks at its source under a continuous trigger.
+RULES_INTERVAL_S = 0.25
+
+
+def _rules_trigger(trigger: str | None) -> str | None:
+    """A rules query looks for updates at least every RULES_INTERVAL_S (a data micro-batch waits
+    for it to catch up, pinned.py); AVAILABLE NOW and the default trigger are kept."""
+    args = trigger_args(trigger)
+    if "processingTime" not in args:
+        return trigger
+    seconds = float(args["processingTime"].split()[0])
+    return trigger if seconds <= RULES_INTERVAL_S else f"every={RULES_INTERVAL_S:g}s"
+
 
 def _finished_first(query: StreamingQuery, trigger: str | None) -> StreamingQuery:
     """With AVAILABLE NOW, a query that other queries read ends before they start."""

@@ -26,10 +26,8 @@ import asyncio
 import datetime as dt
 import json
 import os
-import re
 import threading
 import time
-import urllib.parse
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -38,13 +36,12 @@ from typing import Any
 from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
 from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
+from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
 
 RECORD_PROPERTY, REPLAY_PROPERTY = "dslc.record", "dslc.replay"
 RECORD_ENV, REPLAY_ENV = "DSLC_RECORD", "DSLC_REPLAY"
 PARTS = ".parts"
-REDACTED = "***"
-_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session|cookie", re.IGNORECASE)
 
 
 class NotRecorded(BaseException):
@@ -127,14 +124,8 @@ def canonical_key(key: dict[str, Any]) -> str:
     return json.dumps([[c, None if v is None else str(plain(v))] for c, v in key.items()], ensure_ascii=False)
 
 
-def redact_url(url: str) -> str:
-    """The URL without user:password and with credential-like query values masked."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    masked = [(k, REDACTED if _SECRET_NAME.search(k) else v) for k, v in query]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path,
-                                    urllib.parse.urlencode(masked, safe="*/{}:"), ""))
+#: A request line's URL as a recording shows it (the one masking of runtime/secrets.py).
+redact_url = mask_url
 
 
 def _request(config: Enrich, row: dict[str, Any]) -> str:
@@ -181,9 +172,8 @@ class RecordingCall(_Wrapper):
         entry = {"operator": self.config.name, "line": self.config.line, "key": plain(self.key(row)),
                  "request": _request(self.config, row), **outcome,
                  "latency_ms": round((time.perf_counter() - started) * 1000, 3), "at": time.time()}
-        text = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        if self.config.secrets:     # an error or an answer that echoes a secret: never written
-            text = self.config.secrets.mask(text)
+        # an error or an answer that echoes a secret or a URL's credentials: never written
+        text = scrub(json.dumps(entry, ensure_ascii=False, default=str), self.config.secrets) + "\n"
         with self._lock:
             self.part.parent.mkdir(parents=True, exist_ok=True)
             with open(self.part, "a", encoding="utf-8") as handle:

@@ -38,6 +38,8 @@ class AppServer:
         self.app = app
         self.ssl_context = ssl_context
         with socket.socket() as sock:
+            if port:        # the port was ours a moment ago: its old connections may linger
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("127.0.0.1", port or 0))
             self.port = sock.getsockname()[1]
         self.loop = asyncio.new_event_loop()
@@ -60,7 +62,10 @@ class AppServer:
         """Stop serving (closing the port); again is a no-op."""
         if self.loop.is_closed() or not self.loop.is_running():
             return
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        try:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        except TimeoutError:     # a client's idle keep-alive connection held the shutdown up
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 

@@ -145,6 +145,7 @@ class EnrichOperator:
         if config.store is not None:   # outside BATCH: a stored answer never joins a batch
             self._call = self._stored = StoredCall(self._call, config, self._metrics,
                                                    counts_calls=config.batch is None)
+            self.prefetch = self._stored.prefetch   # the loop chain looks a chunk's keys up at once
         # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
         # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
         self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None

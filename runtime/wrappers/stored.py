@@ -122,6 +122,19 @@ class StoredCall(DelegatingCall):
 
     # ----------------------------------------------------------------- one element
 
+    async def prefetch(self, rows: list[Row]) -> None:
+        """Look the keys of a chunk of rows (an Arrow batch) up in one request: the rows whose
+        answer is stored then answer at once, without a wait of their own."""
+        keys = [key for key in map(self.inner.request_key, rows) if key is not None]
+        if not keys:
+            return
+        if len(self._known) > 100_000:
+            self._known.clear()
+        found = await (await self.store()).get_many(self.operator, unique(keys), self.ttl_s)
+        self._known.update(found)
+
+    prefetch.wanted = True   # type: ignore[attr-defined]
+
     async def lookup(self, row: Row) -> bool:
         """True when the row's answer is in the store (kept for its call, which then costs
         nothing): RATE admits only elements that will call."""
@@ -140,7 +153,7 @@ class StoredCall(DelegatingCall):
         key = self.inner.request_key(row)
         if key is None:
             return await self._pay(row)
-        known = self._known.pop(key, None)
+        known = self._known.get(key)
         if known is not None:
             return self._hit(known)
         while True:

@@ -145,3 +145,28 @@ def test_an_unreachable_redis_stops_the_job_before_any_call(spark, serve_app, tm
         run_flow(_flow(tmp_path, server.port, answers=f"ANSWERS 'redis://127.0.0.1:{port}/0'"))
     assert stopped.value.code == 1 and not calls
     assert f"answer store redis://127.0.0.1:{port}/0 is unreachable" in capfd.readouterr().err
+
+
+def test_dslc_run_exits_with_code_3_when_the_budget_is_spent(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "labels.py").write_text("def label(row):\n    return {'label': 'l-' + row['id']}\n")
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/1.json").write_text("".join(json.dumps({"id": f"k{i % 6}"}) + "\n" for i in range(18)))
+    (tmp_path / "pipeline.flow").write_text(
+        "SOURCE rows FROM JSON 'in/' SCHEMA (id STRING);\n"
+        "STREAM labelled = ENRICH rows WITH PYTHON 'labels:label' RETURNS (label STRING) STORE BUDGET 4 CALLS;\n"
+        "SINK labelled TO JSON 'out/';\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON")}
+    command = [sys.executable, "-m", "dslc.compiler.cli", "run", str(tmp_path / "pipeline.flow"), "--master", "local[1]"]
+    first = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    output = first.stdout + first.stderr        # spark-submit passes the driver's stderr on as its stdout
+    assert first.returncode == 3, output[-3000:]
+    assert "BUDGET 4 CALLS of 'labelled' (line 2) is spent: 6 rows still unanswered" in output
+    assert "Traceback" not in output and not (tmp_path / "out").exists()
+    second = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = [json.loads(line) for p in (tmp_path / "out").glob("*.json") for line in p.read_text().splitlines()]
+    assert sorted(r["label"] for r in out) == sorted(f"l-k{i % 6}" for i in range(18))

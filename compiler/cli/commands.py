@@ -58,12 +58,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        watch = _watch_env(args, Path(folder))
         if remote:
             env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
-                   **calls}
+                   **calls, **watch}
             code = _call([sys.executable, str(job)], env)
         else:
-            code = _submit(args, job, calls)
+            code = _submit(args, job, calls, watch)
     if getattr(args, "record", None):
         from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)
@@ -71,13 +72,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
+def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], watch: dict[str, str]) -> int:
     """spark-submit the job with dslc's defaults and the arguments after '--'."""
     extra = args.spark_args
     command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
                                 *_driver_python(extra), *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
+           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent), **watch}
     if calls:
         env.update(calls)
         # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
@@ -117,9 +118,34 @@ def _driver_python(extra: list[str]) -> list[str]:
     return ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
+def _watch_env(args: argparse.Namespace, folder: Path) -> dict[str, str]:
+    """On a terminal, the job's driver writes its live figures to a file that `dslc run` draws as
+    a table (compiler/cli/live.py); otherwise the driver prints a line every 10 s itself."""
+    from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
+    if sys.stderr.isatty() and os.environ.get("DSLC_PROGRESS", "1") != "0":
+        return {PROGRESS_FILE_ENV: str(folder / "progress.json")}
+    return {}
+
+
 def _call(command: list[str], env: dict[str, str]) -> int:
-    """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143."""
-    process = subprocess.Popen(command, env=env)
+    """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143.
+    With live progress on a terminal, its output passes through the live table (live.py)."""
+    from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
+    progress = env.get(PROGRESS_FILE_ENV)
+    if progress is None:
+        return _wait(subprocess.Popen(command, env=env))
+    from dslc.compiler.cli.live import LiveProgress, pass_through
+    with LiveProgress(Path(progress)) as live:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        copier = pass_through(process.stdout, live)
+        try:
+            return _wait(process)
+        finally:
+            copier.join(timeout=5)
+
+
+def _wait(process: subprocess.Popen) -> int:
+    """The job's exit status; Ctrl-C and SIGTERM passed on to it (130 / 143)."""
 
     def terminated(signum, frame):
         raise _Terminated()

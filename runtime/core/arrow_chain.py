@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
@@ -179,7 +180,7 @@ class ChainFunction:
         operators = build_operators(self.chain, state_views(self.chain, self.states))
         chain = OperatorChain(operators)
         generator = WatermarkGenerator(self.chain.watermark, self.clock) if self.chain.watermark else None
-        started = (time.perf_counter(), time.process_time())
+        started = (time.perf_counter(), busy_seconds())
         reporter = None
         if self.progress:
             from dslc.runtime.progress import TaskReporter
@@ -236,10 +237,24 @@ class ChainFunction:
                 raise  # after a failure, the original error matters more than the metrics
 
 
+def busy_seconds() -> float:
+    """Seconds this process's threads were on a CPU or runnable and waiting for one (Linux's
+    schedstat: a worker starved by a busy machine counts as busy too); CPU time elsewhere."""
+    total = 0.0
+    try:
+        for task in os.scandir("/proc/self/task"):
+            with open(f"{task.path}/schedstat", "rb") as handle:
+                on_cpu, waiting, _ = handle.read().split()
+            total += (int(on_cpu) + int(waiting)) / 1e9
+    except (OSError, ValueError):
+        return time.process_time()
+    return total
+
+
 def task_figures(chain: OperatorChain, started: tuple[float, float]) -> dict[str, dict[str, Any]]:
     """Each operator's metrics with the task's wall and CPU seconds so far (the Python worker runs
     one task at a time, so its process CPU time is this task's; `cpu` in runtime/diagnosis.py)."""
-    wall, cpu = time.perf_counter() - started[0], time.process_time() - started[1]
+    wall, cpu = time.perf_counter() - started[0], busy_seconds() - started[1]
     return {name: {**m, "task_seconds": round(wall, 6), "cpu_seconds": round(cpu, 6)}
             for name, m in chain.metrics().items()}
 

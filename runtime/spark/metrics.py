@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 from dslc.runtime import config as C
 from dslc.runtime.core.arrow_chain import ChainFunction
+from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 from pyspark import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
@@ -222,9 +223,17 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     document = {"pipeline": pipeline, "application_id": _conf(spark, "spark.app.id"),
                 "finished_at": finished.isoformat(timespec="seconds"), "operators": operators,
                 "warnings": warnings, **(extra or {})}
+    diagnoses = diagnose_all(operators, (extra or {}).get("timeline"))
+    document["diagnosis"] = diagnoses
+    plan = os.environ.get("DSLC_PLAN_DOT")        # `dslc run`: the plan picture, for the report
+    if plan and Path(plan).is_file():
+        document["plan_dot"] = Path(plan).read_text(encoding="utf-8")
     path = metrics_path(spark, pipeline, finished)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written = os.environ.get("DSLC_METRICS_WRITTEN")   # `dslc run --report`: where the file went
+    if written:
+        Path(written).write_text(str(path.resolve()), encoding="utf-8")
     table = format_table(operators)
     summary_file = os.environ.get("DSLC_METRICS_SUMMARY") or _conf(spark, "spark.dslc.metrics.summary")
     if summary_file:
@@ -232,6 +241,8 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
             handle.write(table + "\n")
     else:
         print(table, file=stream)
+    for diagnosis in diagnoses:
+        print(diagnosis["line"], file=stream)
     for warning in warnings:
         print(f"dslc: warning: {warning}", file=stream)
     print(f"dslc: metrics written to {path}", file=stream)

@@ -171,7 +171,7 @@ class ProgressCollector:
         view = self.view()
         point = {"t": view["elapsed"], "operators": {
             r["operator"]: {k: r.get(k) for k in ("elements_in", "elements_out", "calls", "errors", "in_flight",
-                                                   "limit", "calls_per_s", "p50_ms", "p99_ms")}
+                                                   "limit", "calls_per_s", "p50_ms", "p99_ms", "latency_seconds")}
             for r in view["rows"]}}
         self.timeline.append(point)
         if len(self.timeline) > MAX_TIMELINE:

@@ -23,7 +23,7 @@ RATE_SHARE = 0.3          # of the elements' time spent waiting for RATE tokens
 PUSHBACK_SHARE = 0.02     # of calls answered 429 / 5xx or timed out
 LATENCY_GROWTH = 2.0      # latency at the busiest seconds / at the quietest ones
 CPU_SHARE = 0.8           # the worker busy (on a CPU or waiting for one) this share of the time
-FULL = 0.7                # the window this full on average, or the chain blocked this share
+FULL = 0.5                # the window this full on average, or the chain blocked this share of the time
 
 
 def _f(m: dict[str, Any], key: str) -> float:

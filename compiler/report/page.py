@@ -80,9 +80,10 @@ def render(document: dict[str, Any]) -> str:
     keys = [k for k in FIGURES if any(k in m for m in operators.values())] + extras
     parts.append(_table(["operator", *keys], [[name, *(m.get(k) for k in keys)] for name, m in sorted(operators.items())]))
     parts.append('<h2 id="latency">Latency</h2><div class="charts">')
-    for name, m in sorted(operators.items()):
-        if m.get("latency_histogram"):
-            parts.append(charts.histogram(f"{name}: latency", m["latency_histogram"]))
+    histograms = document.get("latency_histograms") or {}
+    for name in sorted(operators):
+        if histograms.get(name):
+            parts.append(charts.histogram(f"{name}: latency", histograms[name]))
     parts.append("</div>")
     parts.append('<h2 id="over-time">In flight and throughput over time</h2><div class="charts">')
     for name in sorted(operators):

@@ -222,7 +222,9 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     finished = dt.datetime.now(dt.timezone.utc)
     document = {"pipeline": pipeline, "application_id": _conf(spark, "spark.app.id"),
                 "finished_at": finished.isoformat(timespec="seconds"), "operators": operators,
-                "warnings": warnings, **(extra or {})}
+                "warnings": warnings, **(extra or {}),
+                "latency_histograms": {name: m.get("latency_histogram", {}) for name, m in sorted(merged.items())
+                                       if m.get("latency_histogram")}}
     diagnoses = diagnose_all(operators, (extra or {}).get("timeline"))
     document["diagnosis"] = diagnoses
     plan = os.environ.get("DSLC_PLAN_DOT")        # `dslc run`: the plan picture, for the report

@@ -118,11 +118,12 @@ class Service:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-def write_case(cause: str, folder: Path, port: int) -> Path:
-    """The case's input (one file: one task), user module and pipeline.flow in `folder`."""
+def write_case(cause: str, folder: Path, port: int, rows: int | None = None) -> Path:
+    """The case's input (one file: one task; ROWS[cause] rows unless given), user module and
+    pipeline.flow in `folder`."""
     (folder / "in").mkdir(parents=True, exist_ok=True)
     (folder / "in/1.json").write_text("".join(json.dumps({"id": f"r{i}", "k": f"k{i}"}) + "\n"
-                                              for i in range(ROWS[cause])))
+                                              for i in range(rows or ROWS[cause])))
     (folder / "induce.py").write_text(USER_MODULE)
     flow = folder / "pipeline.flow"
     flow.write_text(_HEAD.format(cause=cause) + FLOWS[cause].format(port=port)

@@ -52,7 +52,7 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
                     output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size)
     if chain.dead_letters:
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
-    if metrics is not None and (metrics.on_connect or df.isStreaming):
+    if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):
         # Spark Connect: no accumulator; STREAMING: each micro-batch's figures are observed
         return metrics.chain_with_metrics(df, chain, states or {}, out_schema)
     sink = metrics.sink() if metrics else None

@@ -54,7 +54,8 @@ class MetricsCollector:
         self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
         self._figures = 0                  # STREAMING: observations of per-micro-batch figures made
         self.progress: ProgressCollector | None = None
-        if progress.enabled(spark):
+        self.per_micro_batch = progress.enabled(spark)   # STREAMING: figures observed per micro-batch
+        if self.per_micro_batch:
             try:
                 self.progress = ProgressCollector(progress.advertised_host(spark),
                                                   int(_conf(spark, "spark.dslc.progress.port") or 0),

@@ -32,7 +32,8 @@ MAX_MICRO_BATCHES = 1000
 
 
 def enabled(spark) -> bool:
-    """Live progress is on unless DSLC_PROGRESS=0 or `spark.dslc.progress=false`."""
+    """Live progress and per-micro-batch figures are on unless DSLC_PROGRESS=0 or
+    `spark.dslc.progress=false` (bench/watch_overhead.py measures what they cost)."""
     if os.environ.get("DSLC_PROGRESS", "1") == "0":
         return False
     return str(_conf(spark, "spark.dslc.progress") or "true").lower() != "false"

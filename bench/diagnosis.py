@@ -32,7 +32,7 @@ FLOWS = {
     "capacity": """STREAM enriched = ENRICH rows WITH HTTP GET 'http://127.0.0.1:{port}/slow/{{k}}' RETURNS (v STRING)
   ASYNC UNORDERED CAPACITY 2 TIMEOUT 10s;""",
     "service": """STREAM enriched = ENRICH rows WITH HTTP GET 'http://127.0.0.1:{port}/overloaded/{{k}}' RETURNS (v STRING)
-  ASYNC UNORDERED CAPACITY 8 TIMEOUT 10s RETRY 3 BACKOFF 1ms;""",
+  ASYNC UNORDERED CAPACITY 8 TIMEOUT 10s RETRY 3 BACKOFF 1ms ON ERROR DEAD LETTER 'dlq';""",
     "rate": """STREAM enriched = ENRICH rows WITH HTTP GET 'http://127.0.0.1:{port}/fast/{{k}}' RETURNS (v STRING)
   ASYNC UNORDERED CAPACITY 10 TIMEOUT 30s RATE 20 PER SECOND;""",
     "cpu": """STREAM enriched = ENRICH rows WITH PYTHON 'induce:burn' RETURNS (v STRING)

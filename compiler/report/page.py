@@ -24,7 +24,7 @@ td.n { text-align: right; } .diagnosis { padding: 8px 12px; margin: 6px 0; borde
 .diagnosis.capacity { border-color: #e69b00; } .diagnosis.service { border-color: #c62828; }
 .diagnosis.rate { border-color: #6a4fc7; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
 .cause { font-weight: bold; text-transform: uppercase; } .plan svg { max-width: 100%; height: auto; }
-.charts { display: flex; flex-wrap: wrap; gap: 12px; } .warning { color: #b71c1c; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; } .warning { color: #b71c1c; } .wide { overflow-x: auto; }
 """
 
 
@@ -78,7 +78,8 @@ def render(document: dict[str, Any]) -> str:
     parts.append('<h2 id="figures">Figures per operator</h2>')
     extras = extra_columns(list(operators.values()))
     keys = [k for k in FIGURES if any(k in m for m in operators.values())] + extras
-    parts.append(_table(["operator", *keys], [[name, *(m.get(k) for k in keys)] for name, m in sorted(operators.items())]))
+    parts.append('<div class="wide">' + _table(["operator", *keys], [[name, *(m.get(k) for k in keys)]
+                                                                     for name, m in sorted(operators.items())]) + "</div>")
     parts.append('<h2 id="latency">Latency</h2><div class="charts">')
     histograms = document.get("latency_histograms") or {}
     for name in sorted(operators):

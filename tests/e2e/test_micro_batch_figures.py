@@ -31,7 +31,7 @@ async def tier(row):
 def test_a_listener_receives_each_micro_batch_figures(spark, tmp_path, monkeypatch):
     from pyspark.sql.streaming import StreamingQueryListener
 
-    received: list[tuple[int, dict]] = []
+    received: list[tuple[int, dict, int]] = []
 
     class Listener(StreamingQueryListener):
         def onQueryStarted(self, event):
@@ -40,7 +40,7 @@ def test_a_listener_receives_each_micro_batch_figures(spark, tmp_path, monkeypat
         def onQueryProgress(self, event):
             for name, row in (event.progress.observedMetrics or {}).items():
                 if name.startswith("dslc_chain"):
-                    received.append((event.progress.batchId, row.asDict()))
+                    received.append((event.progress.batchId, row.asDict(), event.progress.numInputRows))
 
         def onQueryIdle(self, event):
             pass
@@ -65,13 +65,15 @@ def test_a_listener_receives_each_micro_batch_figures(spark, tmp_path, monkeypat
             time.sleep(0.2)
     finally:
         spark.streams.removeListener(listener)
-    assert [batch for batch, _ in received] == [0, 1, 2]
-    assert [figures["enriched.elements_in"] for _, figures in received] == [3, 5, 2]
-    assert [figures["enriched.calls"] for _, figures in received] == [3, 5, 2]
+    assert [batch for batch, _, _ in received] == [0, 1, 2]
+    # each batch's own figures: its file's rows (Spark picks the files in its own order)
+    assert all(figures["enriched.elements_in"] == figures["enriched.calls"] == rows for _, figures, rows in received)
+    assert sorted(figures["enriched.elements_in"] for _, figures, _ in received) == [2, 3, 5]
     assert all(figures["enriched.errors"] == 0 and figures["enriched.max_in_flight"] >= 1 and
-               figures["enriched.latency_ms"] >= 0 for _, figures in received)
+               figures["enriched.latency_ms"] >= 0 for _, figures, _ in received)
     document = json.loads(metrics.read_text())
     batches = document["micro_batches"]
-    assert [b["batch_id"] for b in batches] == [0, 1, 2]
-    assert [next(iter(b["figures"].values()))["enriched.elements_out"] for b in batches] == [3, 5, 2]
+    assert sorted(b["batch_id"] for b in batches) == [0, 1, 2]
+    assert all(next(iter(b["figures"].values()))["enriched.elements_out"] == b["input_rows"] for b in batches)
+    assert sorted(b["input_rows"] for b in batches) == [2, 3, 5]
     assert document["operators"]["enriched"]["elements_in"] == 10       # the totals still add up

@@ -105,7 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--secrets", metavar="FILE",
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
+    run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
+    report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
+    report.add_argument("file", metavar="METRICS.json")
+    report.add_argument("-o", "--output", required=True, metavar="FILE.html")
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")

@@ -259,7 +259,11 @@ class EnrichOperator:
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses
         m.counters["coalesced"] = stats.coalesced
-        return m.to_dict()
+        bucket = self._resolver.bucket or (self._batching.bucket if self._batching is not None else None)
+        if bucket is not None:
+            m.rate_wait_seconds = bucket.waited_seconds
+        return {**m.to_dict(), "capacity": self.config.capacity,
+                "in_flight": self._running + len(self._inbox)}   # now: calls out and elements about to start
 
     # ----------------------------------------------------------------- driven on the loop (in a chain)
 

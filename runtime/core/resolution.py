@@ -269,6 +269,9 @@ class ElementResolver:
                 self.metrics.add("unanswered")
                 return UNANSWERED
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
+                status = exc.status if isinstance(exc, CallError) else None
+                if status is not None and (status == 429 or status >= 500):
+                    self.metrics.counters["pushed_back"] += 1
                 overload = isinstance(exc, CallError) and exc.overload
                 asked = (exc.retry_after_s or 0.0) if overload else 0.0
                 if overload and limit is not None:

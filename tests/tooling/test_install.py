@@ -51,7 +51,7 @@ def test_a_machine_without_java_17_graphviz_redis_or_chromium_gets_them_from_apt
 
 def test_a_machine_without_node_gets_debians_nodejs_and_npm(tmp_path):
     calls = _system_step(tmp_path, "17.0.15", node=False)
-    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "nodejs", "npm"]
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium", "nodejs", "npm"]
 
 
 def test_java_17_or_newer_is_kept(tmp_path):

@@ -142,7 +142,8 @@ class EnrichOperator:
             self._call = self._batching = BatchingCall(self._call, config, self._metrics)
         # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
         # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
-        self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
+        self._limit: AdaptiveLimit | None = AdaptiveLimit(
+            config.capacity, config.batch.size if config.batch else 1) if config.adaptive else None
         self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None

@@ -1,4 +1,4 @@
-"""11. Models: ENRICH WITH MODEL against a service that holds requests and tokens per minute, and
+"""12. Models: ENRICH WITH MODEL against a service that holds requests and tokens per minute, and
 EMBEDDING with BATCH 64.
 
 The local OpenAI-compatible service (dslc.testing.openai_service) runs in its own process and
@@ -10,11 +10,15 @@ length). Tokens, not requests, are the binding limit (TPM / 90 < RPM).
 - Token budget: dslc (`RATE ... PER MINUTE, m TOKENS PER MINUTE`, CAPACITY 32 ADAPTIVE, 2
   tasks) against a hand-written asyncio loop with the official openai SDK (AsyncOpenAI, its own
   retries honouring Retry-After), a semaphore at fixed concurrency, at each of CONCURRENCIES;
-  the best one is the baseline. Throughput is the share of the token budget answered: tokens
+  the baseline is the one with the most throughput among those under 2% of 429s (else overall). Throughput is the share of the token budget answered: tokens
   answered / (the bucket's burst + TPM / 60 x the seconds between the first and the last answer),
   so Spark's start-up does not count against dslc. The 429 share is refused / all requests.
-- Embeddings: BATCH 64 against unbatched, both CAPACITY 128 over 2 tasks, against /embeddings
-  answering after 20 ms + 0.05 ms per input (no limits): rows per second of the whole run.
+- Embeddings: /embeddings answers after 20 ms + 0.05 ms per input and serves SLOTS = 8 requests
+  at once (429 at once above, as a model server's queue limit; RETRY 500 BACKOFF 5ms). BATCH 64
+  against unbatched at the same CAPACITY 128 over 2 tasks (the same N), and against unbatched at
+  CAPACITY 4 x 2 tasks = the server's slots (N / 4): rows per second of the whole run, and of the
+  run minus the job's fixed cost (the same flow on 64 rows, best of 2), which a short batched
+  run is mostly made of. As section 6 does for HTTP /model.
 """
 from __future__ import annotations
 
@@ -34,8 +38,9 @@ TPM = 300_000
 RPM = 12_000
 BURST_S = 2.0
 LATENCY_MS = 40.0
-CONCURRENCIES = (4, 8, 16, 32)
+CONCURRENCIES = (2, 4, 8, 16)
 MODEL = "bench-model"
+SLOTS = 8               # the embedding server's slots (requests served at once; 429 above)
 
 MODEL_FLOW = """
 PIPELINE bench_models MODE BATCH;
@@ -57,7 +62,7 @@ SOURCE docs FROM PARQUET 'input/' SCHEMA (id STRING, text STRING);
 STREAM vectors = ENRICH docs
   WITH EMBEDDING 'bench-embedding' AT '{base}' INPUT '{{text}}'
   RETURNS (embedding ARRAY<FLOAT>)
-  ASYNC UNORDERED CAPACITY 128 TIMEOUT 60s RETRY 5 BACKOFF 20ms {batch}
+  ASYNC UNORDERED CAPACITY {capacity} TIMEOUT 60s RETRY 500 BACKOFF 5ms {batch}
   ON ERROR NULL;
 SINK vectors TO PARQUET 'out' MODE OVERWRITE;
 """
@@ -168,18 +173,21 @@ def _sdk(service: _Service, n: int, concurrency: int) -> tuple[float, float, dic
     return share, refused, stats
 
 
-def _embeddings(ctx: Context, base: str, n: int, batch: str) -> tuple[float, dict]:
-    folder = ctx.folder(f"embeddings-{batch.replace(' ', '') or 'unbatched'}-{n}")
+def _embeddings(ctx: Context, base: str, n: int, batch: str, seconds: bool = False, capacity: int = 128):
+    """(rows/s, the operator's metrics, the run's seconds); with `seconds`, (seconds,) only."""
+    folder = ctx.folder(f"embeddings-{batch.replace(' ', '') or 'unbatched'}-{n}-{time.monotonic_ns()}")
     write_input(folder / "input", {"id": [f"d{i}" for i in range(n)], "text": [f"document {i}" for i in range(n)]})
-    (folder / "pipeline.flow").write_text(EMBEDDING_FLOW.format(base=base, batch=batch))
+    (folder / "pipeline.flow").write_text(EMBEDDING_FLOW.format(base=base, batch=batch, capacity=capacity))
     result = run_flow(folder / "pipeline.flow")
-    return n / result.seconds, result.metrics["vectors"]
+    if seconds:
+        return (result.seconds,)
+    return n / result.seconds, result.metrics["vectors"], result.seconds
 
 
 def run(ctx: Context) -> Section:
     started = time.perf_counter()
     n = 3000 if ctx.full else 1500
-    section = Section("11. Models: tokens per minute, and BATCH embeddings", __doc__.split("\n\n", 1)[1])
+    section = Section("12. Models: tokens per minute, and BATCH embeddings", __doc__.split("\n\n", 1)[1])
     service = _Service("--rpm", str(RPM), "--tpm", str(TPM), "--burst-s", str(BURST_S),
                        "--latency-ms", str(LATENCY_MS))
     try:
@@ -200,28 +208,43 @@ def run(ctx: Context) -> Section:
         table.add(f"asyncio + openai SDK, semaphore {c}", n, f"{share:.0%}", f"{refused:.1%}",
                   stats["chat_calls"] + stats["rejected"], stats["total_tokens"])
     section.tables.append(table)
-    best_c = max(sdk, key=lambda c: sdk[c][0])
+    # the best fixed concurrency: the most throughput among those under 2% of 429s, if any
+    polite = [c for c in sdk if sdk[c][1] < 0.02] or list(sdk)
+    best_c = max(polite, key=lambda c: sdk[c][0])
     best_share, best_refused, _ = sdk[best_c]
 
-    embed_service = _Service("--embedding-latency-ms", "20", "--embedding-per-input-ms", "0.05")
+    embed_service = _Service("--embedding-latency-ms", "20", "--embedding-per-input-ms", "0.05",
+                             "--max-concurrent", str(SLOTS))
     try:
-        m = 20_000 if ctx.full else 10_000
+        m = 20_000 if ctx.full else 8_000
         _embeddings(ctx, embed_service.base, 1000, "BATCH 64")                     # warm up
-        batched, batched_metrics = _embeddings(ctx, embed_service.base, m, "BATCH 64")
-        single, single_metrics = _embeddings(ctx, embed_service.base, m // 4, "")
-        print(f"bench models: embeddings BATCH 64 {batched:.0f} rows/s, unbatched {single:.0f} rows/s", file=sys.stderr)
+        fixed = min(_embeddings(ctx, embed_service.base, 64, "BATCH 64", seconds=True)[0] for _ in range(2))
+        batched, batched_metrics, batched_s = _embeddings(ctx, embed_service.base, m, "BATCH 64")
+        single, single_metrics, single_s = _embeddings(ctx, embed_service.base, m, "")
+        at_slots, at_slots_metrics, at_slots_s = _embeddings(ctx, embed_service.base, m // 4, "", capacity=SLOTS // 2)
+        print(f"bench models: embeddings BATCH 64 {batched:.0f} rows/s ({batched_s:.1f} s), unbatched {single:.0f} rows/s "
+              f"({single_s:.1f} s), at the slots {at_slots:.0f} rows/s, fixed cost {fixed:.1f} s", file=sys.stderr)
     finally:
         embed_service.close()
-    embed = Table(["/embeddings (20 ms + 0.05 ms/input), CAPACITY 128, 2 tasks", "N", "rows/s", "requests"])
-    embed.add("BATCH 64", m, f"{batched:.0f}", batched_metrics["calls"])
-    embed.add("unbatched", m // 4, f"{single:.0f}", single_metrics["calls"])
+    embed = Table(["/embeddings (20 ms + 0.05 ms/input), CAPACITY 128, 2 tasks", "N", "seconds", "rows/s",
+                   f"rows/s without the job's fixed cost ({fixed:.1f} s)", "requests"])
+    net_batched, net_single = m / max(batched_s - fixed, 1e-3), m / max(single_s - fixed, 1e-3)
+    embed.add("BATCH 64", m, f"{batched_s:.1f}", f"{batched:.0f}", f"{net_batched:.0f}", batched_metrics["calls"])
+    embed.add("unbatched", m, f"{single_s:.1f}", f"{single:.0f}", f"{net_single:.0f}", single_metrics["calls"])
+    net_slots = (m // 4) / max(at_slots_s - fixed, 1e-3)
+    embed.add(f"unbatched, CAPACITY {SLOTS // 2} (x 2 tasks = the server's {SLOTS} slots)", m // 4, f"{at_slots_s:.1f}",
+              f"{at_slots:.0f}", f"{net_slots:.0f}", at_slots_metrics["calls"])
     section.tables.append(embed)
     section.targets += [
         Target("MODEL: throughput >= 0.9 of the token budget", f"{dslc_share:.2f}", dslc_share >= 0.9),
         Target("MODEL: 429 share < 2%", f"{dslc_refused:.1%}", dslc_refused < 0.02),
         Target(f"MODEL: dslc vs the best hand-written SDK loop (semaphore {best_c}: {best_share:.0%} of the budget, "
                f"{best_refused:.1%} 429s)", ratio(dslc_share, best_share), dslc_share >= best_share * 0.95),
-        Target("EMBEDDING: BATCH 64 >= 5x unbatched", ratio(batched, single), batched >= 5 * single),
+        Target("EMBEDDING: BATCH 64 >= 5x unbatched (whole runs)", ratio(batched, single), batched >= 5 * single),
+        Target("EMBEDDING: BATCH 64 >= 5x unbatched (the ENRICH: runs minus the job's fixed cost)",
+               ratio(net_batched, net_single), net_batched >= 5 * net_single),
+        Target(f"EMBEDDING: BATCH 64 >= 5x unbatched at the server's {SLOTS} slots (whole runs)",
+               ratio(batched, at_slots), batched >= 5 * at_slots),
     ]
     section.seconds = time.perf_counter() - started
     return section

@@ -32,7 +32,7 @@ MESSAGES: dict[str, str] = {
     "E0211": "column '{column}' is declared twice in {where}",
     "E0212": "Spark rejects this query ({condition}): {detail}",
     # values and options
-    "E0301": "bad duration '{text}': expected a whole number with ms, s, m or h",
+    "E0301": "bad duration '{text}': expected a whole number with ms, s, m, h or d",
     "E0302": "{option} must be {rule}, got '{text}'",
     "E0303": "option {option} is given twice",
     "E0304": "{first} contradicts {second}",

@@ -252,6 +252,34 @@ class Outage:
 
 
 @dataclass(frozen=True, slots=True)
+class Store:
+    """STORE [TTL d]: answers kept in the pipeline's answer store (`location`: a file path or
+    `redis://host:port/db`), shared by every task and run. `run` names this run (set by the
+    driver when the job starts): BUDGET counts per run."""
+
+    location: str
+    ttl_s: float | None = None
+    run: str = ""
+
+    def __post_init__(self) -> None:
+        _require(bool(self.location), "STORE needs a location")
+        _require(self.ttl_s is None or self.ttl_s > 0, "STORE TTL must be > 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """BUDGET n CALLS | n TOKENS: the most one operator spends in one run."""
+
+    amount: int
+    unit: str = "CALLS"
+    stop_task: bool = False   # set by the driver in STREAMING: a task that left rows unanswered fails
+
+    def __post_init__(self) -> None:
+        _require(self.amount >= 1, "BUDGET must be >= 1")
+        _require(self.unit in ("CALLS", "TOKENS"), f"BUDGET counts CALLS or TOKENS, not {self.unit!r}")
+
+
+@dataclass(frozen=True, slots=True)
 class Enrich:
     """ENRICH: call an external function per row, append its RETURNS columns."""
 
@@ -278,8 +306,11 @@ class Enrich:
     # the values of the call's `${NAME}` secrets: never written by the compiler (it writes
     # `${NAME}`); attached by the job's driver at run time (runtime/secrets.py)
     secrets: Secrets | None = None
+    store: Store | None = None      # STORE: answers shared by every task and run
+    budget: Budget | None = None    # BUDGET: needs STORE
 
     def __post_init__(self) -> None:
+        _require(self.budget is None or self.store is not None, "BUDGET needs STORE (a rerun would pay again)")
         _require(self.capacity >= 1, "CAPACITY must be >= 1")
         _require(not self.order_by or self.mode is Mode.ORDERED, "ORDERED BY needs mode ORDERED")
         _require(not self.adaptive or self.capacity >= 2, "CAPACITY n ADAPTIVE needs n >= 2")

@@ -14,7 +14,8 @@ embedding inputs) and answers
   each with its `index` (in reverse order with `shuffle=True`, so a client must match by index),
   as floats or base64 as the SDK asks.
 
-Limits, as OpenAI enforces them: `rpm` requests and `tpm` tokens per minute, each a bucket that
+`max_concurrent` gives the server that many slots, as a model server (vLLM) has: a request that
+finds them all busy is answered 429 at once. Limits, as OpenAI enforces them: `rpm` requests and `tpm` tokens per minute, each a bucket that
 refills continuously and holds `burst_s` seconds of its limit (60: a whole minute); a request the
 buckets cannot pay is answered 429 with `Retry-After`, `retry-after-ms` and the
 `x-ratelimit-*` headers, which every answer carries. A request costs its prompt tokens plus its
@@ -159,7 +160,7 @@ class OpenAIService:
                  rpm: float | None = None, tpm: float | None = None, burst_s: float = 60.0,
                  latency_s: float = 0.0, embedding_latency_s: float = 0.0, embedding_per_input_s: float = 0.0,
                  dimensions: int = EMBEDDING_DIMENSIONS, shuffle: bool = False,
-                 api_key: str | None = None) -> None:
+                 api_key: str | None = None, max_concurrent: int | None = None) -> None:
         self.models = models
         self.labeller = labeller or keyword_labeller()
         self.requests = _Bucket(rpm, burst_s) if rpm else None
@@ -170,6 +171,8 @@ class OpenAIService:
         self.dimensions = dimensions
         self.shuffle = shuffle
         self.api_key = api_key
+        self.max_concurrent = max_concurrent      # a model server's slots: 429 at once above them
+        self.running = 0
         self.reset()
 
     def reset(self) -> None:
@@ -178,6 +181,7 @@ class OpenAIService:
             "chat_calls": 0, "embedding_calls": 0, "embedding_inputs": 0, "rejected": 0, "bad_requests": 0,
             "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompts": [],
             "first_at": None, "last_at": None,     # wall clock of the first and last answered request
+            "max_in_flight": 0,
         }
 
     def app(self) -> web.Application:
@@ -256,6 +260,26 @@ class OpenAIService:
             self.tokens.level -= tokens
         return None
 
+    def _slot_and_admit(self, tokens: int) -> web.Response | None:
+        """A slot of the server, then the limits; a 429 for either (holding nothing then)."""
+        denied = self._busy()
+        if denied is None:
+            denied = self._admit(tokens)
+            if denied is not None:
+                self.running -= 1
+        return denied
+
+    def _busy(self) -> web.Response | None:
+        """Take one of the server's slots, or a 429 when all are busy (as vLLM's queue limit)."""
+        if self.max_concurrent is not None and self.running >= self.max_concurrent:
+            self.stats["rejected"] += 1
+            body = {"error": {"message": "The server is busy.", "type": "server_busy", "param": None,
+                              "code": "rate_limit_exceeded"}}
+            return web.json_response(body, status=429, headers={"Retry-After": "0", "retry-after-ms": "10"})
+        self.running += 1
+        self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self.running)
+        return None
+
     # ----------------------------------------------------------------- chat completions
 
     async def chat(self, request: web.Request) -> web.Response:
@@ -288,11 +312,14 @@ class OpenAIService:
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
         if isinstance(max_tokens, int) and completion_tokens > max_tokens and content is not None:
             content, completion_tokens, finish = content[:max_tokens * 4], max_tokens, "length"
-        denied = self._admit(prompt_tokens + completion_tokens)
+        denied = self._slot_and_admit(prompt_tokens + completion_tokens)
         if denied is not None:
             return denied
-        if self.latency_s:
-            await asyncio.sleep(self.latency_s)
+        try:
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
+        finally:
+            self.running -= 1
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens}
         stats = self.stats
@@ -359,12 +386,15 @@ class OpenAIService:
         if not isinstance(dimensions, int) or dimensions < 1:
             return self._invalid("'dimensions' must be a positive integer", "dimensions")
         tokens = sum(count_tokens(text) for text in inputs)
-        denied = self._admit(tokens)
+        denied = self._slot_and_admit(tokens)
         if denied is not None:
             return denied
-        delay = self.embedding_latency_s + self.embedding_per_input_s * len(inputs)
-        if delay:
-            await asyncio.sleep(delay)
+        try:
+            delay = self.embedding_latency_s + self.embedding_per_input_s * len(inputs)
+            if delay:
+                await asyncio.sleep(delay)
+        finally:
+            self.running -= 1
         stats = self.stats
         self._stamp()
         stats["embedding_calls"] += 1
@@ -530,10 +560,12 @@ def main(argv: list[str] | None = None, labeller: Labeller | None = None) -> Non
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--embedding-latency-ms", type=float, default=0.0)
     parser.add_argument("--embedding-per-input-ms", type=float, default=0.0)
+    parser.add_argument("--max-concurrent", type=int)
     args = parser.parse_args(argv)
     service = OpenAIService(labeller=labeller, rpm=args.rpm, tpm=args.tpm, burst_s=args.burst_s,
                             latency_s=args.latency_ms / 1000, embedding_latency_s=args.embedding_latency_ms / 1000,
-                            embedding_per_input_s=args.embedding_per_input_ms / 1000)
+                            embedding_per_input_s=args.embedding_per_input_ms / 1000,
+                            max_concurrent=args.max_concurrent)
     web.run_app(service.app(), host="127.0.0.1", port=args.port, access_log=None, print=None)
 
 

@@ -67,12 +67,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        watch = _watch_env(args, Path(folder))
+        report = getattr(args, "report", None)
+        if report:
+            from dslc.compiler.optimizer.explain import render_physical
+            from dslc.compiler.pipeline import check_file
+            (Path(folder) / "plan.dot").write_text(render_physical(check_file(args.file), "dot"))
+            watch.update(DSLC_PLAN_DOT=str(Path(folder) / "plan.dot"),
+                         DSLC_METRICS_WRITTEN=str(Path(folder) / "metrics.path"))
         if remote:
             env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
-                   **calls}
+                   **calls, **watch}
             code = _call([sys.executable, str(job)], env)
         else:
-            code = _submit(args, job, calls, log)
+            code = _submit(args, job, calls, log, watch)
+        if report:
+            written = Path(folder) / "metrics.path"
+            if written.is_file():
+                write_report(Path(written.read_text()), Path(report))
+            else:
+                print("dslc: no report: the job wrote no metrics (it has no ENRICH or PROCESS, or it failed)",
+                      file=sys.stderr)
     if code not in (0, 130, 143):
         print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
     if getattr(args, "record", None):
@@ -95,7 +110,8 @@ def _run_log(flow: Path) -> Path:
     return path
 
 
-def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path) -> int:
+def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path,
+            watch: dict[str, str]) -> int:
     """spark-submit the job with dslc's defaults and the arguments after '--'. spark-submit's own
     stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
     Python: the metrics table, dslc's lines) to the terminal."""
@@ -103,7 +119,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
                                 *_driver_python(extra), *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
+           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent), **watch}
     if calls:
         env.update(calls)
         # executors started elsewhere (a cluster) get it through Spark; local ones inherit env.
@@ -160,6 +176,28 @@ def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
         return {recording.REPLAY_ENV: recording.setting_json(
             replay, unrecorded=args.replay_unrecorded, latency=args.replay_latency)}
     return {}
+
+
+def write_report(metrics: Path, output: Path) -> None:
+    """The HTML page of a metrics file (compiler/report/page.py)."""
+    import json
+
+    from dslc.compiler.report.page import render
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(json.loads(metrics.read_text(encoding="utf-8"))), encoding="utf-8")
+    print(f"dslc: report written to {output}", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """dslc report METRICS.json -o FILE.html."""
+    import json
+
+    try:
+        write_report(Path(args.file), Path(args.output))
+    except json.JSONDecodeError as exc:
+        print(f"{args.file}: error: not a metrics file (JSON): {exc}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def cmd_test(args: argparse.Namespace) -> int:

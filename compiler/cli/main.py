@@ -46,6 +46,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     """dslc explain FILE [--physical] [--format text|json|dot|svg]."""
     from dslc.compiler.pipeline import check_file
     from dslc.compiler.plan.explain import render_json, render_text
+    if getattr(args, "estimate", False):
+        from dslc.compiler.cli.estimate_command import cmd_estimate
+        return cmd_estimate(args)
     plan = check_file(args.file)
     if args.physical or args.format in ("dot", "svg"):
         from dslc.compiler.optimizer.explain import render_physical
@@ -57,7 +60,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from dslc.compiler.cli.commands import EXTRA_COMMANDS  # compile/run/repl: loaded only when a command runs
-    return {"check": cmd_check, "explain": cmd_explain, **EXTRA_COMMANDS}
+    from dslc.compiler.cli.store_command import cmd_store
+    return {"check": cmd_check, "explain": cmd_explain, "store": cmd_store, **EXTRA_COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file")
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
     explain.add_argument("--format", choices=("text", "json", "dot", "svg"), default="text")
+    explain.add_argument("--estimate", action="store_true",
+                         help="per ENRICH: rows, distinct keys, keys in the answer store, calls, time, budget "
+                              "(reads the sources; calls nothing)")
+    explain.add_argument("--sample", type=int, default=100_000, metavar="N",
+                         help="--estimate: look up at most N distinct keys in the answer store (default 100000)")
+    explain.add_argument("--latency", metavar="DURATION", help="--estimate: the service's latency, e.g. 40ms")
+    explain.add_argument("--replay", "--record", dest="replay", metavar="DIR",
+                         help="--estimate: read the latency from a recording folder")
     compile_ = sub.add_parser("compile", help="write the PySpark job for a .flow file")
     compile_.add_argument("file")
     compile_.add_argument("-o", "--output", help="job file (default: stdout)")
@@ -93,10 +105,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--secrets", metavar="FILE",
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
+    run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
+    report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
+    report.add_argument("file", metavar="METRICS.json")
+    report.add_argument("-o", "--output", required=True, metavar="FILE.html")
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
+    from dslc.compiler.cli.store_command import add_parser as add_store_parser
+    add_store_parser(sub)
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
     lsp = sub.add_parser("lsp", help="language server for editors (LSP over stdin/stdout)")

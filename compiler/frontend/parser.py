@@ -213,6 +213,9 @@ class _ToAst(Transformer):
     def opt_checkpoint(self, span, path): return ast.Opt("checkpoint", (path,), span)
     def opt_trigger_every(self, span, every): return ast.Opt("trigger", (self._num(every),), span)
     def opt_trigger_now(self, span): return ast.Opt("trigger", (), span)
+    def opt_answers(self, span, location): return ast.Opt("answers", (location,), span)
+    def opt_store(self, span, ttl=None): return ast.Opt("store", (self._num(ttl),) if ttl is not None else (), span)
+    def opt_budget(self, span, amount, unit): return ast.Opt("budget", (self._num(amount), unit), span)
     def opt_schema(self, span, *columns): return ast.Opt("schema", columns, span)
     def opt_watermark(self, span, column, delay): return ast.Opt("watermark", (column, self._num(delay)), span)
     def opt_capacity(self, span, capacity, adaptive=None):
@@ -250,6 +253,9 @@ class _ToAst(Transformer):
         return self._word(word)
 
     def backoff_kind(self, span, word):
+        return self._word(word)
+
+    def budget_unit(self, span, word):
         return self._word(word)
 
     def opt_retry(self, span, attempts, backoff=None, kind=None):

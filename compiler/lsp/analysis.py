@@ -2,10 +2,11 @@
 and definitions) the syntax tree and plan of the statements that do check, so that one bad
 statement in the middle of a file leaves the rest of it known to the editor.
 
-Nothing here re-implements a check: the compiler's own `parse` and `to_plan` run on the text. To
-salvage a plan from a file with errors, the statements the errors point into are blanked out
-(every character but line breaks becomes a space, so offsets stay put) and the rest is checked
-again, until it checks or nothing is left to blank."""
+Nothing here re-implements a check: the compiler's own `parse` and `to_partial_plan` (the planner
+run of `dslc check`, which also keeps the plan of the statements that checked) run on the text.
+A syntax error stops the check before planning, as in `dslc check`; to still know the rest of the
+file, the statements with syntax errors are blanked out (every character but line breaks becomes
+a space, so offsets stay put) and the rest is parsed and planned again."""
 from __future__ import annotations
 
 import gc
@@ -19,7 +20,7 @@ from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.lexical import Chunk, split_statements
 from dslc.compiler.frontend.parser import parse
 from dslc.compiler.plan.logical import Plan
-from dslc.compiler.plan.planner import to_plan
+from dslc.compiler.plan.planner import to_partial_plan
 from dslc.compiler.source import SourceFile, Span
 
 # Larger files are not checked as the user types (a check is about 1 ms per statement, and a
@@ -51,6 +52,7 @@ class Analysis:
     failure: str | None = None      # a bug in dslc stopped the check: what to tell the user
     _program: ast.Program | None = field(default=None, repr=False)
     _plan: Plan | None = field(default=None, repr=False)
+    _parsed_text: str = field(default="", repr=False)    # the text `program` was parsed from
 
     @cached_property
     def chunks(self) -> list[Chunk]:
@@ -74,33 +76,29 @@ class Analysis:
         text = self.source.text
         for _ in range(_SALVAGE_ROUNDS):
             try:
-                return parse(self._with_text(text))
+                program = parse(self._with_text(text))
+                self._parsed_text = text
+                return program
             except CompileError as exc:
                 blanked = _blank(text, self.chunks, exc.diagnostics)
                 if blanked == text:
                     break
                 text = blanked
+        self._parsed_text = ""
         return ast.Program(())
 
     @cached_property
     def plan(self) -> Plan | None:
-        """The plan of the statements that check (no SINK needed), or None when none do."""
+        """The plan of the statements that check (no SINK needed), or None when nothing parses."""
         if self._plan is not None:
             return self._plan
         if self.too_large or self.failure:
             return None
-        text = self.source.text
-        for _ in range(_SALVAGE_ROUNDS):
-            source = self._with_text(text)
-            try:
-                with _collector_paused():
-                    return to_plan(parse(source), source, require_sink=False)
-            except CompileError as exc:
-                blanked = _blank(text, self.chunks, exc.diagnostics)
-                if blanked == text:
-                    break
-                text = blanked
-        return None
+        program = self.program
+        source = self._with_text(self._parsed_text)
+        with _collector_paused():
+            plan, _ = to_partial_plan(program, source, require_sink=False)
+        return plan
 
     def _with_text(self, text: str) -> DocumentSource:
         return DocumentSource(self.source.path, text, base=self.source.base)
@@ -116,12 +114,9 @@ def analyze(text: str, path: str, base: str) -> Analysis:
             program = parse(source)
     except CompileError as exc:
         return Analysis(source, exc.diagnostics)
-    try:
-        with _collector_paused():
-            checked = to_plan(program, source, require_sink=True)
-    except CompileError as exc:
-        return Analysis(source, exc.diagnostics, _program=program)
-    return Analysis(source, [], _program=program, _plan=checked)
+    with _collector_paused():
+        checked, problems = to_partial_plan(program, source, require_sink=True)
+    return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text)
 
 
 def _blank(text: str, chunks: list[Chunk], diagnostics: list[Diagnostic]) -> str:

@@ -13,7 +13,7 @@ from dslc.compiler.plan.enrich_options import EnrichOptions, read_options
 from dslc.runtime.config import Outcome
 
 # Keywords that hovering shows the ENRICH's options for (inside an ENRICH statement).
-_ENRICH_WORDS = {"ENRICH", "ASYNC", "ORDERED", "UNORDERED", "CAPACITY", "ADAPTIVE", "TIMEOUT", "RETRY", "BACKOFF",
+_ENRICH_WORDS = {"ENRICH", "STORE", "BUDGET", "CALLS", "OUTAGE", "PAUSE", "CONTINUE", "TOKENS", "MINUTE", "ASYNC", "ORDERED", "UNORDERED", "CAPACITY", "ADAPTIVE", "TIMEOUT", "RETRY", "BACKOFF",
                  "EXPONENTIAL", "FIXED", "CACHE", "TTL", "RATE", "PER", "SECOND", "BATCH", "WITHIN", "ON",
                  "MISS", "ERROR", "DEAD", "LETTER"}
 
@@ -81,10 +81,7 @@ def _enrich_text(statement: ast.Enrich) -> str:
     """The ENRICH's call and options as they will run: values written, and defaults marked."""
     options = read_options(statement.options, [])
     written = {o.key for o in statement.options}
-    if isinstance(statement.call, ast.HttpCall):
-        call = f"HTTP {statement.call.method.value.upper()} '{statement.call.url.value}'"
-    else:
-        call = f"PYTHON '{statement.call.ref.value}'"
+    call = _call_text(statement.call)
     mode = options.mode.value + (f" BY ({', '.join(n.value for n in options.order_by)})" if options.order_by else "")
     rows = [
         ("ASYNC", mode, "async"),
@@ -92,13 +89,20 @@ def _enrich_text(statement: ast.Enrich) -> str:
         ("TIMEOUT", _duration(options.timeout_s), "timeout"),
         ("RETRY", _retry(options), "retry"),
         ("CACHE", f"{options.cache.size} TTL {_duration(options.cache.ttl_s)}" if options.cache else "none", "cache"),
-        ("RATE", f"{options.rate.per_second:g} PER SECOND" if options.rate else "none", "rate"),
+        ("RATE", _rate(options), "rate"),
         ("BATCH", f"{options.batch.size} WITHIN {_duration(options.batch.within_s)}" if options.batch else "none",
          "batch"),
         ("ON MISS", _outcome(options.on_miss, options), "on_miss"),
         ("ON TIMEOUT", _outcome(options.on_timeout, options), "on_timeout"),
         ("ON ERROR", _outcome(options.on_error, options), "on_error"),
+        ("ON OUTAGE", _outage(options), "on_outage"),
     ]
+    if hasattr(options, "store"):       # STORE and BUDGET (the answer store)
+        ttl = getattr(options, "store_ttl_s", None)
+        store = ("yes" + (f", TTL {_duration(ttl)}" if ttl else "")) if options.store else "no"
+        budget = getattr(options, "budget", None)
+        rows += [("STORE", store, "store"),
+                 ("BUDGET", f"{budget.amount} {budget.unit}" if budget else "none", "budget")]
     lines = [f"**ENRICH** `{statement.input.value}` → `{statement.name.value}`", f"WITH {call}", "",
              "| option | value | |", "|---|---|---|"]
     for label, value, key in rows:
@@ -108,9 +112,38 @@ def _enrich_text(statement: ast.Enrich) -> str:
     return "\n".join(lines)
 
 
+def _call_text(call) -> str:
+    """The call as written, in one line (the prompt or input template left out)."""
+    if isinstance(call, ast.HttpCall):
+        return f"HTTP {call.method.value.upper()} '{call.url.value}'"
+    if isinstance(call, ast.PythonCall):
+        return f"PYTHON '{call.ref.value}'"
+    kind = "MODEL" if isinstance(call, ast.ModelCall) else "EMBEDDING"
+    at = f" AT '{call.at.value}'" if getattr(call, "at", None) is not None else ""
+    return f"{kind} '{call.model.value}'{at}"
+
+
+def _rate(options: EnrichOptions) -> str:
+    rate = options.rate
+    if rate is None:
+        return "none"
+    text = f"{rate.per_second:g} PER SECOND ({rate.per_second * 60:g} PER MINUTE)"
+    tokens = getattr(rate, "tokens_per_minute", None)
+    return text + (f", {tokens:g} TOKENS PER MINUTE" if tokens else "")
+
+
+def _outage(options: EnrichOptions) -> str:
+    outage = getattr(options, "outage", None)
+    if outage is None:
+        return "CONTINUE"
+    return f"PAUSE {_duration(outage.pause_s)}" if outage.action == "PAUSE" else outage.action
+
+
 def _duration(seconds: float) -> str:
-    if seconds >= 1 and float(seconds).is_integer():
-        return f"{int(seconds)}s"
+    """A duration as the language writes it, in its largest whole unit (300.0 → 5m)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{int(seconds / size)}{unit}"
     return f"{seconds * 1000:g}ms"
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.runtime.config import Batch, Cache, Mode, Outage, Outcome, Rate, Retry
+from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Rate, Retry
 
 
 @dataclass
@@ -27,6 +27,9 @@ class EnrichOptions:
     on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
     outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
+    store: bool = False                     # STORE [TTL d]
+    store_ttl_s: float | None = None
+    budget: Budget | None = None            # BUDGET n CALLS | n TOKENS
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
@@ -54,6 +57,12 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
                 result.cache = Cache(size, ttl)
         elif opt.key == "rate":
             result.rate = _rate(opt, problems)
+        elif opt.key == "store":
+            result.store = True
+            result.store_ttl_s = values.duration(opt.args[0], problems) if opt.args else None
+        elif opt.key == "budget":
+            amount = values.whole(opt.args[0], "BUDGET", problems, minimum=1)
+            result.budget = Budget(amount, opt.args[1].value) if amount else None
         elif opt.key == "batch":
             size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
             within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
@@ -136,6 +145,12 @@ def _check_contradictions(result: EnrichOptions, seen: dict[str, ast.Opt],
         problems.append(error("E0304", seen["batch"].span, first=f"BATCH {result.batch.size}", second=capacity,
                               hint=f"a batch holds at most CAPACITY elements; write CAPACITY {2 * result.batch.size} "
                                    "(two batches: one filling while one is in flight) or a smaller BATCH"))
+    if "budget" in seen and not result.store:
+        problems.append(error("E0304", seen["budget"].span, first="BUDGET",
+                              second="an ENRICH without STORE (a run stopped by its BUDGET would pay again for "
+                                     "every answer when run again)",
+                              hint="add STORE (answers kept in the pipeline's answer store, so a rerun continues), "
+                                   "or drop BUDGET"))
     paths = {path.value for _, path in dead_letters}
     if len(paths) > 1:
         key, path = dead_letters[-1]

@@ -58,6 +58,10 @@ def _describe(node: plan.PlanNode) -> str:
         if node.rate:
             opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
                                                               if node.rate.tokens_per_minute else ""))
+        if node.store:
+            opts.append(f"store={node.store.location!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
+        if node.budget:
+            opts.append(f"budget={node.budget.amount} {node.budget.unit}")
         if node.batch:
             opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
         opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]

@@ -18,6 +18,7 @@ from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
+from dslc.compiler.plan import answer_store
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
 from dslc.compiler.plan.service_calls import ServiceChecks
@@ -100,7 +101,8 @@ class _Planner:
             else:
                 self._define(stmt)
         self.settings = plan.Settings(self.settings.name, self.mode_override or self.settings.mode,
-                                      self.settings.checkpoint, self.settings.trigger, tuple(conf))
+                                      self.settings.checkpoint, self.settings.trigger, tuple(conf),
+                                      answers=self.settings.answers)
         for name in self._order():
             self.nodes[name] = self._node(self.defs[name])
         built = [(sink, stmt) for stmt in sinks_ast if (sink := self._sink(stmt)) is not None]
@@ -198,13 +200,15 @@ class _Planner:
 
     # ---- PIPELINE
     def _pipeline(self, stmt: ast.Pipeline) -> None:
-        mode, checkpoint, trigger = "BATCH", None, None
+        mode, checkpoint, trigger, answers = "BATCH", None, None, None
         trigger_span = None
         for opt in options.first_of_each(stmt.options, self.problems).values():
             if opt.key == "mode":
                 mode = values.choice(opt.args[0], PIPELINE_MODES, "pipeline MODE", self.problems) or mode
             elif opt.key == "checkpoint":
                 checkpoint = opt.args[0].value
+            elif opt.key == "answers":
+                answers = answer_store.location(opt.args[0], self.problems)
             elif opt.key == "trigger":
                 trigger_span = opt.span
                 if not opt.args:
@@ -215,7 +219,7 @@ class _Planner:
         if trigger_span and mode == "BATCH":
             self.add(error("E0304", trigger_span, first="TRIGGER", second="MODE BATCH",
                            hint="TRIGGER applies to MODE STREAMING"))
-        self.settings = plan.Settings(stmt.name.value, mode, checkpoint, trigger)
+        self.settings = plan.Settings(stmt.name.value, mode, checkpoint, trigger, answers=answers)
 
     # ---- one node per definition
     def _node(self, stmt: Definition) -> plan.PlanNode | None:
@@ -428,6 +432,12 @@ class _Planner:
             call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
         paths = self._paths(stmt)
+        if (checked.budget is not None and checked.budget.unit == "TOKENS"
+                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall))):
+            kind = "HTTP" if isinstance(stmt.call, ast.HttpCall) else "PYTHON"
+            self.add(error("E0304", checked.clauses["budget"].span, first="BUDGET ... TOKENS",
+                           second=f"WITH {kind} (tokens are counted from a model's answers)",
+                           hint=f"count calls: BUDGET {checked.budget.amount} CALLS"))
         if upstream is None or call is None:
             return None
         existing = {f.name.lower() for f in upstream.schema}
@@ -450,7 +460,8 @@ class _Planner:
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
                            dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch,
-                           paths=paths, outage=checked.outage)
+                           paths=paths, outage=checked.outage,
+                           store=answer_store.store(checked, self.settings), budget=checked.budget)
 
     def _paths(self, stmt: ast.Enrich) -> tuple[tuple[str, str], ...]:
         """RETURNS (col TYPE PATH 'jmespath'): read from a service's JSON answer, so HTTP only."""

@@ -22,6 +22,7 @@ from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
+from dslc.compiler.plan.operand_types import operand_errors
 from dslc.compiler.plan.spark_names import SparkNamer, generator_name
 from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
 
@@ -231,6 +232,10 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
     source = scope.sources.get(alias)
     if isinstance(source, exp.Table):
         schema = schemas.get(source.name.lower())
+        alias = source.args.get("alias")
+        if alias is not None and alias.columns:       # FROM t AS a(x, y): renamed columns
+            renamed = [c.name.lower() for c in alias.columns]
+            return set(renamed) | ({f.name.lower() for f in schema[len(renamed):]} if schema else set())
         return None if schema is None else {f.name.lower() for f in schema}
     if isinstance(source, Scope) and isinstance(source.expression, exp.Lateral):
         alias = source.expression.args.get("alias")          # LATERAL VIEW explode(x) t AS a, b
@@ -333,11 +338,19 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
             else:
                 if name in every or name in aliases or unknown_source:
                     continue
+                if name == "grouping__id" and _grouping_analytics(scope.expression):
+                    continue        # Spark's virtual column of CUBE / ROLLUP / GROUPING SETS
                 where, pool = _where(visible), every | aliases
             problems.append(error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, pool),
                                   column=column.name, where=where))
             ok = False
     return ok
+
+
+def _grouping_analytics(query: exp.Expression) -> bool:
+    group = query.args.get("group") if isinstance(query, exp.Select) else None
+    return group is not None and (any(group.args.get(k) for k in ("cube", "rollup", "grouping_sets"))
+                                  or group.find(exp.Cube, exp.Rollup, exp.GroupingSets) is not None)
 
 
 def _name_hint(name: str, known: Mapping[str, object]) -> str | None:
@@ -380,6 +393,10 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc).split("\n")[0]))
         return None
+    refused = operand_errors(typed, lambda node: _extent(node, sql))
+    if refused:
+        problems.extend(refused)
+        return None
     for columns in mapping.values():
         spellings.update((c.lower(), c) for c in columns)
     spellings.update((i.name.lower(), i.name) for i in tree.find_all(exp.Identifier))
@@ -398,6 +415,8 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
         elif index < len(set_types):        # a set operation's column: the wider type of its queries
             type_text = _type_text(exp.DataType.build(set_types[index][1]) if not isinstance(
                 set_types[index][1], exp.DataType) else set_types[index][1])
+        elif isinstance(inner, exp.Column) and inner.name.lower() == "grouping__id":
+            type_text = "BIGINT"
         else:
             type_text = _type_text(projection.type)
         fields.append(Column(name, type_text))

@@ -161,6 +161,18 @@ class EnrichCall:
         """The key the CACHE uses for this row, or None when the row cannot be cached."""
         raise NotImplementedError
 
+    def request_key(self, row: Row) -> str | None:
+        """What this row's request carries, as text the answer store keys it by across processes
+        and runs (None: the row cannot be keyed, its call is never stored). By default the kind
+        and the CACHE key; a kind whose request is more than its row's values says so."""
+        key = self.cache_key(row)
+        if key is None:
+            return None
+        try:
+            return json.dumps([type(self).__name__, key], default=_json_value, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
+
     async def __call__(self, row: Row) -> Any:
         raise NotImplementedError
 

@@ -22,6 +22,7 @@ from .base import (
     CallError,
     EnrichCall,
     UnsendableRequest,
+    _json_value,
     check_batch_answer,
     check_result_types,
     hashable_key,
@@ -71,6 +72,18 @@ class HttpEnrichCall(EnrichCall):
         if self.post:   # what the request carries: placeholders and body
             return hashable_key((tuple(row.get(c) for c in self.columns), tuple(self._body(row).items())))
         return hashable_key(tuple(row.get(c) for c in self.columns))
+
+    def request_key(self, row: Row) -> str | None:
+        """The method, the URL with its placeholders filled and the JSON body (POST)."""
+        try:
+            url = fill_url(self.url, row)
+        except UnfillableUrl:
+            return None
+        try:
+            return json.dumps([self.config.call.method, url, *((self._body(row),) if self.post else ())],
+                              default=_json_value, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
 
     def _body(self, row: Row) -> dict[str, Any]:
         return dict(row) if self.body is None else {c: row.get(c) for c in self.body}

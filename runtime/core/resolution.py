@@ -22,10 +22,12 @@ from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for
+from dslc.runtime.limits.job_rate import JobRate
 from dslc.runtime.limits.outage import OutageBreaker, breaker_for, is_outage_error
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.secrets import scrub
+from dslc.runtime.wrappers.stored import BudgetSpent, StoredCall
 
 
 class Rows:
@@ -73,7 +75,17 @@ class Fail:
         return f"Fail({self.error!r})"
 
 
+class Unanswered(Drop):
+    """Answer: nothing leaves, the operator's BUDGET being spent (counted as `unanswered`)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "Unanswered()"
+
+
 DROP = Drop()
+UNANSWERED = Unanswered()
 Resolution = Rows | DeadLetter | Drop | Fail
 
 T = TypeVar("T")
@@ -143,7 +155,14 @@ class ElementResolver:
         self.cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
         # BATCH: the batching call counts calls and spends RATE tokens per batch, not per element
         self.batched = config.batch is not None
-        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate and not self.batched else None
+        # STORE: the stored call counts the calls it makes (an answer found in the store is none)
+        self.stored: StoredCall | None = call if isinstance(call, StoredCall) else None
+        self._counts = not self.batched and self.stored is None
+        self.bucket: TokenBucket | JobRate | None = None
+        if config.rate and not self.batched:
+            # with an answer store, one RATE for the whole job held by the store; else this task's share
+            self.bucket = (JobRate(config.store.location, config.name, config.rate.per_second) if config.store
+                           else bucket_for(config.rate))
         self._returns = tuple(c.name for c in config.returns)
         self.limit = limit          # CAPACITY n ADAPTIVE: told of answers and of push-back
         # ON OUTAGE PAUSE | FAIL: told of every call's outcome; holds elements during an outage
@@ -154,13 +173,13 @@ class ElementResolver:
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
         # nothing comes between an element and its call; `start` then steps the first attempt
         # itself if the call may answer at once (which the call knows once it is open)
-        self._inline = self.cache is None and not self.admits and not self.batched
+        self._inline = self.cache is None and not self.admits and not self.batched and self.stored is None
 
     async def resolve(self, row: Row) -> Resolution:
         """The whole contract for one element on the running loop (TIMEOUT by asyncio.timeout)."""
         attempts = [0]
         if self.admits:
-            await self.admit()
+            await self.admit(row)
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 step = self.start(row, attempts)
@@ -168,11 +187,14 @@ class ElementResolver:
         except TimeoutError:
             return await self.timed_out(row, attempts[0])
 
-    async def admit(self) -> None:
+    async def admit(self, row: Row | None = None) -> None:
         """Wait for the first RATE token and, with ADAPTIVE, the first attempt's slot; outside
-        TIMEOUT, since waiting for quota is not the call. `attempt` must follow at once."""
+        TIMEOUT, since waiting for quota is not the call. `attempt` must follow at once. With
+        STORE, an element whose answer is stored needs no RATE token (it calls nothing)."""
         if self.bucket is not None:
-            await self.bucket.acquire()
+            stored = self.stored
+            if stored is None or row is None or not await stored.lookup(row):
+                await self.bucket.acquire()
         if self.limit is not None:
             await self.limit.acquire()
         if self.breaker is not None and self.breaker.open:
@@ -243,7 +265,13 @@ class ElementResolver:
                     results = normalize(await self._cached_call(row))
             except asyncio.CancelledError:
                 raise
+            except BudgetSpent:
+                self.metrics.add("unanswered")
+                return UNANSWERED
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
+                status = exc.status if isinstance(exc, CallError) else None
+                if status is not None and (status == 429 or status >= 500):
+                    self.metrics.counters["pushed_back"] += 1
                 overload = isinstance(exc, CallError) and exc.overload
                 asked = (exc.retry_after_s or 0.0) if overload else 0.0
                 if overload and limit is not None:
@@ -310,7 +338,7 @@ class ElementResolver:
         return await call(row)
 
     def _count_call(self) -> None:
-        if not self.batched:
+        if self._counts:
             counters = self.metrics.counters
             counters["calls"] += 1
             counters["elements_called"] += 1

@@ -133,7 +133,7 @@ class OutageBreaker:
 
     def stop(self, why: str | None = None) -> OutageStop:
         """The failure of the task: operator, line, the last error."""
-        what = why or f"{self.failures} calls in a row failed"
+        what = why or f"{self.config.threshold} calls in a row failed"
         return OutageStop(f"ENRICH '{self.operator}' (line {self.line}): the service is down (ON OUTAGE "
                           f"{self.config.action}): {what}; last error: {self.last_error}")
 

@@ -4,7 +4,8 @@ A model service limits requests and tokens per minute. RATE's request bucket (li
 holds the first; `TokenLimiter` holds the second for one task: before a request is sent its
 tokens are estimated (the prompt's, from its length or with `tiktoken` when it is installed and
 has its encoding at hand, plus the completion tokens answers have been taking) and taken from a
-bucket that refills at the task's share of the limit; the answer's `usage` then corrects the
+bucket that refills at the task's share of the limit and holds two seconds of it (services hold
+a minute; two seconds let a task use a service's burst without a spike of its own); the answer's `usage` then corrects the
 estimate, and a 429 gives the tokens back (the service charged nothing).
 
 What the service says is honoured for every request of the task, not only the one it answered:
@@ -87,7 +88,7 @@ class TokenLimiter:
     """One task's token budget (`per_second`, None: no TOKENS PER MINUTE) and the pauses the
     service asks for; on one event loop, no lock needed."""
 
-    def __init__(self, per_second: float | None, burst_s: float = 1.0) -> None:
+    def __init__(self, per_second: float | None, burst_s: float = 2.0) -> None:
         self.rate = per_second
         self.capacity = max(1.0, (per_second or 0.0) * burst_s)
         self.level = self.capacity

@@ -4,10 +4,15 @@ Executors only need pyspark, pyarrow and aiohttp: the job ships this zip with `a
 `addArtifacts` on Spark Connect) and Python's zip importer finds `dslc.runtime` in it. The zip is
 built once per dslc version and runtime content into a private per-user cache folder and reused;
 a zip that would not import (no package entries, no files) is an error at the driver.
+
+Pure-Python packages the runtime uses on executors (`VENDORED`: `jmespath` for ANSWER and PATH,
+the `redis` client of an answer store on Redis) go into the zip too, from the driver's
+installation, so executors need nothing installed for them either.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import stat
 import tempfile
@@ -17,6 +22,9 @@ from pathlib import Path
 ZIP_NAME = "dslc_runtime.zip"
 REQUIRED = ("dslc/__init__.py", "dslc/runtime/__init__.py", "dslc/runtime/spark/__init__.py")
 _STAMP = (1980, 1, 1, 0, 0, 0)   # fixed entry times: the same sources give the same bytes
+# Pure-Python libraries the runtime imports that executors do not have (they have pyspark, pyarrow
+# and aiohttp): shipped in the zip beside dslc, from the driver's installation
+VENDORED = ("jmespath", "redis")
 
 
 class RuntimeZipError(RuntimeError):
@@ -58,15 +66,8 @@ def runtime_zip() -> str:
     return str(target)
 
 
-#: Pure-Python libraries the runtime imports that executors do not have (they have pyspark,
-#: pyarrow and aiohttp): shipped in the zip beside dslc, from the driver's installation.
-VENDORED = ("jmespath",)
-
-
 def _vendored() -> list[tuple[str, Path]]:
     """(name in the zip, file) of each vendored library's sources."""
-    import importlib
-
     found = []
     for name in VENDORED:
         module = importlib.import_module(name)
@@ -79,23 +80,25 @@ def _vendored() -> list[tuple[str, Path]]:
 def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[str, Path]] = ()) -> None:
     """Folder entries and `__init__.py` files first, so the zip importer sees the packages."""
     folders = sorted({f.parent.relative_to(root) for f in files}, key=lambda p: (len(p.parts), str(p)))
+    entries = [("/".join(("dslc", "runtime", *file.relative_to(root).parts)), file) for file in files]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, file in vendored:
-            info = zipfile.ZipInfo(name, _STAMP)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            archive.writestr(info, file.read_bytes())
         archive.writestr(zipfile.ZipInfo("dslc/", _STAMP), b"")
         archive.writestr(zipfile.ZipInfo("dslc/__init__.py", _STAMP), '"""dslc runtime, shipped to executors."""\n')
         for folder in folders:
             name = "/".join(("dslc", "runtime", *folder.parts)) + "/"
             archive.writestr(zipfile.ZipInfo(name, _STAMP), b"")
-        for file in files:
-            name = "/".join(("dslc", "runtime", *file.relative_to(root).parts))
+        for name, file in entries + list(vendored):
             info = zipfile.ZipInfo(name, _STAMP)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, file.read_bytes())
+        for folder, package_files in vendored:     # after dslc's own entries
+            for file in package_files:
+                name = "/".join((folder.name, *file.relative_to(folder).parts))
+                info = zipfile.ZipInfo(name, _STAMP)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                info.external_attr = 0o644 << 16
+                archive.writestr(info, file.read_bytes())
 
 
 def check_runtime_zip(path: str) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.job_rate import JobRate
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.delegating import DelegatingCall
@@ -58,7 +59,10 @@ class BatchingCall(DelegatingCall):
         self.within_s = config.batch.within_s
         self.slots = max(1, math.ceil(config.capacity / self.size))
         self.metrics = metrics
-        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
+        self.bucket: TokenBucket | JobRate | None = None
+        if config.rate:   # with an answer store, one RATE for the whole job (limits/job_rate.py)
+            self.bucket = (JobRate(config.store.location, config.name, config.rate.per_second) if config.store
+                           else bucket_for(config.rate))
         self._pending: deque[_Slot] = deque()
         self._by_key: dict[Hashable, _Slot] = {}
         self._running: dict[asyncio.Task[None], list[_Slot]] = {}

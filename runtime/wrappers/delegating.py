@@ -34,6 +34,9 @@ class DelegatingCall(EnrichCall):
     def cache_key(self, row: Row) -> Hashable | None:
         return self.inner.cache_key(row)
 
+    def request_key(self, row: Row) -> str | None:
+        return self.inner.request_key(row)
+
     async def aclose_clients(self) -> None:
         await self.inner.aclose_clients()
 

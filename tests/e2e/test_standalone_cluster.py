@@ -149,6 +149,9 @@ def test_dslc_run_and_spark_submit_on_a_standalone_cluster_match_local(
     assert "dslc: per-operator metrics" in result.stdout and "\ntagged " in result.stdout
     metrics_file = with_run.parent / "target" / "metrics"
     assert f"dslc: metrics written to {metrics_file}/on_standalone-" in result.stdout
+    # live progress: the executors' datagrams reached the driver (its last line, when the job ends)
+    progress = [line for line in result.stdout.splitlines() if line.startswith("dslc: progress ")]
+    assert progress and "scored elements_in=160 " in progress[-1] and "tagged elements_in=120 " in progress[-1]
 
     # 2. compile once, then plain spark-submit from another folder, as docs/operations.md says
     submitted = _pipeline(tmp_path / "submitted", risk_service.port)

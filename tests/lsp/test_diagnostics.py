@@ -50,9 +50,10 @@ def as_check(diagnostics: list[types.Diagnostic]) -> list[tuple[str, int, int, s
 
 
 async def test_the_examples_open_without_diagnostics(client):
-    for name in ("fraud", "clickstream", "devices"):
-        path = EXAMPLES / name / "pipeline.flow"
-        assert await open_and_wait(client, path.as_uri(), path.read_text()) == [], name
+    examples = sorted(EXAMPLES.glob("*/pipeline.flow"))
+    assert len(examples) >= 3
+    for path in examples:
+        assert await open_and_wait(client, path.as_uri(), path.read_text()) == [], path
 
 
 async def test_diagnostics_are_dslc_checks_and_follow_an_edit(client, tmp_path):
@@ -86,5 +87,17 @@ async def test_a_burst_of_edits_is_checked_once_for_the_last_version(client, tmp
             [types.TextDocumentContentChangeWholeDocument(text=BROKEN.replace("amout", "amoun"[: version - 1]))]))
     assert await wait_for_version(client, uri, 6, timeout=60) is not None
     seen = versions_published(client, uri)
-    assert seen[0] == 1 and seen[-1] == 6
+    assert seen[0] == 1 and seen[-1] == 6 and seen == sorted(seen)   # never an older version after a newer
     assert len(seen) < 6      # versions typed without a pause in between are not all checked
+
+
+async def test_ranges_count_utf16_code_units_as_the_protocol_says(client):
+    text = "-- café ☕\nSOURCE s FROM JSON 'in/' SCHEMA (k STRING);\n" \
+           "STREAM t = SELECT '😀é' AS face, nope FROM s;\nSINK t TO CONSOLE;\n"
+    diagnostics = await open_and_wait(client, "untitled:utf16", text)
+    assert [d.code for d in diagnostics] == ["E0204"]
+    line = text.splitlines()[2]
+    prefix = line[: line.index("nope")]
+    assert diagnostics[0].range.start == types.Position(2, len(prefix.encode("utf-16-le")) // 2)
+    assert diagnostics[0].range.start.character == len(prefix) + 1       # the emoji is two code units
+    assert diagnostics[0].range.end.character - diagnostics[0].range.start.character == 4

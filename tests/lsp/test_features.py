@@ -68,9 +68,10 @@ async def test_hover_on_an_enrich_shows_its_options_and_defaults(client):
     assert "WITH HTTP GET 'http://127.0.0.1:8765/customers/{customer_id}'" in shown
     assert "| ASYNC | UNORDERED |  |" in shown
     assert "| CAPACITY | 50 |  |" in shown and "| TIMEOUT | 2s |  |" in shown
-    assert "| RETRY | 2 BACKOFF 20ms EXPONENTIAL |  |" in shown and "| CACHE | 1000 TTL 300s |  |" in shown
+    assert "| RETRY | 2 BACKOFF 20ms EXPONENTIAL |  |" in shown and "| CACHE | 1000 TTL 5m |  |" in shown
     assert "| RATE | none | default |" in shown and "| BATCH | none | default |" in shown
     assert "| ON TIMEOUT | DEAD LETTER 'target/dlq/enrich' |  |" in shown
+    assert "| STORE | yes, TTL 1d |  |" in shown
     assert "RETURNS (tier STRING, risk DOUBLE)" in shown
     # the same table on an option keyword
     assert await hover_text(client, uri, position_of(text, "CAPACITY 50", after=3)) == shown
@@ -81,8 +82,19 @@ async def test_hover_on_an_enrich_shows_its_options_and_defaults(client):
     await open_and_wait(client, uri, bare)
     shown = await hover_text(client, uri, position_of(bare, "ENRICH"))
     for row in ("| ASYNC | ORDERED | default |", "| CAPACITY | 100 | default |", "| TIMEOUT | 30s | default |",
-                "| RETRY | none | default |", "| ON MISS | NULL | default |", "| ON ERROR | FAIL | default |"):
+                "| RETRY | none | default |", "| ON MISS | NULL | default |", "| ON ERROR | FAIL | default |",
+                "| ON OUTAGE | CONTINUE | default |"):
         assert row in shown
+
+
+async def test_hover_on_a_model_enrich_shows_the_model_and_its_rates(client):
+    path = EXAMPLES / "tickets" / "pipeline.flow"
+    uri, text = await _open(client, path)
+    shown = await hover_text(client, uri, position_of(text, "ENRICH tickets", after=2))
+    assert "WITH MODEL 'gpt-4.1-mini' AT 'http://127.0.0.1:8765/v1'" in shown
+    assert "| RATE | 10 PER SECOND (600 PER MINUTE), 200000 TOKENS PER MINUTE |  |" in shown
+    assert "| CAPACITY | 16 ADAPTIVE |  |" in shown and "| ON OUTAGE | CONTINUE | default |" in shown
+    assert "| STORE | no | default |" in shown and "| BUDGET | none | default |" in shown
 
 
 async def test_definition_of_streams_sources_broadcasts_and_python_functions(client):

@@ -14,10 +14,10 @@ from bench import lsp_latency  # noqa: E402
 def test_the_latency_bench_measures_every_file_through_the_protocol(tmp_path):
     section = lsp_latency.section(tmp_path, edits=3)
     rows = section.tables[0].rows
-    assert [r[0] for r in rows] == ["example clickstream", "example devices", "example fraud",
-                                    "generated, 300 statements"]
-    assert [r[1] for r in rows][-1] == "300" and all(r[2] == "3" for r in rows)
-    assert len(section.targets) == 4 and all(t.measured.endswith(" ms") for t in section.targets)
+    examples = sorted(p.parent.name for p in (ROOT / "examples").glob("*/pipeline.flow"))
+    assert [r[0] for r in rows] == [f"example {name}" for name in examples] + ["generated, 300 statements"]
+    assert [r[1] for r in rows][-1] == "300" and all(r[2] == "3" for r in rows) and len(rows[0]) == 11
+    assert len(section.targets) == len(examples) + 1 and all(t.measured.endswith(" ms") for t in section.targets)
 
 
 def test_writing_the_section_leaves_the_others_as_they_were(tmp_path):

@@ -20,8 +20,7 @@ from lsp_client import EXAMPLES, ROOT
 
 EXTENSION = ROOT / "editors" / "vscode"
 STATEMENT_KEYWORDS = {"PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK"}
-SAMPLES = [EXAMPLES / name / "pipeline.flow" for name in ("fraud", "clickstream", "devices")] + \
-    [EXTENSION / "test" / "every_keyword.flow"]
+SAMPLES = sorted(EXAMPLES.glob("*/pipeline.flow")) + [EXTENSION / "test" / "every_keyword.flow"]
 
 
 def language_keywords() -> set[str]:

@@ -41,22 +41,22 @@ def _system_step(tmp_path: Path, java_version: str | None, node: bool = True) ->
 
 
 @pytest.mark.parametrize("java_version", [None, "11.0.2", "1.8.0_402"])
-def test_a_machine_without_java_17_or_graphviz_gets_them_from_apt(tmp_path, java_version):
+def test_a_machine_without_java_17_graphviz_redis_or_chromium_gets_them_from_apt(tmp_path, java_version):
     calls = _system_step(tmp_path, java_version)
     assert calls[0] == "update -qq"
     installed = [c.split()[-1] for c in calls[1:]]
-    assert installed == ["openjdk-17-jre-headless", "graphviz"]
+    assert installed == ["openjdk-17-jre-headless", "graphviz", "redis-server", "chromium"]
     assert all(c.startswith("install -y") for c in calls[1:])
 
 
 def test_a_machine_without_node_gets_debians_nodejs_and_npm(tmp_path):
     calls = _system_step(tmp_path, "17.0.15", node=False)
-    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "nodejs", "npm"]
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium", "nodejs", "npm"]
 
 
 def test_java_17_or_newer_is_kept(tmp_path):
     calls = _system_step(tmp_path, "21.0.1")
-    assert [c.split()[-1] for c in calls[1:]] == ["graphviz"]
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium"]
 
 
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():

@@ -63,6 +63,7 @@ def main() -> None:
                 cache=C.Cache(size=1000, ttl_s=300.0),
                 on_timeout=C.Outcome.DEAD_LETTER,
                 on_error=C.Outcome.DEAD_LETTER,
+                store=C.Store(location='target/chk/fraud/answers/answers.db', ttl_s=86400.0),
             ),
         ),
         watermark=C.Watermark(column='ts', delay_s=30.0),
@@ -77,7 +78,7 @@ def main() -> None:
         {'enriched': resolve(FOLDER, 'target/dlq/enrich')},
     )
 
-    # line 31: STREAM flagged = MATCH enriched AGAINST rules AS r
+    # line 32: STREAM flagged = MATCH enriched AGAINST rules AS r
     flagged = state.match(
         spark, enriched, input_name='enriched',
         state=rules, state_name='rules', alias='r',
@@ -87,16 +88,16 @@ def main() -> None:
     )
     flagged.createOrReplaceTempView('flagged')
 
-    # line 34: STREAM per_customer = SELECT ...
+    # line 35: STREAM per_customer = SELECT ...
     per_customer = spark.sql(
         "SELECT customer_id, window(ts, '1 minute') AS w, count(*) AS n\n"
         "  FROM flagged GROUP BY customer_id, window(ts, '1 minute')"
     )
 
-    # line 37: SINK flagged TO PARQUET 'target/out/flagged'
+    # line 38: SINK flagged TO PARQUET 'target/out/flagged'
     flagged.write.format('parquet').mode('append').save(resolve(FOLDER, 'target/out/flagged'))
 
-    # line 38: SINK per_customer TO JSON 'target/out/per_customer'
+    # line 39: SINK per_customer TO JSON 'target/out/per_customer'
     (
         per_customer.write.format('json')
         .mode('append')

@@ -62,7 +62,8 @@ def flow_text(sql: str, relations: dict[str, list[tuple[str, str]]]) -> str:
         ddl = ", ".join(f"{quoted(c)} {t}" for c, t in columns)
         lines.append(f"SOURCE {quoted(name)} FROM PARQUET 'data/{name}' SCHEMA ({ddl});")
     lines.append("STREAM q =")
-    lines.append(sql.rstrip().rstrip(";") + ";")
+    lines.append(sql.rstrip().rstrip(";"))
+    lines.append(";")                    # on a line of its own: the query may end in a -- comment
     lines.append("SINK q TO CONSOLE;")
     return "\n".join(lines) + "\n"
 

@@ -148,7 +148,8 @@ class EnrichOperator:
             self.prefetch = self._stored.prefetch   # the loop chain looks a chunk's keys up at once
         # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
         # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
-        self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
+        self._limit: AdaptiveLimit | None = AdaptiveLimit(
+            config.capacity, config.batch.size if config.batch else 1) if config.adaptive else None
         self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None

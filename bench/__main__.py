@@ -24,6 +24,7 @@ from . import (
     enrich_modes,
     pushdown,
     report,
+    services,
     streaming_match,
     streaming_sinks,
 )
@@ -41,6 +42,7 @@ BENCHES = {
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
     "match": streaming_match.run,
+    "services": services.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -1,4 +1,4 @@
-"""10. What HEADERS with a secret and an ANSWER path cost: section 1's workload (every row one GET
+"""11. What HEADERS with a secret and an ANSWER path cost: section 1's workload (every row one GET
 to the bench service, 20 ms fixed latency, ENRICH ASYNC UNORDERED CAPACITY 100, Parquet in and
 out) with and without them, in the same run, interleaved, median of the rounds.
 
@@ -67,7 +67,7 @@ def run(ctx: Context) -> Section:
         raise RuntimeError("the featured run wrote other rows than the plain one")
     plain, featured = statistics.median(rates["plain"]), statistics.median(rates["featured"])
     section = Section(
-        "10. HEADERS with a secret and an ANSWER path",
+        "11. HEADERS with a secret and an ANSWER path",
         f"""\
 Section 1's workload: N = {n} rows in {PARTITIONS} Parquet files, one GET each to the bench service (fixed
 20 ms), ENRICH ASYNC UNORDERED CAPACITY {CAPACITY}, Parquet out; rows/s = N / wall time of the job. The

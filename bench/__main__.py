@@ -14,19 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import (
-    adaptive,
-    async_enrich,
-    cache_zipf,
-    chaining,
-    compiler_scaling,
-    cpu_per_call,
-    enrich_modes,
-    pushdown,
-    report,
-    streaming_match,
-    streaming_sinks,
-)
+from . import (adaptive, async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes,
+               lsp_latency, models, pushdown, report, store, streaming_match, streaming_sinks)
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -41,6 +30,9 @@ BENCHES = {
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
     "match": streaming_match.run,
+    "lsp": lsp_latency.run,
+    "models": models.run,
+    "store": store.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

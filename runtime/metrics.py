@@ -12,6 +12,10 @@ from typing import Any
 COUNTERS: tuple[str, ...] = (
     "elements_in", "elements_out", "calls", "elements_called", "retries", "timeouts", "misses", "errors",
     "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
+    # MODEL and EMBEDDING: answers refused with 429, and the tokens every answer reported
+    "throttled", "prompt_tokens", "completion_tokens", "total_tokens",
+    # STORE: answers found in the answer store; BUDGET: rows left unanswered
+    "store_hits", "unanswered",
     "pushed_back",   # answers that were HTTP 429 or 5xx (retried ones too): the service pushing back
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
@@ -175,6 +179,8 @@ def format_summary(d: dict[str, Any]) -> str:
                                      "misses", "errors", "dead_letters", "dropped", "cache_hits",
                                      "coalesced", "max_in_flight", "blocked_seconds",
                                      "p50_ms", "p95_ms", "p99_ms") if k in s]
+    if s.get("total_tokens") or s.get("throttled"):     # MODEL, EMBEDDING
+        parts += [f"{k}={s[k]}" for k in ("throttled", "prompt_tokens", "completion_tokens", "total_tokens")]
     return f"{s.get('operator', '?')}: " + " ".join(parts)
 
 
@@ -183,15 +189,27 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "cache_hits", "max_in_flight", "blocked_seconds", "p50_ms", "p99_ms")
 
 
+#: shown when some operator spent tokens (MODEL, EMBEDDING)
+TOKEN_COLUMNS: tuple[str, ...] = ("throttled", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def table_columns(metrics: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+    """The table's columns: the token columns only when some operator reported tokens or 429s."""
+    if any(m.get("total_tokens") or m.get("throttled") for m in metrics.values()):
+        return TABLE_COLUMNS + TOKEN_COLUMNS
+    return TABLE_COLUMNS
+
+
 def format_table(metrics: dict[str, dict[str, Any]]) -> str:
     """The per-operator summary table printed at the end of a run (summaries, see `summary`)."""
+    columns = table_columns(metrics)
     width = max(len("operator"), *(len(n) for n in metrics))
-    head = "operator".ljust(width) + "  " + "  ".join(TABLE_COLUMNS)
+    head = "operator".ljust(width) + "  " + "  ".join(columns)
     lines = ["dslc: per-operator metrics", head]
     for name in sorted(metrics):
         m = metrics[name]
-        cells = ("-" if m.get(c) is None else str(m[c]) for c in TABLE_COLUMNS)   # no calls: no latency
-        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, TABLE_COLUMNS)))
+        cells = ("-" if m.get(c) is None else str(m[c]) for c in columns)   # no calls: no latency
+        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, columns)))
     return "\n".join(lines)
 
 

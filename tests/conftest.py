@@ -31,12 +31,16 @@ def spark():
 class AppServer:
     """An aiohttp Application served on its own loop in a daemon thread."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, port: int | None = None, ssl_context=None) -> None:
+        """`port`: serve there (a service started again where it was); `ssl_context`: HTTPS."""
         from aiohttp import web
 
         self.app = app
+        self.ssl_context = ssl_context
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
+            if port:        # the port was ours a moment ago: its old connections may linger
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port or 0))
             self.port = sock.getsockname()[1]
         self.loop = asyncio.new_event_loop()
         self.runner = web.AppRunner(app)
@@ -45,7 +49,8 @@ class AppServer:
         def serve() -> None:
             asyncio.set_event_loop(self.loop)
             self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
+            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port,
+                                                     ssl_context=self.ssl_context).start())
             ready.set()
             self.loop.run_forever()
 
@@ -54,7 +59,13 @@ class AppServer:
         ready.wait(10)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        """Stop serving (closing the port); again is a no-op."""
+        if self.loop.is_closed() or not self.loop.is_running():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        except TimeoutError:     # a client's idle keep-alive connection held the shutdown up
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
@@ -63,11 +74,74 @@ def serve_app() -> Iterator:
     """serve_app(app) starts a real server and returns it; all are stopped after the test."""
     servers: list[AppServer] = []
 
-    def start(app) -> AppServer:
-        server = AppServer(app)
+    def start(app, **options) -> AppServer:
+        server = AppServer(app, **options)
         servers.append(server)
         return server
 
     yield start
     for server in servers:
         server.stop()
+
+
+class RedisServer:
+    """A real `redis-server` (Debian's package) on a free port of 127.0.0.1, without persistence."""
+
+    def __init__(self, folder: str) -> None:
+        import shutil
+        import subprocess
+        import time
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed: run .ci/install (apt-get install redis-server)")
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", folder, "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def url(self, db: int = 0) -> str:
+        return f"redis://127.0.0.1:{self.port}/{db}"
+
+    def flush(self) -> None:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as conn:
+            conn.sendall(b"FLUSHALL\r\n")
+            conn.recv(16)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except Exception:  # noqa: BLE001
+                self.process.kill()
+                self.process.wait()
+
+
+@pytest.fixture(scope="session")
+def _redis_session(tmp_path_factory) -> Iterator[RedisServer]:
+    server = RedisServer(str(tmp_path_factory.mktemp("redis")))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(_redis_session: RedisServer) -> Iterator[RedisServer]:
+    """The test run's Redis server, emptied before and after each test."""
+    _redis_session.flush()
+    yield _redis_session
+    _redis_session.flush()

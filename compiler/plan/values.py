@@ -9,17 +9,17 @@ import re
 from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 
-_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h)$", re.I)
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d)$", re.I)
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}   # d: STORE TTL 30d
 # Units people write out of habit, and the unit meant.
 _UNIT_WORDS = {"sec": "s", "secs": "s", "second": "s", "seconds": "s", "min": "m", "mins": "m",
                "minute": "m", "minutes": "m", "hr": "h", "hrs": "h", "hour": "h", "hours": "h",
-               "msec": "ms", "millis": "ms", "milliseconds": "ms"}
-_SMALLER = {"h": "m", "m": "s", "s": "ms"}
+               "msec": "ms", "millis": "ms", "milliseconds": "ms", "day": "d", "days": "d"}
+_SMALLER = {"d": "h", "h": "m", "m": "s", "s": "ms"}
 
 
 def duration(num: ast.Num, problems: list[Diagnostic]) -> float | None:
-    """Seconds of a duration like `50ms`, `1s`, `5m`, `2h`."""
+    """Seconds of a duration like `50ms`, `1s`, `5m`, `2h`, `30d`."""
     match = _DURATION.match(num.text)
     if not match:
         problems.append(error("E0301", num.span, hint=_duration_hint(num.text), text=num.text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
+import json
 import os
 import threading
 from collections.abc import Coroutine, Hashable
@@ -15,7 +16,7 @@ from dslc.runtime import user_code
 from dslc.runtime.config import Enrich, PythonCall
 from dslc.runtime.core.operator import Row
 
-from .base import EnrichCall, check_batch_answer, check_result_types, hashable_key
+from .base import EnrichCall, _json_value, check_batch_answer, check_result_types, hashable_key
 
 _pools: dict[tuple[int, str], ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
@@ -78,6 +79,13 @@ class PythonEnrichCall(EnrichCall):
 
     def cache_key(self, row: Row) -> Hashable | None:
         return hashable_key(tuple(row.items()))
+
+    def request_key(self, row: Row) -> str | None:
+        """The function's reference and the row it is given."""
+        try:
+            return json.dumps([self.config.call.ref, list(row.items())], default=_json_value, separators=(",", ":"))
+        except (TypeError, ValueError):
+            return None
 
     def start(self, row: Row) -> Coroutine[Any, Any, Any]:
         """An async function's own coroutine, on a copy of the row (one frame, not two)."""

@@ -63,6 +63,7 @@ from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import drop_cache
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.batching import BatchingCall
+from dslc.runtime.wrappers.stored import BudgetSpent, StoredCall, budget_message
 
 # --------------------------------------------------------------------------- operator
 
@@ -136,9 +137,15 @@ class EnrichOperator:
         self._idle: list[asyncio.Future[bool]] = []
         self._waking = 0   # call tasks woken or started that have not yet looked at the inbox
         self._metrics = OperatorMetrics(config.name)
+        self._call.bind_metrics(self._metrics)
         self._batching: BatchingCall | None = None
         if config.batch is not None:
             self._call = self._batching = BatchingCall(self._call, config, self._metrics)
+        self._stored: StoredCall | None = None
+        if config.store is not None:   # outside BATCH: a stored answer never joins a batch
+            self._call = self._stored = StoredCall(self._call, config, self._metrics,
+                                                   counts_calls=config.batch is None)
+            self.prefetch = self._stored.prefetch   # the loop chain looks a chunk's keys up at once
         # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
         # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
         self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
@@ -209,6 +216,7 @@ class EnrichOperator:
                     break
             self._emit_ready()
         self._finished = True
+        self._stop_if_spent()
 
     def close(self) -> None:
         """Close the user code (user `close()`)."""
@@ -345,6 +353,15 @@ class EnrichOperator:
     def finished_on_loop(self) -> None:
         """Every element has left (loop thread)."""
         self._finished = True
+        self._stop_if_spent()
+
+    def _stop_if_spent(self) -> None:
+        """BUDGET in STREAMING: a task that left rows unanswered fails, so its micro-batch does not
+        commit without them (a rerun replays it and finds the answers received in the store)."""
+        budget = self.config.budget
+        unanswered = self._metrics.counters["unanswered"]
+        if budget is not None and budget.stop_task and unanswered:
+            raise BudgetSpent(budget_message(self.config, unanswered, " of this task"))
 
     # ----------------------------------------------------------------- driven from another thread
 
@@ -403,7 +420,8 @@ class EnrichOperator:
             m.add("dead_letters")
             output.emit_dead_letter(value.letter)
         elif isinstance(value, Drop):
-            m.add("dropped")
+            if type(value) is Drop:        # Unanswered (BUDGET spent) is counted when it resolves
+                m.add("dropped")
         else:
             assert isinstance(value, Fail)
             m.add("failures")
@@ -521,7 +539,7 @@ class EnrichOperator:
             epoch = 0
             if resolver.admits:
                 self._hand_on()            # admission may wait
-                await resolver.admit()
+                await resolver.admit(entry.payload)
                 epoch = limit.epoch if limit is not None else 0
             first = self._first_step(entry.payload, started, epoch)
         except asyncio.CancelledError:

@@ -56,6 +56,11 @@ class LoopDriver:
         returns how many were rows."""
         head, enriches = self._operators[0], self._enriches
         rows = 0
+        prefetch = getattr(head, "prefetch", None)
+        if prefetch is not None and prefetch.wanted:
+            # STORE: the chunk's answers are looked up in one request, so stored rows answer at once
+            elements = list(elements)
+            await prefetch([e for e in elements if type(e) is not Watermark])
         for element in elements:
             for op in enriches:
                 if op.backlog:

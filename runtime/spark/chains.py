@@ -14,7 +14,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from . import names
+from dslc.runtime.secrets import Secrets
+
+from . import answers, driver_values, estimate, names
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -34,19 +36,28 @@ def _output_schema(input_schema: StructType, operators: tuple[C.Enrich | C.Proce
 
 
 def _share_rates(operators: tuple, tasks: int) -> tuple:
-    """RATE is for the whole job: each of the tasks that run at once gets its share."""
+    """RATE is for the whole job: each of the tasks that run at once gets its share (with an
+    answer store, the store holds one RATE for all of them instead: limits/job_rate.py)."""
     return tuple(dataclasses.replace(op, rate=dataclasses.replace(op.rate, share=1.0 / max(1, tasks)))
-                 if isinstance(op, C.Enrich) and op.rate else op for op in operators)
+                 if isinstance(op, C.Enrich) and op.rate and op.store is None else op for op in operators)
 
 
 def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
               columns: tuple[str, ...] | None = None, watermark: C.Watermark | None = None,
               states: Mapping[str, Snapshot] | PinnedStates | None = None, metrics: MetricsCollector | None = None,
-              batch_size: int = 1024) -> DataFrame:
-    """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
+              batch_size: int = 1024, secrets: Secrets | None = None) -> DataFrame:
+    """One mapInArrow pass of the chain; the result carries the dead-letter column if any.
+    `secrets`: the values the job read at start (`driver_values.required_secrets`), carried to
+    the executors inside the operators' configuration."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
+    operators = driver_values.attach(operators, secrets)
     operators = _share_rates(operators, parallelism(df.sparkSession))
+    if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
+        return estimate.record_chain(df, answers.prepare(
+            operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
+    operators = answers.prepare(operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".",
+                                streaming=df.isStreaming)
     out_schema = _output_schema(df.schema, operators)
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),
                     output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size)
@@ -54,12 +65,12 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
     if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):
         # Spark Connect: no accumulator; STREAMING: each micro-batch's figures are observed
-        return metrics.chain_with_metrics(df, chain, states or {}, out_schema)
+        return answers.stop_when_spent(metrics.chain_with_metrics(df, chain, states or {}, out_schema), chain, metrics)
     sink = metrics.sink() if metrics else None
     address = metrics.progress_address if metrics else None
     function = _PinnedChain(chain, states, sink, address) if isinstance(states, PinnedStates) else \
         ChainFunction(chain, states or {}, sink, progress=address)
-    return df.mapInArrow(worker_function(df, function), out_schema)
+    return answers.stop_when_spent(df.mapInArrow(worker_function(df, function), out_schema), chain, metrics)
 
 
 class _PinnedChain:
@@ -80,8 +91,10 @@ def keep(df: DataFrame) -> DataFrame:
 
     The folder is `spark.checkpoint.dir` when set (use a shared file system on a cluster), else a
     temporary folder of this machine removed when the job ends."""
+    if getattr(df, "_dslc_kept", False):   # computed once already (a BUDGET's check, Spark Connect's metrics)
+        return df
     if is_connect(df.sparkSession):   # no SparkContext
-        return df if getattr(df, "_dslc_kept", False) else checkpoint(df)
+        return checkpoint(df)
     context = df.sparkSession.sparkContext
     if context.getCheckpointDir() is None:
         folder = tempfile.mkdtemp(prefix="dslc-kept-")

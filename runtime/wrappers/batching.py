@@ -25,9 +25,10 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
-from dslc.runtime.calls.base import EnrichCall, check_result_types
+from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.job_rate import JobRate
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.delegating import DelegatingCall
@@ -58,7 +59,10 @@ class BatchingCall(DelegatingCall):
         self.within_s = config.batch.within_s
         self.slots = max(1, math.ceil(config.capacity / self.size))
         self.metrics = metrics
-        self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate else None
+        self.bucket: TokenBucket | JobRate | None = None
+        if config.rate:   # with an answer store, one RATE for the whole job (limits/job_rate.py)
+            self.bucket = (JobRate(config.store.location, config.name, config.rate.per_second) if config.store
+                           else bucket_for(config.rate))
         self._pending: deque[_Slot] = deque()
         self._by_key: dict[Hashable, _Slot] = {}
         self._running: dict[asyncio.Task[None], list[_Slot]] = {}
@@ -162,10 +166,13 @@ class BatchingCall(DelegatingCall):
             for slot in batch:
                 self._settle(slot, error=exc)
         else:
-            check = self.result_check
+            item = self.inner.batch_item
             for slot, answer in zip(batch, answers):
+                if isinstance(answer, BaseException):    # the kind failed this item alone
+                    self._settle(slot, error=answer)
+                    continue
                 try:
-                    self._settle(slot, value=check_result_types(answer, check))
+                    self._settle(slot, value=item(answer))
                 except Exception as exc:  # noqa: BLE001 - a bad item fails its element only
                     self._settle(slot, error=exc)
         finally:

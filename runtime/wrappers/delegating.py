@@ -21,6 +21,10 @@ class DelegatingCall(EnrichCall):
     def timeout_handler(self) -> Any:  # type: ignore[override]
         return self.inner.timeout_handler
 
+    def bind_metrics(self, metrics: Any) -> None:
+        self.metrics = metrics
+        self.inner.bind_metrics(metrics)
+
     def open(self) -> None:
         self.inner.open()
 
@@ -30,5 +34,11 @@ class DelegatingCall(EnrichCall):
     def cache_key(self, row: Row) -> Hashable | None:
         return self.inner.cache_key(row)
 
+    def request_key(self, row: Row) -> str | None:
+        return self.inner.request_key(row)
+
     async def aclose_clients(self) -> None:
         await self.inner.aclose_clients()
+
+    def batch_item(self, answer: Any) -> Any:
+        return self.inner.batch_item(answer)

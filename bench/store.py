@@ -1,0 +1,244 @@
+"""13. The answer store (ENRICH ... STORE): what a warm rerun costs, calls saved over the
+per-process CACHE, and one RATE for the whole job against the static split.
+
+a. Warm rerun: the same job over the same rows, every answer already in the store, against the
+   job without the ENRICH (read, write Parquet); embedded store (SQLite) and Redis (a local
+   `redis-server` started for the run, when installed). Interleaved, median of 3.
+b. Calls saved: a Zipf workload (as section 5) in 4 partitions on local[2] (two Python workers,
+   each with its own CACHE): CACHE against STORE, cold, calls counted by the service.
+c. RATE with skew: 2 partitions of 900 and 100 rows, RATE 50 PER SECOND, a service answering
+   at once that time-stamps each call: the share of the limit used while the big partition
+   runs alone, without a store (the static split: 25 per second per task) and with one.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import statistics
+import subprocess
+import threading
+import time
+
+from .cache_zipf import zipf_keys
+from .common import Context, run_flow, write_input
+from .report import Section, Table, Target, ratio
+
+PLAIN = """\
+SOURCE events FROM PARQUET 'input/' SCHEMA (event_id STRING, customer_id STRING);
+SINK events TO PARQUET 'out/' MODE OVERWRITE;
+"""
+STORED = """\
+PIPELINE warm MODE BATCH ANSWERS '{answers}';
+SOURCE events FROM PARQUET 'input/' SCHEMA (event_id STRING, customer_id STRING);
+STREAM enriched = ENRICH events WITH HTTP GET '{url}'
+  RETURNS (value STRING) ASYNC UNORDERED CAPACITY 100 TIMEOUT 30s {cache};
+SINK enriched TO PARQUET 'out/' MODE OVERWRITE;
+"""
+SKEWED = """\
+PIPELINE skew MODE BATCH {answers};
+SET spark.sql.files.openCostInBytes = 1073741824;
+SOURCE events FROM JSON 'input/' SCHEMA (event_id STRING, customer_id STRING);
+STREAM enriched = ENRICH events WITH HTTP GET 'http://127.0.0.1:{port}/t/{{event_id}}'
+  RETURNS (value STRING) ASYNC UNORDERED CAPACITY 20 TIMEOUT 60s RATE {rate} PER SECOND {store};
+SINK enriched TO PARQUET 'out/' MODE OVERWRITE;
+"""
+RATE = 50
+
+
+class RedisProcess:
+    """A throw-away redis-server on a free port (None when it is not installed)."""
+
+    def __init__(self, folder) -> None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.process = subprocess.Popen(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                         "--appendonly", "no", "--dir", str(folder)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(10)
+
+
+class StampingService:
+    """An aiohttp service on its own thread that answers at once and keeps each call's time."""
+
+    def __init__(self) -> None:
+        from aiohttp import web
+
+        self.times: list[float] = []
+
+        async def handle(request):
+            self.times.append(time.monotonic())
+            return web.json_response({"value": request.match_info["id"]})
+
+        app = web.Application()
+        app.router.add_get("/t/{id}", handle)
+        self.runner = web.AppRunner(app, access_log=None)
+        self.loop = asyncio.new_event_loop()
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        ready = threading.Event()
+
+        def serve():
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(self.runner.setup())
+            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
+            ready.set()
+            self.loop.run_forever()
+
+        threading.Thread(target=serve, daemon=True).start()
+        ready.wait(10)
+
+    def stop(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def _warm(ctx: Context, rows: int) -> tuple[Table, list[Target], list[str]]:
+    folder = ctx.folder("store-warm")
+    keys = [f"c{i % (rows // 4)}" for i in range(rows)]
+    write_input(folder / "input", {"event_id": [f"e{i}" for i in range(rows)], "customer_id": keys})
+    plain = folder / "plain" / "pipeline.flow"
+    plain.parent.mkdir()
+    shutil.copytree(folder / "input", plain.parent / "input")
+    plain.write_text(PLAIN)
+    stores = {"embedded (SQLite)": str(folder / "answers.db")}
+    redis = RedisProcess(folder) if shutil.which("redis-server") else None
+    if redis is not None:
+        stores["Redis"] = f"redis://127.0.0.1:{redis.port}/0"
+    flows = {}
+    try:
+        for name, answers in stores.items():
+            flow = folder / name.split()[0].lower() / "pipeline.flow"
+            flow.parent.mkdir()
+            shutil.copytree(folder / "input", flow.parent / "input")
+            flow.write_text(STORED.format(answers=answers, url=ctx.service.url("instant", "{customer_id}"),
+                                          cache="STORE"))
+            run_flow(flow)                           # cold: fills the store
+            flows[name] = flow
+        times: dict[str, list[float]] = {"without ENRICH": [], **{n: [] for n in flows}}
+        ctx.service.reset()
+        for _ in range(3):
+            times["without ENRICH"].append(run_flow(plain).seconds)
+            for name, flow in flows.items():
+                times[name].append(run_flow(flow).seconds)
+        calls = ctx.service.stats()["calls"]
+    finally:
+        if redis is not None:
+            redis.stop()
+    base = statistics.median(times["without ENRICH"])
+    table = Table(["job", "runs (s)", "median s", "vs without ENRICH"])
+    for name, values in times.items():
+        table.add(name, " / ".join(f"{v:.2f}" for v in values), f"{statistics.median(values):.2f}",
+                  ratio(statistics.median(values), base))
+    targets = [Target(f"warm rerun, embedded store, {rows:,} rows: <= 1.5x the job without the ENRICH",
+                      ratio(statistics.median(times["embedded (SQLite)"]), base),
+                      statistics.median(times["embedded (SQLite)"]) <= 1.5 * base)]
+    if "Redis" in times:
+        targets.append(Target(f"warm rerun, Redis, {rows:,} rows: <= 2x the job without the ENRICH",
+                              ratio(statistics.median(times["Redis"]), base), statistics.median(times["Redis"]) <= 2 * base))
+    return table, targets, [f"Warm reruns made {calls} calls (every answer came from the store)."]
+
+
+def _zipf(ctx: Context, rows: int) -> tuple[Table, list[str]]:
+    folder = ctx.folder("store-zipf")
+    customers = zipf_keys(rows, 10_000, 1.1)
+    distinct = len(set(customers))
+    table = Table(["variant", "service calls", "calls per distinct key", "store hits", "seconds"])
+    calls = {}
+    for index, (name, option) in enumerate((("CACHE 10000 TTL 5m (per process)", "CACHE 10000 TTL 5m"),
+                                            ("STORE (embedded)", "STORE"))):
+        run = folder / f"v{index}"
+        write_input(run / "input", {"event_id": [f"e{i}" for i in range(rows)], "customer_id": customers},
+                    partitions=4)
+        flow = run / "pipeline.flow"
+        flow.write_text(STORED.format(answers=str(run / "answers.db"), url=ctx.service.url("fixed", "{customer_id}"),
+                                      cache=option).replace("ENRICH", "ENRICH", 1).replace(
+            "STREAM enriched", f"STREAM enriched{index}").replace("SINK enriched", f"SINK enriched{index}"))
+        ctx.service.reset()
+        result = run_flow(flow)
+        calls[name] = ctx.service.stats()["calls"]
+        metrics = result.metrics.get(f"enriched{index}", {})
+        table.add(name, calls[name], f"{calls[name] / distinct:.2f}", metrics.get("store_hits", 0), f"{result.seconds:.2f}")
+    cache, store = calls.values()
+    return table, [f"{rows:,} rows, {distinct:,} distinct keys (Zipf 1.1 over 10,000), 4 partitions on local[2]: "
+                   f"STORE makes {1 - store / cache:.0%} fewer calls than the per-process CACHE ({cache} -> {store}); "
+                   "its floor is one call per distinct key."]
+
+
+def _rate(ctx: Context) -> tuple[Table, list[Target], list[str]]:
+    folder = ctx.folder("store-rate")
+    service = StampingService()
+    table = Table(["RATE held by", "calls", "share of the limit used while the big partition runs alone",
+                   "most calls in any 1 s"])
+    shares = {}
+    try:
+        for index, (name, store) in enumerate((("static split (no store)", ""), ("the answer store", "STORE"))):
+            run = folder / f"v{index}"
+            (run / "input").mkdir(parents=True)
+            for part, (start, count) in enumerate(((0, 900), (900, 100))):
+                (run / f"input/{part}.json").write_text("".join(
+                    f'{{"event_id": "e{index}-{i}", "customer_id": "c{i}"}}\n' for i in range(start, start + count)))
+            answers = f"ANSWERS '{run / 'answers.db'}'" if store else ""
+            flow = run / "pipeline.flow"
+            flow.write_text(SKEWED.format(answers=answers, port=service.port, rate=RATE, store=store))
+            service.times.clear()
+            run_flow(flow)
+            times = sorted(service.times)
+            alone = times[250:]                    # after the small partition's 100 calls are long done
+            share = (len(alone) - 1) / (alone[-1] - alone[0]) / RATE
+            peak = max(sum(1 for u in times if t <= u < t + 1.0) for t in times)
+            shares[name] = share
+            table.add(name, len(times), f"{share:.2f}", f"{peak} (limit {RATE})")
+    finally:
+        service.stop()
+    return table, [Target(f"RATE {RATE} with 90/10 skew, held by the store: >= 0.9 of the limit used",
+                          f"{shares['the answer store']:.2f}", shares["the answer store"] >= 0.9)], \
+        [f"The static split gives each of the 2 tasks {RATE // 2} per second, so the big partition alone uses "
+         f"{shares['static split (no store)']:.2f} of the limit."]
+
+
+def run(ctx: Context) -> Section:
+    started = time.perf_counter()
+    rows = 1_000_000 if ctx.full else 200_000
+    warm_table, targets, warm_notes = _warm(ctx, rows)
+    zipf_table, zipf_notes = _zipf(ctx, 20_000 * (5 if ctx.full else 1))
+    rate_table, rate_targets, rate_notes = _rate(ctx)
+    section = Section(
+        "13. The answer store: warm reruns, calls saved, one RATE",
+        f"""\
+a. {rows:,} rows ({rows // 4:,} distinct keys), `ENRICH ... STORE` on `/instant`, every answer already in the
+store, against the same job without the ENRICH (Parquet in, Parquet out); interleaved, median of 3.
+b. Zipf keys, `/fixed` (20 ms), UNORDERED CAPACITY 100, CACHE against STORE.
+c. {RATE} calls per second, 2 partitions of 900 and 100 rows, a service that answers at once.""",
+        tables=[warm_table, zipf_table, rate_table],
+        targets=targets + rate_targets,
+        notes=warm_notes + zipf_notes + rate_notes,
+    )
+    section.seconds = time.perf_counter() - started
+    return section
+
+
+if __name__ == "__main__":   # python -m bench.store [--full]: this section alone, printed
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from .common import spark_session
+    from .service import LatencyService
+
+    root = Path(tempfile.mkdtemp(prefix="dslc-bench-store-"))
+    with LatencyService() as latency:
+        result = run(Context(spark=spark_session(), service=latency, full="--full" in sys.argv, root=root))
+    print(result.markdown())
+    shutil.rmtree(root, ignore_errors=True)

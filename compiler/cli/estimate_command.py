@@ -1,0 +1,142 @@
+"""`dslc explain FILE --estimate [--sample N] [--latency 40ms | --replay DIR | --record DIR]`:
+the bill before the run. The job runs on local Spark with nothing called (runtime/spark/estimate.py
+says how each figure is counted)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import runpy
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from dslc.compiler.diagnostics import ToolError
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_latency(text: str) -> float:
+    """'40ms' -> 0.04 seconds."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text.strip())
+    if not match:
+        raise ToolError(f"--latency: expected a duration such as 40ms or 1.5s, got {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def recorded_latency(directory: str) -> dict[str, float]:
+    """Median latency in seconds per operator of a recording folder."""
+    from dslc.runtime.wrappers.recording import entries
+
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise ToolError(f"no recording folder {directory}")
+    by_operator: dict[str, list[float]] = {}
+    for call in entries(folder):
+        if call.get("latency_ms") is not None:
+            by_operator.setdefault(call["operator"], []).append(float(call["latency_ms"]) / 1000)
+    return {op: statistics.median(values) for op, values in by_operator.items()}
+
+
+def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, recording: str | None = None):
+    """Run the job of `flow` without calling anything; an Estimate per ENRICH."""
+    from dslc.compiler.pipeline import check_source, lower_plan
+    from dslc.compiler.source import SourceFile
+    from dslc.runtime.spark import estimate
+
+    plan = check_source(SourceFile.read(flow), mode="batch")   # sources read as they are now
+    given = parse_latency(latency) if latency else None
+    recorded = recorded_latency(recording) if recording else {}
+    with tempfile.TemporaryDirectory(prefix="dslc-estimate-") as folder:
+        job = Path(folder) / "estimate_job.py"
+        job.write_text(lower_plan(plan, job_folder=folder, writes=False))
+        previous = os.environ.get("DSLC_FLOW_FOLDER")
+        os.environ["DSLC_FLOW_FOLDER"] = str(Path(flow).resolve().parent)
+        estimate.ESTIMATING = []
+        try:
+            _quiet_session(plan.settings.conf)
+            runpy.run_path(str(job), run_name="__main__")
+            found = list(estimate.ESTIMATING)
+            from pyspark.sql import SparkSession
+            spark = SparkSession.getActiveSession()
+            tasks = spark.sparkContext.defaultParallelism if spark is not None else 1
+            return [estimate.estimate_one(op, df, sample=sample, tasks=tasks,
+                                          latency_s=given if given is not None else recorded.get(op.name))
+                    for op, df in found]
+        finally:
+            estimate.ESTIMATING = None
+            if previous is None:
+                os.environ.pop("DSLC_FLOW_FOLDER", None)
+            else:
+                os.environ["DSLC_FLOW_FOLDER"] = previous
+
+
+def _quiet_session(conf) -> None:
+    """The local session the job will reuse, without progress bars over the table."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(os.environ.get("DSLC_MASTER", "local[*]")).appName("dslc-estimate")
+    for key, value in (("spark.ui.showConsoleProgress", "false"), ("spark.ui.enabled", "false"),
+                       ("spark.log.level", "ERROR"), *conf):
+        builder = builder.config(key, value)
+    builder.getOrCreate()
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value < 120:
+        return f"{value:.1f}s"
+    if value < 7200:
+        return f"{value / 60:.1f}m"
+    return f"{value / 3600:.1f}h"
+
+
+def render(flow: str, found) -> str:
+    """The estimate as a table, one row per ENRICH, then notes."""
+    head = ("operator", "line", "rows", "distinct_keys", "in_store", "calls", "time", "budget")
+    rows = []
+    notes = []
+    for e in found:
+        if e.budget is None:
+            budget = "-"
+        elif e.budget_enough is None:
+            budget = f"{e.budget} {e.budget_unit}"
+        else:
+            budget = f"{e.budget}: " + ("enough" if e.budget_enough else f"short by {e.calls - e.budget}")
+        in_store = "-" if e.stored_keys is None else f"{'~' if e.sampled else ''}{e.stored_keys}"
+        rows.append((e.operator, str(e.line), str(e.rows), str(e.distinct_keys), in_store, str(e.calls),
+                     _seconds(e.seconds), budget))
+        if e.seconds is None:
+            notes.append(f"{e.operator}: no time without a latency (--latency 40ms, or --replay/--record DIR)")
+        else:
+            how = f"latency {e.latency_s * 1000:.0f} ms, " if e.latency_s is not None else ""
+            notes.append(f"{e.operator}: time at {how}CAPACITY {e.capacity} x {e.tasks} tasks"
+                         + (f", RATE {e.rate:g}/s" if e.rate else ""))
+        if e.budget_enough is False:
+            runs = -(-e.calls // e.budget)
+            notes.append(f"{e.operator}: BUDGET {e.budget} CALLS stops the run; {runs} runs complete it "
+                         "(each continues from the answer store)")
+        notes.extend(f"{e.operator}: {n}" for n in e.notes)
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
+    lines = [f"estimate for {flow}: nothing was called (sources read, filters applied)",
+             "  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(head, widths)))]
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    if not rows:
+        lines.append("(no ENRICH)")
+    lines += [f"  {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    """dslc explain FILE --estimate ..."""
+    recording = getattr(args, "replay", None) or getattr(args, "record", None)
+    found = estimates(args.file, sample=args.sample, latency=args.latency, recording=recording)
+    if args.format == "json":
+        sys.stdout.write(json.dumps([e.to_dict() for e in found], indent=2) + "\n")
+    else:
+        sys.stdout.write(render(args.file, found))
+    return 0

@@ -1,0 +1,110 @@
+"""The answer store on the driver: each STORE's location made absolute and checked before any
+call, the run named (BUDGET counts per run), and a run stopped when a BUDGET is spent.
+
+BATCH: a chain with a BUDGET is computed at once (`keep`, so no sink has written anything yet);
+if some rows were left unanswered the job prints the metrics and how many rows are left, and
+exits with code 3. Every answer received is in the store, so the same command continues where
+it stopped. STREAMING: the task that left rows unanswered fails (its micro-batch does not
+commit, and is replayed on the next run, finding its answers in the store); the job exits with
+code 3.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import sys
+import uuid
+from pathlib import Path
+
+from dslc.runtime import config as C
+from dslc.runtime.store.base import StoreError, check_location, is_redis
+from dslc.runtime.wrappers.stored import budget_message
+
+BUDGET_EXIT = 3
+
+_checked: set[str] = set()
+
+
+def location(path: str, folder: str) -> str:
+    """A store location as every executor reaches it: `redis://` as written, a path made absolute
+    against the .flow file's folder."""
+    if is_redis(path) or os.path.isabs(path):
+        return path
+    return str(Path(folder, path).resolve())
+
+
+def prepare(operators: tuple, folder: str, streaming: bool) -> tuple:
+    """The chain's operators with their store located and checked, this run named, and (in
+    STREAMING) a spent BUDGET made to fail its task."""
+    out = []
+    run = uuid.uuid4().hex[:16]     # this run of the job: its BUDGET counters start from nothing
+    for op in operators:
+        if isinstance(op, C.Enrich) and op.store is not None:
+            where = location(op.store.location, folder)
+            check(where)
+            op = dataclasses.replace(op, store=dataclasses.replace(op.store, location=where, run=run))
+            if op.budget is not None and streaming:
+                op = dataclasses.replace(op, budget=dataclasses.replace(op.budget, stop_task=True))
+                _exit_on_budget_failure()
+        out.append(op)
+    return tuple(out)
+
+
+def check(where: str) -> None:
+    """Open the store once (per location and run) before any call: an unreachable Redis, a
+    damaged file or a store of another dslc version stops the job here, with one clear line."""
+    if where in _checked:
+        return
+    try:
+        asyncio.run(check_location(where))
+    except StoreError as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    _checked.add(where)
+
+
+def stop_when_spent(df, chain: C.Chain, metrics):
+    """BATCH: compute a chain with a BUDGET now and stop the job (exit 3) if rows were left
+    unanswered; other chains pass unchanged."""
+    budgeted = [op for op in chain.operators if isinstance(op, C.Enrich) and op.budget is not None]
+    if not budgeted or df.isStreaming or metrics is None:
+        return df
+    from .chains import keep
+    df = keep(df)
+    df._dslc_kept = True
+    totals = metrics.value()
+    spent = [(op, int(totals.get(op.name, {}).get("unanswered", 0))) for op in budgeted]
+    spent = [(op, n) for op, n in spent if n]
+    if spent:
+        metrics.report()
+        for op, unanswered in spent:
+            print(f"dslc: {budget_message(op, unanswered)}", file=sys.stderr, flush=True)
+        raise SystemExit(BUDGET_EXIT)
+    return df
+
+
+_hooked = False
+
+
+def _exit_on_budget_failure() -> None:
+    """STREAMING: a query that failed because a BUDGET was spent ends the job with exit code 3
+    and the task's message instead of a traceback."""
+    global _hooked
+    if _hooked:
+        return
+    _hooked = True
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        text = str(value)
+        marker = text.find("BUDGET ")
+        if "BudgetSpent" in text and marker >= 0:
+            line = text[marker:].splitlines()[0]
+            print(f"dslc: {line}", file=sys.stderr, flush=True)
+            sys.stderr.flush()
+            sys.stdout.flush()
+            os._exit(BUDGET_EXIT)
+        previous(kind, value, traceback)
+
+    sys.excepthook = hook

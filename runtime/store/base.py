@@ -1,0 +1,198 @@
+"""What an answer store is: one small interface every backend implements, and how a location
+names its backend.
+
+A store keeps, per operator, answers by request key (a result or a miss, with the time it came),
+short leases that let one task call a key while the others wait for its answer, counters (a
+BUDGET's spending in one run) and rate slots (one RATE for the whole job). Every method is a
+coroutine run on the worker's event loop and takes many keys at once, so a backend makes one
+round trip for all the keys a loop step asks about.
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import datetime as dt
+import decimal
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+#: The layout of the store's data this dslc writes; a store of another layout is migrated or refused.
+SCHEMA_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    """The answer store cannot be used (unreachable, damaged, another version); the message says
+    which location and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored answer: the call's value (a result, a list of them, or None for a miss) and
+    when it came (seconds since the epoch)."""
+
+    value: Any
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorStats:
+    """What the store holds for one operator."""
+
+    operator: str
+    answers: int
+    misses: int
+    oldest: float | None
+    newest: float | None
+
+
+class AnswerStore:
+    """The interface of a backend (coroutines on the worker loop unless said otherwise)."""
+
+    location: str
+    version: int = SCHEMA_VERSION
+
+    async def open(self, check: bool = False) -> None:
+        """Connect and check the store's schema version (migrating or refusing it); `check` also
+        verifies the data (the driver does it once before any call). Raises StoreError."""
+        raise NotImplementedError
+
+    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
+        """The answers stored for `keys` that are younger than `ttl_s` (None: any age)."""
+        raise NotImplementedError
+
+    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None) -> None:
+        """Store answers (key, value) as of now, and release the leases on those keys."""
+        raise NotImplementedError
+
+    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
+                    ttl_s: float | None = None) -> set[str]:
+        """Take for `seconds` the lease of each key that is free (or lapsed) and has no answer
+        younger than `ttl_s` (checked in the same atomic step: an answer written since the
+        caller looked is not paid again); the keys `owner` now holds."""
+        raise NotImplementedError
+
+    async def renew(self, operator: str, keys: list[str], owner: str, seconds: float) -> None:
+        """Extend the leases `owner` holds on `keys` by `seconds` from now."""
+        raise NotImplementedError
+
+    async def release(self, operator: str, keys: list[str], owner: str) -> None:
+        """Give up the leases `owner` holds on `keys` (its call failed: another may try)."""
+        raise NotImplementedError
+
+    async def spend(self, counter: str, amount: int) -> int:
+        """Add `amount` to a counter, atomically for every task; the total after it."""
+        raise NotImplementedError
+
+    async def reserve(self, name: str, per_second: float, count: int = 1) -> float:
+        """Take `count` consecutive slots of a rate of `per_second` shared by the whole job; the
+        seconds until the first one (the others follow every 1/per_second)."""
+        raise NotImplementedError
+
+    async def stats(self, operator: str | None = None) -> list[OperatorStats]:
+        """What the store holds, per operator (all of them when None)."""
+        raise NotImplementedError
+
+    async def clear(self, operator: str | None = None) -> int:
+        """Forget the answers of one operator (or all, with leases, counters and rates); how many went."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Release the connection."""
+
+
+def is_redis(location: str) -> bool:
+    """True for a `redis://` (or `rediss://`) location."""
+    return location.startswith(("redis://", "rediss://"))
+
+
+def make_store(location: str) -> AnswerStore:
+    """A new, unopened store for a location: a file path (SQLite) or `redis://host:port/db`."""
+    if is_redis(location):
+        from .redis import RedisStore
+        return RedisStore(location)
+    from .sqlite import SqliteStore
+    return SqliteStore(location)
+
+
+_stores: dict[tuple[int, int, str], tuple[AnswerStore, asyncio.Lock]] = {}
+_stores_lock = threading.Lock()
+
+
+async def store_for(location: str) -> AnswerStore:
+    """The worker's open store for a location on the running loop (opened on first use and shared
+    by every operator and task of the process)."""
+    loop = asyncio.get_running_loop()
+    key = (os.getpid(), id(loop), location)
+    with _stores_lock:
+        entry = _stores.get(key)
+        if entry is None:
+            entry = _stores[key] = (make_store(location), asyncio.Lock())
+    store, lock = entry
+    if not getattr(store, "_opened", False):
+        async with lock:
+            if not getattr(store, "_opened", False):
+                await store.open()
+                store._opened = True   # type: ignore[attr-defined]
+    return store
+
+
+def forget_store(location: str) -> None:
+    """Drop the worker's store of a location (after a failure: its connection may be broken)."""
+    with _stores_lock:
+        for key in [k for k in _stores if k[2] == location and k[0] == os.getpid()]:
+            _stores.pop(key, None)
+
+
+async def check_location(location: str) -> None:
+    """Open a store once and check it (the driver, before any call); raises StoreError."""
+    store = make_store(location)
+    try:
+        await store.open(check=True)
+    finally:
+        await store.close()
+
+
+# ------------------------------------------------------------------ values
+
+
+def _tagged(value: Any) -> Any:
+    """JSON for the values json cannot write, tagged so `decode` gives them back."""
+    if isinstance(value, dt.datetime):
+        return {"$dslc": "datetime", "v": value.isoformat()}
+    if isinstance(value, dt.date):
+        return {"$dslc": "date", "v": value.isoformat()}
+    if isinstance(value, decimal.Decimal):
+        return {"$dslc": "decimal", "v": str(value)}
+    if isinstance(value, (bytes, bytearray)):
+        return {"$dslc": "bytes", "v": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError(f"cannot store a {type(value).__name__} in the answer store")
+
+
+_UNTAG = {
+    "datetime": dt.datetime.fromisoformat,
+    "date": dt.date.fromisoformat,
+    "decimal": decimal.Decimal,
+    "bytes": base64.b64decode,
+}
+
+
+def _untag(obj: dict) -> Any:
+    kind = obj.get("$dslc")
+    if kind in _UNTAG and len(obj) == 2:
+        return _UNTAG[kind](obj["v"])
+    return obj
+
+
+def encode(value: Any) -> str:
+    """An answer as stored text."""
+    return json.dumps(value, default=_tagged, separators=(",", ":"))
+
+
+def decode(text: str | bytes) -> Any:
+    """An answer from stored text."""
+    return json.loads(text, object_hook=_untag)

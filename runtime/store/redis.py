@@ -1,0 +1,195 @@
+"""The answer store on a Redis server (`redis://host:port/db`), which executors on many machines
+share: the `redis` library's asyncio client, one pipeline (one round trip) per batch of keys.
+
+Layout (every name under `dslc:`): `dslc:meta` (a hash: the store's version), `dslc:ops` (a set of
+operator names), `dslc:a:{operator}:{digest}` answers (JSON: key, value, time; expiring with STORE
+TTL), `dslc:l:{operator}:{digest}` leases (the owner, expiring), `dslc:c:{name}` counters and
+`dslc:r:{name}` rate slots. The digest is SHA-256 of the request key, so long keys cost nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from .base import SCHEMA_VERSION, AnswerStore, OperatorStats, Stored, StoreError, decode, encode
+
+# One slot of a rate shared by the job: the server's clock, so executors' clocks need not agree.
+_RESERVE = """
+local now = redis.call('TIME')
+now = tonumber(now[1]) + tonumber(now[2]) / 1000000
+local next = tonumber(redis.call('GET', KEYS[1]) or '0')
+local slot = math.max(next, now)
+redis.call('SET', KEYS[1], tostring(slot + tonumber(ARGV[1])), 'PX', 3600000)
+return tostring(slot - now)
+"""
+
+# Take the lease of each key (KEYS: lease, answer, lease, answer...) that has no answer and no
+# holder; 1 per key taken.
+_LEASE = """
+local taken = {}
+for i = 1, #KEYS, 2 do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 and redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    taken[#taken + 1] = (i + 1) / 2
+  end
+end
+return taken
+"""
+
+# Delete a lease only if this owner still holds it.
+_RELEASE = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+end
+return 0
+"""
+
+_RENEW = """
+for i, key in ipairs(KEYS) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('PEXPIRE', key, ARGV[2]) end
+end
+return 0
+"""
+
+
+def _digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class RedisStore(AnswerStore):
+    """The answer store on a Redis server."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self._client: Any = None
+
+    def _answer(self, operator: str, key: str) -> str:
+        return f"dslc:a:{operator}:{_digest(key)}"
+
+    def _lease(self, operator: str, key: str) -> str:
+        return f"dslc:l:{operator}:{_digest(key)}"
+
+    async def open(self, check: bool = False) -> None:
+        try:
+            import redis.asyncio as aioredis
+            from redis.exceptions import RedisError
+        except ImportError:
+            raise StoreError(f"answer store {self.location}: the `redis` Python package is not installed "
+                             "(pip install redis)") from None
+        try:
+            self._client = aioredis.from_url(self.location, socket_connect_timeout=5, socket_timeout=30)
+        except (ValueError, RedisError) as exc:
+            raise StoreError(f"answer store {self.location}: bad Redis location: {exc}") from None
+        try:
+            await self._client.ping()
+            version = await self._client.hget("dslc:meta", "schema_version")
+            if version is None:
+                await self._client.hsetnx("dslc:meta", "schema_version", str(SCHEMA_VERSION))
+                version = await self._client.hget("dslc:meta", "schema_version")
+        except (RedisError, OSError) as exc:
+            await self.close()
+            raise StoreError(f"answer store {self.location} is unreachable: {exc}; start Redis there, or give "
+                             "ANSWERS another location") from None
+        version = int(version)
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"answer store {self.location} was written by a newer dslc (store version {version}; "
+                             f"this dslc reads version {SCHEMA_VERSION}): upgrade dslc, or use another database")
+        if version < SCHEMA_VERSION:
+            raise StoreError(f"answer store {self.location} was written by an older dslc (store version {version}) "
+                             f"and cannot be migrated: empty it with `dslc store clear {self.location}`")
+        self._reserve = self._client.register_script(_RESERVE)
+        self._release = self._client.register_script(_RELEASE)
+        self._take = self._client.register_script(_LEASE)
+        self._renew = self._client.register_script(_RENEW)
+
+    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
+        if not keys:
+            return {}
+        values = await self._client.mget([self._answer(operator, k) for k in keys])
+        since = time.time() - ttl_s if ttl_s else float("-inf")
+        found: dict[str, Stored] = {}
+        for key, raw in zip(keys, values):
+            if raw is not None:
+                item = json.loads(raw)
+                if item["at"] >= since and item["k"] == key:
+                    found[key] = Stored(decode(item["v"]), item["at"])
+        return found
+
+    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None) -> None:
+        now = time.time()
+        pipe = self._client.pipeline(transaction=False)
+        pipe.sadd("dslc:ops", operator)
+        for key, value in items:
+            text = json.dumps({"k": key, "v": encode(value), "at": now}, separators=(",", ":"))
+            pipe.set(self._answer(operator, key), text, px=int(ttl_s * 1000) if ttl_s else None)
+            pipe.delete(self._lease(operator, key))
+        await pipe.execute()
+
+    async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
+                    ttl_s: float | None = None) -> set[str]:
+        if not keys:
+            return set()
+        names = [name for key in keys for name in (self._lease(operator, key), self._answer(operator, key))]
+        taken = await self._take(keys=names, args=[owner, int(seconds * 1000)])
+        return {keys[int(i) - 1] for i in taken}
+
+    async def renew(self, operator: str, keys: list[str], owner: str, seconds: float) -> None:
+        if keys:
+            await self._renew(keys=[self._lease(operator, k) for k in keys], args=[owner, int(seconds * 1000)])
+
+    async def release(self, operator: str, keys: list[str], owner: str) -> None:
+        if keys:
+            await self._release(keys=[self._lease(operator, k) for k in keys], args=[owner])
+
+    async def spend(self, counter: str, amount: int) -> int:
+        return int(await self._client.incrby(f"dslc:c:{counter}", amount))
+
+    async def reserve(self, name: str, per_second: float, count: int = 1) -> float:
+        return float(await self._reserve(keys=[f"dslc:r:{name}"], args=[count / per_second]))
+
+    async def _keys(self, pattern: str) -> list[bytes]:
+        return [key async for key in self._client.scan_iter(match=pattern, count=1000)]
+
+    async def stats(self, operator: str | None = None) -> list[OperatorStats]:
+        operators = [operator] if operator else sorted(o.decode() for o in await self._client.smembers("dslc:ops"))
+        out = []
+        for op in operators:
+            keys = await self._keys(f"dslc:a:{op}:*")
+            answers = misses = 0
+            oldest = newest = None
+            for start in range(0, len(keys), 1000):
+                for raw in await self._client.mget(keys[start:start + 1000]):
+                    if raw is None:
+                        continue
+                    item = json.loads(raw)
+                    answers += 1
+                    misses += item["v"] in ("null", "[]")
+                    oldest = item["at"] if oldest is None else min(oldest, item["at"])
+                    newest = item["at"] if newest is None else max(newest, item["at"])
+            if answers:
+                out.append(OperatorStats(op, answers, misses, oldest, newest))
+        return out
+
+    async def clear(self, operator: str | None = None) -> int:
+        patterns = [f"dslc:a:{operator}:*", f"dslc:l:{operator}:*"] if operator else \
+            ["dslc:a:*", "dslc:l:*", "dslc:c:*", "dslc:r:*"]
+        gone = 0
+        for pattern in patterns:
+            keys = await self._keys(pattern)
+            for start in range(0, len(keys), 1000):
+                removed = await self._client.unlink(*keys[start:start + 1000])
+                gone += removed if pattern.startswith("dslc:a:") else 0
+        if operator:
+            await self._client.srem("dslc:ops", operator)
+        else:
+            await self._client.delete("dslc:ops")
+        return gone
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            try:
+                await client.aclose()
+            except Exception:  # noqa: BLE001 - closing a connection that never opened
+                pass

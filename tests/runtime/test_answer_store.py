@@ -1,0 +1,141 @@
+"""The answer store's backends (SQLite file, real Redis server) behind one interface, and their
+bad inputs: a damaged file, another program's file, a store of another dslc version, an
+unreachable Redis."""
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import decimal
+import sqlite3
+import time
+
+import pytest
+from dslc.runtime.store.base import SCHEMA_VERSION, StoreError, check_location, decode, encode, make_store
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def location(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "answers.db")
+    return request.getfixturevalue("redis_server").url(0)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _opened(location):
+    store = make_store(location)
+    await store.open(check=True)
+    return store
+
+
+def test_answers_round_trip_with_time_and_ttl(location):
+    async def scenario():
+        store = await _opened(location)
+        try:
+            await store.put_many("op", [("k1", {"tier": "gold"}), ("k2", None), ("k3", [])], None)
+            found = await store.get_many("op", ["k1", "k2", "k3", "k4"], None)
+            assert {k: v.value for k, v in found.items()} == {"k1": {"tier": "gold"}, "k2": None, "k3": []}
+            assert abs(found["k1"].at - time.time()) < 5
+            assert await store.get_many("other", ["k1"], None) == {}      # per operator
+            await asyncio.sleep(0.3)
+            assert await store.get_many("op", ["k1"], 0.1) == {}          # older than its TTL
+            stats = {s.operator: s for s in await store.stats()}
+            assert stats["op"].answers == 3 and stats["op"].misses == 2
+            assert await store.clear("op") == 3
+            assert await store.get_many("op", ["k1"], None) == {}
+        finally:
+            await store.close()
+    run(scenario())
+
+
+def test_a_lease_is_held_by_one_owner_until_released_or_lapsed(location):
+    async def scenario():
+        a, b = await _opened(location), await _opened(location)
+        try:
+            assert await a.lease("op", ["x", "y"], "A", 5) == {"x", "y"}
+            assert await b.lease("op", ["x", "y", "z"], "B", 5) == {"z"}
+            await a.release("op", ["x"], "A")
+            assert await b.lease("op", ["x"], "B", 5) == {"x"}
+            await a.renew("op", ["y"], "A", 0.2)
+            await asyncio.sleep(0.4)                                     # A died: its lease lapses
+            assert await b.lease("op", ["y"], "B", 5) == {"y"}
+            await b.put_many("op", [("z", {"v": 1})], None)              # an answered key is not leased:
+            assert await a.lease("op", ["z"], "A", 5) == set()           # its answer is read instead
+        finally:
+            await a.close()
+            await b.close()
+    run(scenario())
+
+
+def test_counters_and_rate_slots_are_atomic_across_connections(location):
+    async def scenario():
+        stores = [await _opened(location) for _ in range(4)]
+        try:
+            totals = await asyncio.gather(*(s.spend("budget:op:run1", 1) for s in stores for _ in range(25)))
+            assert sorted(totals) == list(range(1, 101))
+            waits = [await stores[i % 4].reserve("rate:op", 100.0) for i in range(20)]
+            # one schedule for all: slots 10 ms apart, whoever takes them
+            assert waits[-1] == pytest.approx(0.19, abs=0.05)
+        finally:
+            for s in stores:
+                await s.close()
+    run(scenario())
+
+
+def test_values_keep_their_types():
+    value = {"at": dt.datetime(2024, 1, 2, 3, 4, 5), "d": dt.date(2024, 1, 2), "n": decimal.Decimal("1.25"),
+             "b": b"\x00\x01", "l": [1, "a", None]}
+    assert decode(encode(value)) == value
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def test_a_damaged_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "answers.db"
+    path.write_bytes(b"this is not a database" * 200)
+    with pytest.raises(StoreError) as caught:
+        run(check_location(str(path)))
+    assert str(path) in str(caught.value) and "damaged or not an SQLite file" in str(caught.value)
+
+
+def test_another_programs_sqlite_file_is_refused(tmp_path):
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (id INTEGER)")
+    with pytest.raises(StoreError, match="another program"):
+        run(check_location(str(path)))
+
+
+@pytest.mark.parametrize("version, words", [(0, "older dslc"), (SCHEMA_VERSION + 1, "newer dslc")])
+def test_a_store_of_another_dslc_version_is_refused_clearly(tmp_path, version, words):
+    path = tmp_path / "answers.db"
+    run(check_location(str(path)))                         # a store of this version
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(version),))
+    with pytest.raises(StoreError) as caught:
+        run(check_location(str(path)))
+    assert words in str(caught.value) and f"store version {version}" in str(caught.value)
+    assert str(path) in str(caught.value)
+
+
+def test_a_redis_store_of_another_version_is_refused(redis_server):
+    import redis
+    redis.Redis(port=redis_server.port).hset("dslc:meta", "schema_version", SCHEMA_VERSION + 1)
+    with pytest.raises(StoreError, match="newer dslc"):
+        run(check_location(redis_server.url(0)))
+
+
+def test_an_unreachable_redis_is_a_clear_error_naming_it():
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"redis://127.0.0.1:{port}/0"
+    started = time.monotonic()
+    with pytest.raises(StoreError) as caught:
+        run(check_location(url))
+    assert url in str(caught.value) and "unreachable" in str(caught.value)
+    assert time.monotonic() - started < 10

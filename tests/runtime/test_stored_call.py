@@ -1,0 +1,138 @@
+"""ENRICH ... STORE inside the operator, against a real HTTP server that counts its calls and a
+real store (SQLite file, Redis server): each key paid once across tasks and runs, errors not
+kept, BUDGET stopping and resuming, one RATE for all tasks."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+import pytest
+from dslc.runtime.config import Budget, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry, Store
+from dslc.runtime.store import base as store_base
+from runtime_support import FaultServer, Reply
+from runtime_support import run_operator as run
+
+_names = iter(range(10**9))
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def location(request, tmp_path):
+    if request.param == "sqlite":
+        return str(tmp_path / "answers.db")
+    return request.getfixturevalue("redis_server").url(0)
+
+
+def enrich(server: FaultServer, location: str, run_id: str = "run1", **kw) -> Enrich:
+    base = dict(name=f"stored{next(_names)}", line=3, call=HttpCall(server.url("/kv/{id}")),
+                returns=(Column("value", "STRING"),), key_columns=("id",), mode=Mode.UNORDERED,
+                capacity=20, timeout_s=5.0, store=Store(location, run=run_id))
+    base.update(kw)
+    return Enrich(**base)
+
+
+def tasks(config: Enrich, partitions: list[list[dict]]):
+    """Run one operator instance per partition at the same time (as Spark's tasks do)."""
+    results: list = [None] * len(partitions)
+
+    def one(i: int) -> None:
+        results[i] = run(config, partitions[i])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(partitions))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+def rows(keys) -> list[dict]:
+    return [{"id": str(k)} for k in keys]
+
+
+def test_keys_repeated_across_tasks_are_paid_once_then_never_again(fault_server: FaultServer, location):
+    fault_server.default = Reply(delay_ms=30)          # calls overlap: leases must coalesce them
+    config = enrich(fault_server, location)
+    keys = list(range(40))
+    partitions = [rows(keys + keys), rows(reversed(keys)), rows(keys[::2])]
+    first = tasks(config, partitions)
+    assert fault_server.total == 40 and set(fault_server.by_key.values()) == {1}
+    assert [len(out.rows) for _, out in first] == [80, 40, 20]
+    assert all(r["value"] == f"v-{r['id']}" for _, out in first for r in out.rows)
+    calls = sum(op.metrics()["calls"] for op, _ in first)
+    assert calls == 40
+    # a later run (another run id): every answer comes from the store
+    second = tasks(dataclasses.replace(config, store=Store(location, run="run2")), partitions)
+    assert fault_server.total == 40
+    assert sum(op.metrics()["store_hits"] for op, _ in second) == 140
+    assert sorted(r["value"] for _, out in second for r in out.rows) == \
+        sorted(r["value"] for _, out in first for r in out.rows)
+
+
+def test_errors_and_timeouts_are_not_stored(fault_server: FaultServer, location):
+    fault_server.script("bad", Reply(status=500))
+    fault_server.script("slow", Reply(delay_ms=1500))
+    fault_server.script("gone", Reply(status=404))
+    config = enrich(fault_server, location, timeout_s=0.5, on_error=Outcome.NULL, on_timeout=Outcome.NULL)
+    _, out = run(config, rows(["ok", "bad", "slow", "gone"]))
+    assert len(out.rows) == 4
+    before = dict(fault_server.by_key)
+    _, out = run(config, rows(["ok", "bad", "slow", "gone"]))
+    called_again = {k for k in fault_server.by_key if fault_server.by_key[k] > before.get(k, 0)}
+    assert called_again == {"bad", "slow"}                  # the answer and the miss were kept
+    assert {r["id"]: r["value"] for r in out.rows} == {"ok": "v-ok", "bad": "v-bad", "slow": "v-slow", "gone": None}
+
+
+def test_misses_are_not_kept_when_misses_are_retried(fault_server: FaultServer, tmp_path):
+    fault_server.script("m", Reply(status=404), Reply(status=404), Reply(status=404))
+    config = enrich(fault_server, str(tmp_path / "a.db"), on_miss=Outcome.RETRY, retry=Retry(1, 0.0))
+    run(config, rows(["m"]))
+    run(config, rows(["m"]))
+    assert fault_server.by_key["m"] == 3 + 1               # 2 + (404 then the default answer, kept)
+
+
+def test_a_budget_stops_calling_and_a_rerun_continues_paying_nothing_twice(fault_server: FaultServer, location):
+    keys = list(range(30))
+    partitions = [rows(keys[:20] + keys[:5]), rows(keys[10:])]
+    left, name = [], f"budgeted{next(_names)}"
+    for attempt in range(1, 4):
+        config = enrich(fault_server, location, run_id=f"run{attempt}", budget=Budget(12), name=name)
+        results = tasks(config, partitions)
+        metrics = [op.metrics() for op, _ in results]
+        assert sum(m["calls"] for m in metrics) == min(12, 30 - 12 * (attempt - 1))
+        left.append(sum(m["unanswered"] for m in metrics))
+        out = [r for _, o in results for r in o.rows]
+        assert len(out) + left[-1] == 45                    # every row answered or counted as left
+    assert left[0] > left[1] > 0 and left[2] == 0
+    assert fault_server.total == 30 and set(fault_server.by_key.values()) == {1}
+
+
+def test_a_spent_budget_fails_the_task_when_asked(fault_server: FaultServer, tmp_path):
+    from dslc.runtime.wrappers.stored import BudgetSpent
+    config = enrich(fault_server, str(tmp_path / "a.db"), budget=Budget(2, stop_task=True))
+    with pytest.raises(BudgetSpent, match=r"BUDGET 2 CALLS of '.*' \(line 3\) is spent: 3 rows of this task"):
+        run(config, rows(range(5)))
+    assert fault_server.total == 2
+
+
+def test_one_rate_for_the_whole_job_whatever_the_skew(fault_server: FaultServer, location):
+    rate = 40.0
+    config = enrich(fault_server, location, rate=Rate(rate), capacity=50)
+    started = time.monotonic()
+    tasks(config, [rows(range(90)), rows(range(90, 100))])    # 90/10 skew
+    times = sorted(t - started for t in fault_server.started.values())
+    assert len(times) == 100
+    # the small task is done after its 10 calls; from then on the big one alone gets the whole rate
+    alone = [t for t in times if t >= times[20]]
+    achieved = (len(alone) - 1) / (alone[-1] - alone[0])
+    assert achieved >= 0.85 * rate
+    for t in times:                                          # never more than 1.1x in any second
+        assert sum(1 for u in times if t <= u < t + 1.0) <= 1.1 * rate + 1
+
+
+def test_stored_answers_need_no_rate_token(fault_server: FaultServer, tmp_path):
+    config = enrich(fault_server, str(tmp_path / "a.db"), rate=Rate(5.0))
+    run(config, rows(range(5)))
+    started = time.monotonic()
+    op, out = run(config, rows(range(5)))
+    assert time.monotonic() - started < 0.8 and op.metrics()["store_hits"] == 5

@@ -18,7 +18,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 _SHOWN = {key for key, _ in COLUMNS} | {"limit"}
 # figures every operator has that are not worth a live column
-_HIDDEN = {"elements_called", "timeouts", "misses", "dead_letters", "dropped", "failures", "cache_misses",
+_HIDDEN = {"elements_called", "timeouts", "prompt_tokens", "completion_tokens", "misses", "dead_letters", "dropped", "failures", "cache_misses",
            "coalesced", "pushed_back", "max_in_flight", "capacity", "blocked_seconds", "latency_seconds",
            "rate_wait_seconds", "task_seconds", "cpu_seconds", "tasks_running"}
 
@@ -32,9 +32,17 @@ def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, 
     return row
 
 
+# counters of some kinds of ENRICH only (the answer store, MODEL / EMBEDDING): a column when an
+# operator has a non-zero one
+OPTIONAL: tuple[str, ...] = ("store_hits", "unanswered", "throttled", "total_tokens")
+
+
 def extra_columns(rows: list[dict[str, Any]]) -> list[str]:
-    """Counters some operator reports beyond the standard ones (e.g. store_hits, total_tokens)."""
-    return [k for k in extra_counters(*rows) if k not in _SHOWN and k not in _HIDDEN]
+    """Columns beyond the standard ones: the OPTIONAL counters some operator has, then counters no
+    one here knows (whatever a kind of call or wrapper adds), as they come."""
+    optional = [k for k in OPTIONAL if any(row.get(k) for row in rows)]
+    unknown = [k for k in extra_counters(*rows) if k not in _SHOWN and k not in _HIDDEN and k not in OPTIONAL]
+    return optional + unknown
 
 
 def cell(row: dict[str, Any], key: str) -> str:

@@ -14,20 +14,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import (
-    adaptive,
-    async_enrich,
-    cache_zipf,
-    chaining,
-    compiler_scaling,
-    cpu_per_call,
-    enrich_modes,
-    pushdown,
-    report,
-    store,
-    streaming_match,
-    streaming_sinks,
-)
+from . import (adaptive, async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes,
+               lsp_latency, models, pushdown, report, services, store, streaming_match, streaming_sinks)
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -42,7 +30,10 @@ BENCHES = {
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
     "match": streaming_match.run,
+    "lsp": lsp_latency.run,
+    "models": models.run,
     "store": store.run,
+    "services": services.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -1,4 +1,4 @@
-"""11. The answer store (ENRICH ... STORE): what a warm rerun costs, calls saved over the
+"""13. The answer store (ENRICH ... STORE): what a warm rerun costs, calls saved over the
 per-process CACHE, and one RATE for the whole job against the static split.
 
 a. Warm rerun: the same job over the same rows, every answer already in the store, against the
@@ -215,7 +215,7 @@ def run(ctx: Context) -> Section:
     zipf_table, zipf_notes = _zipf(ctx, 20_000 * (5 if ctx.full else 1))
     rate_table, rate_targets, rate_notes = _rate(ctx)
     section = Section(
-        "11. The answer store: warm reruns, calls saved, one RATE",
+        "13. The answer store: warm reruns, calls saved, one RATE",
         f"""\
 a. {rows:,} rows ({rows // 4:,} distinct keys), `ENRICH ... STORE` on `/instant`, every answer already in the
 store, against the same job without the ENRICH (Parquet in, Parquet out); interleaved, median of 3.

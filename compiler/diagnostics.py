@@ -44,7 +44,15 @@ MESSAGES: dict[str, str] = {
     "E0310": "{connector} {role} needs {what}",
     "E0311": "{feature} is not supported in {mode} mode: {why}",
     "E0312": "column '{column}' of {where} must be {what}",
-    "E0313": "BUDGET without STORE: {why}",
+    "E0313": "RETURNS column '{column}' has type {type}, which a model's JSON schema cannot express",
+    "E0314": "an EMBEDDING RETURNS one column (the vector), got {count}",
+    # services: headers, secrets, answer paths (E032x, apart from the codes other work adds)
+    "E0320": "HTTP header '{name}' has no value",
+    "E0321": "'{name}' is not a secret name",
+    "E0322": "bad JMESPath expression in {where}: {detail}",
+    "E0323": "'{name}' is not a valid HTTP header name",
+    "E0324": "{clause} is given twice in one call",
+    "E0325": "{clause} needs {what}",
 }
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from dslc.runtime.calls.prompt import fill_text
 from dslc.runtime.calls.url import placeholders
+from dslc.runtime.secrets import Secrets, secret_names
 
 
 class Mode(str, Enum):
@@ -56,10 +58,20 @@ class HttpCall:
     url: str
     method: str = "GET"
     body: tuple[str, ...] | None = None
+    # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
+    headers: tuple[tuple[str, str], ...] = ()
+    # ANSWER 'jmespath': where the result sits in the JSON answer (None: the whole answer)
+    answer: str | None = None
+    # OPTIONS (ca_file = '...', verify = 'false'): the CA that signs the service's certificate
+    # (read by the job's driver and shipped with the config), or no verification at all
+    ca_file: str | None = None
+    verify: bool = True
+    ca_data: str | None = None      # the CA file's PEM text, read by the job's driver at start
 
     def __post_init__(self) -> None:
         _require(self.method in ("GET", "POST"), f"unsupported HTTP method {self.method!r}")
         _require(self.body is None or self.method == "POST", "BODY needs HTTP POST")
+        _require(all(name and value for name, value in self.headers), "a header needs a name and a value")
 
     @property
     def placeholders(self) -> tuple[str, ...]:
@@ -72,6 +84,75 @@ class HttpCall:
         if self.method == "POST":
             return None if self.body is None else tuple(dict.fromkeys(self.placeholders + self.body))
         return self.placeholders
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCall:
+    """WITH MODEL: `POST {base_url}/chat/completions` of an OpenAI-compatible API, the SYSTEM and
+    PROMPT messages filled with the row's `{column}` text, the answer asked for as JSON that fits
+    RETURNS (structured output, strict)."""
+
+    model: str
+    base_url: str
+    prompt: str
+    system: str | None = None
+    # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        _require(bool(self.model), "MODEL needs a model name")
+        _require(self.base_url.startswith(("http://", "https://")), "MODEL AT needs an http(s):// URL")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """Columns named by `{column}` in SYSTEM and PROMPT, in order, without repeats."""
+        return tuple(dict.fromkeys(placeholders(self.system or "") + placeholders(self.prompt)))
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Input columns a request carries."""
+        return self.placeholders
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        """Names of the call key's parts (recordings, `dslc test` answers): the filled prompt,
+        and the filled SYSTEM message when it has placeholders of its own."""
+        return ("system", "prompt") if placeholders(self.system or "") else ("prompt",)
+
+    def call_key(self, row) -> dict[str, str | None]:
+        """The call key of a row: the filled messages (None where a placeholder is null)."""
+        key = {"prompt": fill_text(self.prompt, row)}
+        if "system" in self.key_names:
+            key = {"system": fill_text(self.system or "", row), **key}
+        return key
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingCall:
+    """WITH EMBEDDING: `POST {base_url}/embeddings` of an OpenAI-compatible API with the INPUT
+    text filled from the row (with BATCH, one request carries the inputs of the batch)."""
+
+    model: str
+    base_url: str
+    input: str
+    headers: tuple[tuple[str, str], ...] = ()     # as MODEL's
+
+    def __post_init__(self) -> None:
+        _require(bool(self.model), "EMBEDDING needs a model name")
+        _require(self.base_url.startswith(("http://", "https://")), "EMBEDDING AT needs an http(s):// URL")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        return placeholders(self.input)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.placeholders
+
+    key_names = ("input",)
+
+    def call_key(self, row) -> dict[str, str | None]:
+        return {"input": fill_text(self.input, row)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,19 +213,42 @@ class Cache:
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """RATE n PER SECOND for the whole job; `share` is this task's part of it."""
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE] for the whole job; `share` is this
+    task's part of it (until the job-wide limiter of the answer store holds it whole)."""
 
     per_second: float
     share: float = 1.0
+    tokens_per_minute: float | None = None   # MODEL and EMBEDDING: tokens of prompts and answers
 
     def __post_init__(self) -> None:
         _require(self.per_second > 0, "RATE must be > 0")
         _require(0 < self.share <= 1, "RATE share must be in (0, 1]")
+        _require(self.tokens_per_minute is None or self.tokens_per_minute > 0, "TOKENS PER MINUTE must be > 0")
+
+    @property
+    def task_tokens_per_second(self) -> float | None:
+        """Tokens per second one task may spend (None: no token limit)."""
+        return None if self.tokens_per_minute is None else self.tokens_per_minute * self.share / 60.0
 
     @property
     def task_rate(self) -> float:
         """Requests per second one task may make."""
         return self.per_second * self.share
+
+
+@dataclass(frozen=True, slots=True)
+class Outage:
+    """ON OUTAGE PAUSE d | FAIL: what an operator does once `threshold` calls in a row failed
+    for the service (connection refused or reset, 5xx, timeout); CONTINUE is no Outage at all."""
+
+    action: str                     # "PAUSE" | "FAIL"
+    pause_s: float = 0.0            # PAUSE d: how long to probe before failing
+    threshold: int = 10
+
+    def __post_init__(self) -> None:
+        _require(self.action in ("PAUSE", "FAIL"), f"unknown ON OUTAGE action {self.action!r}")
+        _require(self.action != "PAUSE" or self.pause_s > 0, "ON OUTAGE PAUSE needs a duration > 0")
+        _require(self.threshold >= 1, "an outage needs at least one failed call")
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +285,7 @@ class Enrich:
 
     name: str                       # the STREAM name, used in metrics and error messages
     line: int                       # DSL line of the statement
-    call: HttpCall | PythonCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
     returns: tuple[Column, ...]
     key_columns: tuple[str, ...]    # columns that identify an element in error messages
     mode: Mode = Mode.ORDERED
@@ -196,6 +300,12 @@ class Enrich:
     on_miss: Outcome = Outcome.NULL
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
+    # RETURNS (col TYPE PATH 'jmespath'): (column, path) for the columns read from elsewhere
+    paths: tuple[tuple[str, str], ...] = ()
+    outage: Outage | None = None    # ON OUTAGE PAUSE d | FAIL (None: CONTINUE)
+    # the values of the call's `${NAME}` secrets: never written by the compiler (it writes
+    # `${NAME}`); attached by the job's driver at run time (runtime/secrets.py)
+    secrets: Secrets | None = None
     store: Store | None = None      # STORE: answers shared by every task and run
     budget: Budget | None = None    # BUDGET: needs STORE
 
@@ -210,11 +320,21 @@ class Enrich:
         if self.batch is not None and isinstance(self.call, HttpCall):
             _require(self.call.method == "POST", "BATCH needs HTTP POST (one request carries many rows)")
             _require(not self.call.placeholders, "BATCH needs a URL without placeholders (one URL for many rows)")
+        _require(self.batch is None or not isinstance(self.call, ModelCall),
+                 "BATCH does not apply to MODEL (a chat completion answers one prompt)")
+        _require(self.rate is None or self.rate.tokens_per_minute is None
+                 or isinstance(self.call, (ModelCall, EmbeddingCall)),
+                 "TOKENS PER MINUTE needs MODEL or EMBEDDING (answers that report their tokens)")
 
     @property
     def dead_letters(self) -> bool:
         """True when some outcome routes elements to the dead-letter output."""
         return Outcome.DEAD_LETTER in (self.on_miss, self.on_timeout, self.on_error)
+
+    @property
+    def secret_names(self) -> tuple[str, ...]:
+        """The `${NAME}` secrets the call's templates name (any kind of call)."""
+        return secret_names(self.call)
 
 
 @dataclass(frozen=True, slots=True)

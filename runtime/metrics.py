@@ -12,10 +12,18 @@ from typing import Any
 COUNTERS: tuple[str, ...] = (
     "elements_in", "elements_out", "calls", "elements_called", "retries", "timeouts", "misses", "errors",
     "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
-    "store_hits", "unanswered",   # STORE: answers found in the answer store; BUDGET: rows left unanswered
+    # MODEL and EMBEDDING: answers refused with 429, and the tokens every answer reported
+    "throttled", "prompt_tokens", "completion_tokens", "total_tokens",
+    # STORE: answers found in the answer store; BUDGET: rows left unanswered
+    "store_hits", "unanswered",
+    "pushed_back",   # answers that were HTTP 429 or 5xx (retried ones too): the service pushing back
 )
-_MAX_FIELDS: tuple[str, ...] = ("max_in_flight",)
-_FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds",)
+_MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
+# seconds, added up over tasks: time the chain waited for room in the window, time elements spent
+# in their calls (Little's law: / task_seconds = the mean in flight), waiting for RATE tokens, and
+# each task's wall and CPU time (the figures the diagnosis reads, runtime/diagnosis.py)
+_FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds", "latency_seconds", "rate_wait_seconds", "task_seconds",
+                                  "cpu_seconds")
 
 _BASE = 2 ** 0.25          # bucket width factor
 _MIN_MS = 0.01             # bucket 0 holds everything up to 10 µs
@@ -38,14 +46,16 @@ def bucket_upper_ms(index: int) -> float:
 class Histogram:
     """Latency histogram over fixed log buckets."""
 
-    __slots__ = ("counts",)
+    __slots__ = ("counts", "total_s")
 
     def __init__(self) -> None:
         self.counts = [0] * (_LAST_BUCKET + 1)   # by bucket index: one per element, so no dict
+        self.total_s = 0.0                       # the latencies added up
 
     def record(self, latency_s: float) -> None:
         """Count one latency (an answer within 10 µs, as from memory, without a logarithm)."""
         self.counts[0 if latency_s <= _MIN_S else bucket_of(latency_s)] += 1
+        self.total_s += latency_s
 
     def to_dict(self) -> dict[str, int]:
         """JSON form: bucket index (as a string key) -> count, for the buckets that have any."""
@@ -74,6 +84,7 @@ class OperatorMetrics:
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.max_in_flight = 0
         self.blocked_seconds = 0.0
+        self.rate_wait_seconds = 0.0
         self.latency = Histogram()
         self.first_error: str | None = None
 
@@ -98,6 +109,8 @@ class OperatorMetrics:
             **self.counters,
             "max_in_flight": self.max_in_flight,
             "blocked_seconds": round(self.blocked_seconds, 6),
+            "latency_seconds": round(self.latency.total_s, 6),
+            "rate_wait_seconds": round(self.rate_wait_seconds, 6),
             "latency_histogram": self.latency.to_dict(),
             **({"first_error": self.first_error} if self.first_error is not None else {}),
         }
@@ -108,6 +121,8 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"operator": a.get("operator") or b.get("operator")}
     for key in COUNTERS:
         out[key] = int(a.get(key, 0)) + int(b.get(key, 0))
+    for key in extra_counters(a, b):    # counters other parts of the runtime add (store hits, tokens)
+        out[key] = a.get(key, 0) + b.get(key, 0)
     for key in _MAX_FIELDS:
         out[key] = max(int(a.get(key, 0)), int(b.get(key, 0)))
     for key in _FLOAT_FIELDS:
@@ -120,6 +135,21 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     if first_error:
         out["first_error"] = first_error
     return out
+
+
+_KNOWN = frozenset(("operator", "latency_histogram", "first_error", *COUNTERS, *_MAX_FIELDS, *_FLOAT_FIELDS))
+
+
+def extra_counters(*items: dict[str, Any]) -> list[str]:
+    """Numeric fields no one here knows, in order of appearance: counters a kind of call or a
+    wrapper reports beside the standard ones (answer-store hits, tokens); they add up like them."""
+    seen: dict[str, None] = {}
+    for item in items:
+        for key, value in item.items():
+            if key not in _KNOWN and isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    and not key.endswith("_ms") and key not in ("in_flight", "mean_batch_size"):
+                seen[key] = None
+    return list(seen)
 
 
 def merge_all(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -149,6 +179,8 @@ def format_summary(d: dict[str, Any]) -> str:
                                      "misses", "errors", "dead_letters", "dropped", "cache_hits",
                                      "coalesced", "max_in_flight", "blocked_seconds",
                                      "p50_ms", "p95_ms", "p99_ms") if k in s]
+    if s.get("total_tokens") or s.get("throttled"):     # MODEL, EMBEDDING
+        parts += [f"{k}={s[k]}" for k in ("throttled", "prompt_tokens", "completion_tokens", "total_tokens")]
     return f"{s.get('operator', '?')}: " + " ".join(parts)
 
 
@@ -157,15 +189,27 @@ TABLE_COLUMNS: tuple[str, ...] = (
     "cache_hits", "max_in_flight", "blocked_seconds", "p50_ms", "p99_ms")
 
 
+#: shown when some operator spent tokens (MODEL, EMBEDDING)
+TOKEN_COLUMNS: tuple[str, ...] = ("throttled", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def table_columns(metrics: dict[str, dict[str, Any]]) -> tuple[str, ...]:
+    """The table's columns: the token columns only when some operator reported tokens or 429s."""
+    if any(m.get("total_tokens") or m.get("throttled") for m in metrics.values()):
+        return TABLE_COLUMNS + TOKEN_COLUMNS
+    return TABLE_COLUMNS
+
+
 def format_table(metrics: dict[str, dict[str, Any]]) -> str:
     """The per-operator summary table printed at the end of a run (summaries, see `summary`)."""
+    columns = table_columns(metrics)
     width = max(len("operator"), *(len(n) for n in metrics))
-    head = "operator".ljust(width) + "  " + "  ".join(TABLE_COLUMNS)
+    head = "operator".ljust(width) + "  " + "  ".join(columns)
     lines = ["dslc: per-operator metrics", head]
     for name in sorted(metrics):
         m = metrics[name]
-        cells = ("-" if m.get(c) is None else str(m[c]) for c in TABLE_COLUMNS)   # no calls: no latency
-        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, TABLE_COLUMNS)))
+        cells = ("-" if m.get(c) is None else str(m[c]) for c in columns)   # no calls: no latency
+        lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, columns)))
     return "\n".join(lines)
 
 

@@ -101,7 +101,7 @@ def _answers(value: Any, where: str) -> dict[str, list[dict[str, Any]]]:
     for operator, entries in answers.items():
         for index, entry in enumerate(entries, 1):
             place = f"{where} {operator}, answer {index}"
-            problem = _unknown(entry, ("key", *OUTCOMES, "latency_ms"), place)
+            problem = _unknown(entry, ("key", *OUTCOMES, "latency_ms", "raw"), place)
             if problem:
                 raise CaseFileError(problem)
             if "key" not in entry:

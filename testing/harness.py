@@ -24,13 +24,14 @@ from typing import Any, Iterator
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.plan import logical as plan
+from dslc.runtime import secrets
 from dslc.runtime.wrappers import recording
 
 from . import values
 from .case_file import Case, CaseFileError
 from .diff import RowDiff, diff_rows
 
-DEAD_LETTER_COLUMNS = ("operator", "line", "kind", "error", "attempts", "key", "row")
+DEAD_LETTER_COLUMNS = ("operator", "line", "kind", "error", "attempts", "key", "row", "answer")
 
 
 @dataclasses.dataclass
@@ -143,6 +144,8 @@ def prepare(case: Case, p: plan.Plan) -> _Prepared:
 def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, Any]:
     http_get = isinstance(node.call, plan.HttpCall) and node.call.method == "GET"
     columns = node.call.placeholders if http_get else node.key_columns
+    if isinstance(node.call, (plan.ModelCall, plan.EmbeddingCall)):
+        columns = node.call.key_names       # the filled prompt (and system) or input
     key = entry["key"]
     if not isinstance(key, dict):
         if len(columns) != 1:
@@ -167,6 +170,8 @@ def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, A
     else:
         out["error"] = str(entry["error"])
         out["error_type"] = "CallError"
+        if entry.get("raw") is not None:    # what a model answered, for the dead letter
+            out["raw"] = str(entry["raw"])
     if entry.get("latency_ms") is not None:
         out["latency_ms"] = entry["latency_ms"]
     return out
@@ -292,12 +297,18 @@ def _read_dead_letters(folder: Path) -> list[dict[str, Any]]:
 def _job_settings(spark, replay: str, metrics_file: Path) -> Iterator[None]:
     context = spark.sparkContext
     previous = os.environ.get("DSLC_METRICS_FILE")
+    optional = os.environ.get(secrets.OPTIONAL_ENV)
     context.setLocalProperty(recording.REPLAY_PROPERTY, replay)
     os.environ["DSLC_METRICS_FILE"] = str(metrics_file)     # metrics into a file, not onto the report
+    os.environ[secrets.OPTIONAL_ENV] = "1"      # answers are replayed: no call needs a secret
     try:
         yield
     finally:
         context.setLocalProperty(recording.REPLAY_PROPERTY, None)
+        if optional is None:
+            os.environ.pop(secrets.OPTIONAL_ENV, None)
+        else:
+            os.environ[secrets.OPTIONAL_ENV] = optional
         if previous is None:
             os.environ.pop("DSLC_METRICS_FILE", None)
         else:

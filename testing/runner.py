@@ -1,9 +1,11 @@
 """`dslc test [PATH ...]`: every case of every `*.test.yaml`, one Spark session, a short report."""
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -11,14 +13,37 @@ from .case_file import CaseFileError, TestFile, find, load
 from .harness import CaseResult, check_pipeline, run_prepared
 
 
-def session():
-    """The local Spark session every case shares (an active one is reused, e.g. pytest's)."""
-    import os
+_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {path}
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
 
+
+def spark_log(first_test_file: Path) -> Path:
+    """Where a `dslc test` run keeps Spark's log (its tasks' tracebacks among it), so the report
+    shows each case's one clear line: `target/logs/` beside the first test file."""
+    folder = first_test_file.resolve().parent / "target" / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"test-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def session(log: Path | None = None):
+    """The local Spark session every case shares (an active one is reused, e.g. pytest's); a new
+    one writes Spark's log to `log` instead of the terminal."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return (SparkSession.builder.master(os.environ.get("DSLC_MASTER", "local[2]")).appName("dslc-test")
+    builder = SparkSession.builder
+    if log is not None and SparkSession.getActiveSession() is None:
+        config = log.with_suffix(".log4j2.properties")
+        config.write_text(_LOG4J.format(path=log))
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{config}")
+    return (builder.master(os.environ.get("DSLC_MASTER", "local[2]")).appName("dslc-test")
             .config("spark.ui.enabled", "false")
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.shuffle.partitions", "2")
@@ -70,13 +95,15 @@ def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, sp
         print(f"dslc: error: no *.test.yaml files under {', '.join(paths or ['.'])}", file=out)
         return 1
     passed = failed = 0
+    errors = False
+    log = spark_log(files[0]) if spark is None else None
     work = Path(tempfile.mkdtemp(prefix="dslc-test-"))
     try:
         for index, path in enumerate(files):
             print(path, file=out)
             try:
                 test_file = load(path)
-                spark = spark or session()
+                spark = spark or session(log)
                 results = run_file(test_file, spark, work / f"{index:03d}-{_slug(path.stem)}")
             except CaseFileError as exc:
                 print(f"  ERROR {exc}", file=out)
@@ -86,6 +113,7 @@ def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, sp
                 _print_result(result, out)
                 passed += result.passed
                 failed += not result.passed
+                errors = errors or bool(result.error)
             out.flush()
     finally:
         if keep:
@@ -93,4 +121,6 @@ def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, sp
         else:
             shutil.rmtree(work, ignore_errors=True)
     print(f"{passed} passed, {failed} failed", file=out)
+    if errors and log is not None and log.is_file() and log.stat().st_size:
+        print(f"dslc: Spark's full log: {log}", file=out)
     return 0 if failed == 0 else 1

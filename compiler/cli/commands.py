@@ -8,10 +8,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
+from dslc.runtime import secrets
 from dslc.runtime.metrics import format_table
+from dslc.runtime.spark import failure
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -55,15 +58,38 @@ def cmd_run(args: argparse.Namespace) -> int:
               "after '--' do not apply (the server has its own master; use SET in the .flow file)", file=sys.stderr)
         return 2
     calls = _record_replay_env(args)
+    log = _run_log(Path(args.file))
+    calls = {**calls, failure.LOG_ENV: str(log)}
+    secrets_env = _secrets_env(args, optional=bool(getattr(args, "replay", None)))
+    if secrets_env is None:
+        return 2
+    calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        watch = _watch_env(args, Path(folder))
+        report = getattr(args, "report", None)
+        if report:
+            from dslc.compiler.optimizer.explain import render_physical
+            from dslc.compiler.pipeline import check_file
+            (Path(folder) / "plan.dot").write_text(render_physical(check_file(args.file), "dot"))
+            watch.update(DSLC_PLAN_DOT=str(Path(folder) / "plan.dot"),
+                         DSLC_METRICS_WRITTEN=str(Path(folder) / "metrics.path"))
         if remote:
             env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
-                   **calls}
+                   **calls, **watch}
             code = _call([sys.executable, str(job)], env)
         else:
-            code = _submit(args, job, calls)
+            code = _submit(args, job, calls, log, watch)
+        if report:
+            written = Path(folder) / "metrics.path"
+            if written.is_file():
+                write_report(Path(written.read_text()), Path(report))
+            else:
+                print("dslc: no report: the job wrote no metrics (it has no ENRICH or PROCESS, or it failed)",
+                      file=sys.stderr)
+    if code not in (0, 130, 143):
+        print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
     if getattr(args, "record", None):
         from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)
@@ -71,18 +97,67 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
-def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str]) -> int:
-    """spark-submit the job with dslc's defaults and the arguments after '--'."""
+def _run_log(flow: Path) -> Path:
+    """Where a run keeps Spark's output (its log lines, executors' tracebacks) and, when the job
+    fails, the job's traceback: `target/logs/` beside the .flow file, one file per run."""
+    folder = flow.resolve().parent / "target" / "logs"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = folder / f"{flow.stem}-{stamp}.log", 2
+    while path.exists():
+        path, n = folder / f"{flow.stem}-{stamp}-{n}.log", n + 1
+    path.touch()
+    return path
+
+
+def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path,
+            watch: dict[str, str]) -> int:
+    """spark-submit the job with dslc's defaults and the arguments after '--'. spark-submit's own
+    stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
+    Python: the metrics table, dslc's lines) to the terminal."""
     extra = args.spark_args
     command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
                                 *_driver_python(extra), *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent)}
+           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent), **watch}
     if calls:
         env.update(calls)
-        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env
-        command[-1:-1] = [a for k, v in calls.items() for a in ("--conf", f"spark.executorEnv.{k}={v}")]
-    return _call(command, env)
+        # executors started elsewhere (a cluster) get it through Spark; local ones inherit env.
+        # The secrets' settings and the log stay with the driver: it ships the values inside the chain.
+        command[-1:-1] = [a for k, v in calls.items() if k not in _DRIVER_ONLY
+                          for a in ("--conf", f"spark.executorEnv.{k}={v}")]
+    with open(log, "a", encoding="utf-8") as spark_log:
+        return _call(command, env, stderr=spark_log)
+
+
+_DRIVER_ONLY = (secrets.FILE_ENV, secrets.OPTIONAL_ENV, failure.LOG_ENV)
+
+
+def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | None:
+    """Check, before Spark starts, that every `${NAME}` secret of the pipeline is set (in
+    --secrets FILE or this process's environment); the job's driver reads them again itself.
+    None (after printing which secret and where it was looked for) when one is missing."""
+    file = getattr(args, "secrets", None)
+    env: dict[str, str] = {}
+    if file:
+        if not os.path.isfile(file):
+            print(f"dslc: error: --secrets: no file {file}", file=sys.stderr)
+            return None
+        env[secrets.FILE_ENV] = str(Path(file).resolve())
+    if optional:
+        env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
+        return env
+    from dslc.compiler.pipeline import check_source
+    from dslc.compiler.source import SourceFile
+    from dslc.compiler.codegen.lower import pipeline_secrets
+
+    names = pipeline_secrets(check_source(SourceFile.read(args.file), mode=args.mode))
+    try:
+        secrets.read(names, file=env.get(secrets.FILE_ENV))
+    except secrets.MissingSecret as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return None
+    return env
 
 
 def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
@@ -103,6 +178,28 @@ def _record_replay_env(args: argparse.Namespace) -> dict[str, str]:
     return {}
 
 
+def write_report(metrics: Path, output: Path) -> None:
+    """The HTML page of a metrics file (compiler/report/page.py)."""
+    import json
+
+    from dslc.compiler.report.page import render
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(render(json.loads(metrics.read_text(encoding="utf-8"))), encoding="utf-8")
+    print(f"dslc: report written to {output}", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """dslc report METRICS.json -o FILE.html."""
+    import json
+
+    try:
+        write_report(Path(args.file), Path(args.output))
+    except json.JSONDecodeError as exc:
+        print(f"{args.file}: error: not a metrics file (JSON): {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     """dslc test [PATH ...]."""
     from dslc.testing.runner import run_paths
@@ -117,9 +214,9 @@ def _driver_python(extra: list[str]) -> list[str]:
     return ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
-def _call(command: list[str], env: dict[str, str]) -> int:
+def _call(command: list[str], env: dict[str, str], stderr=None) -> int:
     """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143."""
-    process = subprocess.Popen(command, env=env)
+    process = subprocess.Popen(command, env=env, stderr=stderr)
 
     def terminated(signum, frame):
         raise _Terminated()
@@ -161,4 +258,10 @@ def cmd_repl(args: argparse.Namespace) -> int:
     return run_repl(args.file)
 
 
-EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test}
+def cmd_lsp(args: argparse.Namespace) -> int:
+    """dslc lsp: the language server for editors, over stdin/stdout."""
+    from dslc.compiler.lsp.server import main as serve
+    return serve()
+
+
+EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp}

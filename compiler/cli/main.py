@@ -20,18 +20,24 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dslc.compiler.pipeline import check_source
     from dslc.compiler.source import SourceFile
     source = SourceFile.read(args.file)
-    checked = check_source(source)
-    if getattr(args, "spark", False):
-        from dslc.compiler.cli.repl_spark import SparkRunner
-        from dslc.compiler.plan.dry_run import dry_run
-        spark = SparkRunner().session({"spark.master": "local[1]", **dict(checked.settings.conf)})
-        problems, mismatches = dry_run(checked, source, spark)
-        for m in mismatches:
-            print(f"{args.file}: note: dslc inferred the columns of '{m.name}' as "
-                  f"{', '.join(f'{n} {t}' for n, t in m.dslc)}; Spark says {', '.join(f'{n} {t}' for n, t in m.spark)} "
-                  "(Spark's are what the job gets; please report this to dslc)", file=sys.stderr)
-        if problems:
-            raise CompileError(source, problems)
+    if not getattr(args, "spark", False):
+        check_source(source)
+        print(f"{args.file}: ok")
+        return 0
+    # --spark: Spark's analyzer on every statement that checked, even when others did not, so
+    # one run reports all (a misspelt column in one query, a GROUP BY mistake in another)
+    from dslc.compiler.cli.repl_spark import SparkRunner
+    from dslc.compiler.pipeline import check_partial
+    from dslc.compiler.plan.dry_run import dry_run
+    checked, fast = check_partial(source)
+    spark = SparkRunner().session({"spark.master": "local[1]", **dict(checked.settings.conf)})
+    problems, mismatches = dry_run(checked, source, spark, reported=fast)
+    for m in mismatches:
+        print(f"{args.file}: note: dslc inferred the columns of '{m.name}' as "
+              f"{', '.join(f'{n} {t}' for n, t in m.dslc)}; Spark says {', '.join(f'{n} {t}' for n, t in m.spark)} "
+              "(Spark's are what the job gets; please report this to dslc)", file=sys.stderr)
+    if fast or problems:
+        raise CompileError(source, fast + problems)
     print(f"{args.file}: ok")
     return 0
 
@@ -96,8 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--replay", metavar="DIR", help="answer ENRICH calls from DIR (no network)")
     run.add_argument("--replay-unrecorded", choices=("error", "miss"), default="error",
                      help="a call DIR does not hold: an error naming operator and key (default), or a miss")
+    run.add_argument("--secrets", metavar="FILE",
+                     help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
+    run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
+    report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
+    report.add_argument("file", metavar="METRICS.json")
+    report.add_argument("-o", "--output", required=True, metavar="FILE.html")
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
@@ -105,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_parser(sub)
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
+    lsp = sub.add_parser("lsp", help="language server for editors (LSP over stdin/stdout)")
+    lsp.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the only transport")
     return parser
 
 

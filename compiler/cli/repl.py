@@ -18,23 +18,12 @@ from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
 from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.cli.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
 from dslc.compiler.cli.repl_session import Session, statement_kind
 from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "
-
-KEYWORDS = (
-    "PIPELINE", "SET", "SOURCE", "FROM", "OPTIONS", "SCHEMA", "WATERMARK", "DELAY", "BROADCAST", "KEY", "OP",
-    "USING", "PYTHON", "STREAM", "SELECT", "ENRICH", "WITH", "HTTP", "GET", "POST", "BODY", "WITHIN", "ADAPTIVE", "RETURNS", "ASYNC", "ORDERED",
-    "UNORDERED", "CAPACITY", "TIMEOUT", "RETRY", "BACKOFF", "EXPONENTIAL", "FIXED", "CACHE", "TTL", "RATE", "PER",
-    "SECOND", "ON", "MISS", "ERROR", "FAIL", "NULL", "DROP", "DEAD", "LETTER", "MATCH", "AGAINST", "AS", "WHERE",
-    "PROCESS", "SINK", "TO", "MODE", "PARTITION", "BY", "BATCH", "STREAMING", "CHECKPOINT", "TRIGGER", "EVERY",
-    "AVAILABLE", "NOW", "JSON", "CSV", "PARQUET", "TEXT", "CONSOLE", "KAFKA", "APPEND", "OVERWRITE", "COMPLETE",
-    # Spark SQL words used in STREAM ... = SELECT
-    "GROUP", "ORDER", "JOIN", "LEFT", "INNER", "AND", "OR", "NOT", "DISTINCT", "HAVING", "LIMIT", "UNION", "CASE",
-    "WHEN", "THEN", "ELSE", "END", "CAST", "STRING", "INT", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP", "DATE",
-)
 
 COMMANDS = {
     ":plan": "show the logical plan",
@@ -64,15 +53,13 @@ cannot after an aggregation, join, DISTINCT, ORDER BY, LIMIT, window function or
 twice: then every input row is read and called, and :show says so under the rows.
 Ctrl-C cancels a running :show and returns to the prompt."""
 
-_IDENT_TAIL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
-_QUALIFIED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)?$")
 _NAME_COMMAND = re.compile(r"^\s*:(schema|show)\s+([A-Za-z0-9_]*)$", re.I)
 _COMMAND_WORD = re.compile(r"^\s*(:[a-z]*)$", re.I)
 
 
 class FlowCompleter(Completer):
-    """Keywords, stream/source names and column names of the session; command names after ':';
-    after `NAME.` only NAME's columns; after `:schema`/`:show` only stream and source names."""
+    """prompt_toolkit's view of dslc.compiler.cli.completion over the session; plus command names
+    after ':', and only stream and source names after `:schema`/`:show`."""
 
     def __init__(self, session: Session):
         self.session = session
@@ -87,41 +74,9 @@ class FlowCompleter(Completer):
                     yield Completion(name, -len(word), display_meta=COMMANDS[name].split("  ")[-1].strip())
             return
         named = _NAME_COMMAND.match(text)
-        if named:
-            yield from self._names(named.group(2))
-            return
-        qualified = _QUALIFIED.search(text)
-        if qualified and self.session.find_node(qualified.group(1)) is not None:
-            word = qualified.group(2) or ""
-            for column in self.session.columns(qualified.group(1)):
-                if column.lower().startswith(word.lower()):
-                    yield Completion(column, -len(word), display_meta="column")
-            return
-        tail = _IDENT_TAIL.search(text)
-        if not tail:
-            return
-        word = tail.group(0)
-        seen: set[str] = set()
-        for completion in (*self._names(word), *self._columns(word), *self._keywords(word)):
-            if completion.text not in seen:
-                seen.add(completion.text)
-                yield completion
-
-    def _names(self, word: str) -> Iterable[Completion]:
-        for name in self.session.node_names():
-            if name.lower().startswith(word.lower()):
-                yield Completion(name, -len(word), display_meta="stream")
-
-    def _columns(self, word: str) -> Iterable[Completion]:
-        for column in self.session.columns():
-            if column.lower().startswith(word.lower()):
-                yield Completion(column, -len(word), display_meta="column")
-
-    def _keywords(self, word: str) -> Iterable[Completion]:
-        lower = word.islower()
-        for keyword in KEYWORDS:
-            if keyword.lower().startswith(word.lower()):
-                yield Completion(keyword.lower() if lower else keyword, -len(word), display_meta="keyword")
+        candidates = list(stream_names(named.group(2), self.session)) if named else complete(text, self.session)
+        for candidate in candidates:
+            yield Completion(candidate.text, -candidate.replaces, display_meta=candidate.kind)
 
 
 def is_complete(text: str) -> bool:

@@ -251,6 +251,11 @@ def _render(job: ShowJob, captured, rows: int, dead_letters: bool) -> ShowResult
             parts.append(_count(m["retries"], "retry", "retries"))
         if m.get("cache_hits"):
             parts.append(_count(m["cache_hits"], "cache hit"))
+        if m.get("total_tokens"):   # MODEL, EMBEDDING: what the answers reported spending
+            parts.append(f"{m['total_tokens']} tokens ({m.get('prompt_tokens', 0)} prompt, "
+                         f"{m.get('completion_tokens', 0)} completion)")
+        if m.get("throttled"):
+            parts.append(_count(m["throttled"], "429 answer"))
         if operator in captured.dead_letters:
             parts.append(_count(m.get("dead_letters", 0), "dead letter")
                          + (" (kept in memory, not written)" if m.get("dead_letters") and not dead_letters else ""))

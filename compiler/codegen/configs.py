@@ -22,6 +22,8 @@ def _in_job_folder(call: C.HttpCall | C.PythonCall) -> C.HttpCall | C.PythonCall
     """A Python call looked up in the job's folder first; an HTTP call as it is."""
     if isinstance(call, C.PythonCall):
         return dataclasses.replace(call, search_path=(FOLDER, *call.search_path))
+    if isinstance(call, C.HttpCall) and call.ca_file:     # a path beside the .flow file
+        return dataclasses.replace(call, ca_file=Code(f"resolve(FOLDER, {call.ca_file!r})"))
     return call
 
 
@@ -33,7 +35,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         capacity=node.capacity, adaptive=node.adaptive, timeout_s=node.timeout_s,
         retry=node.retry, cache=node.cache, rate=node.rate, batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
-        store=node.store, budget=node.budget,
+        paths=node.paths, outage=node.outage, store=node.store, budget=node.budget,
     )
 
 

@@ -22,6 +22,7 @@ from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
 from dslc.compiler.codegen import configs
 from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
+from dslc.runtime.secrets import secret_names
 
 # SINK connector -> Spark data source format, for the sinks a job writes with df.write itself
 _WRITE_FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}
@@ -46,6 +47,15 @@ def _ddl(schema: plan.Schema) -> str:
     return ", ".join(f"`{f.name.replace('`', '``')}` {f.type}" for f in schema)
 
 
+def pipeline_secrets(p: plan.Plan) -> tuple[str, ...]:
+    """Every `${NAME}` secret the pipeline's calls name, in order of appearance."""
+    found: dict[str, None] = {}
+    for node in p.nodes:
+        if isinstance(node, plan.Enrich):
+            found.update(dict.fromkeys(secret_names(node.call)))
+    return tuple(found)
+
+
 def _user_modules(p: plan.Plan) -> tuple[str, ...]:
     refs: list[str] = []
     for node in p.nodes:
@@ -66,8 +76,9 @@ def _is_state(p: plan.Plan, name: str) -> bool:
 # Names the job itself uses (imports, constants, locals of main and of micro-batch functions),
 # Python's keywords and builtins: a relation variable never shadows one of them.
 _JOB_NAMES = frozenset({
-    "C", "FOLDER", "CHECKPOINT", "TRIGGER", "main", "spark", "metrics", "queries", "batch", "batch_id",
-    "batch_spark", "captured", "chains", "sinks", "state", "streaming", "sources", "python_source", "capture",
+    "C", "FOLDER", "CHECKPOINT", "secrets", "driver_values", "TRIGGER", "main", "spark", "metrics", "queries", "batch",
+    "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
+    "capture",
     "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
@@ -85,6 +96,7 @@ class _Lowering:
         self.var: dict[str, str] = {}
         self._taken: set[str] = set(_JOB_NAMES)
         self.watermarks = watermarks(self.plan)   # relation (lower case) -> its source's WATERMARK
+        self.clocks: dict[str, str] = {}          # stage (lower case) -> its read with TICK rows
         self.row_limits = {name.lower(): n for name, n in target.row_limits}
         if not target.writes and self.streaming:
             raise ValueError("a job that writes nothing runs in BATCH mode")
@@ -116,7 +128,7 @@ class _Lowering:
         if self.phys.chains:
             o.line("from dslc.runtime import config as C")
         modules = self._runtime_modules()
-        if modules:     # a job of Spark's own readers and writers needs none
+        if modules:
             o.line(f"from dslc.runtime.spark import {', '.join(modules)}")
         o.line("from dslc.runtime.spark.metrics import MetricsCollector")
         kafka = self._kafka_uses()
@@ -132,6 +144,11 @@ class _Lowering:
         o.line("def main() -> None:")
         with o.indent():
             conf = lit_dict(s.conf)
+            needed = pipeline_secrets(self.plan)
+            if needed:
+                o.comment("the calls' ${NAME} secrets, read now (before Spark starts) from this process's "
+                          "environment or the file $DSLC_SECRETS_FILE names; never written in this file")
+                o.line(f"secrets = driver_values.required_secrets({lit(needed)})")
             o.call("spark = session", [lit(s.name), conf, "FOLDER", f"modules={lit(_user_modules(self.plan))}"])
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
@@ -154,7 +171,7 @@ class _Lowering:
         o.line()
         o.line('if __name__ == "__main__":')
         with o.indent():
-            o.line("main()")
+            o.line("failure.run_main(main)  # a failure: one clear line (under dslc run, the traceback in its log)")
         return o.text()
 
     def _kafka_uses(self) -> tuple[str, ...]:
@@ -168,11 +185,13 @@ class _Lowering:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
         writes_batches = [] if self.streaming else [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]
-        used = {"sinks"} if writes_batches and self.target.writes else set()
+        used = {"failure", "sinks"} if writes_batches and self.target.writes else {"failure"}
         if not self.target.writes:
             used.add("capture")
         if self.phys.chains:
             used.add("chains")
+        if pipeline_secrets(self.plan):
+            used.add("driver_values")
         if any(isinstance(s, physical.MatchJoin) for s in steps) or \
                 (not self.streaming and any(isinstance(s, physical.State) for s in steps)):
             used.add("state")
@@ -214,6 +233,10 @@ class _Lowering:
         if node.connector not in ("TEXT", "RATE", "KAFKA"):
             calls.append(StringCall(".schema", _ddl(node.schema)))
         options = dict(node.options)
+        if node.connector == "JSON" and not any(k.lower() == "mode" for k in options):
+            # a malformed line fails the job with Spark's message (OPTIONS (mode = 'PERMISSIVE')
+            # keeps it in _corrupt_record instead of an all-NULL row)
+            options = {"mode": "FAILFAST", **options}
         if node.connector == "PYTHON":
             options = {**options, "dslc.ref": node.path, "dslc.schema": _ddl(node.schema),
                        "dslc.name": node.name, "dslc.line": str(node.line)}
@@ -309,6 +332,8 @@ class _Lowering:
             if states:
                 o.line(f"states={self._states_ref(states)},")
             o.line("metrics=metrics,")
+            if any(isinstance(op, plan.Enrich) and secret_names(op.call) for op in step.operators):
+                o.line("secrets=secrets,")
         o.line(")")
         dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         kept = self.phys.kept_reason(step.name)
@@ -351,20 +376,44 @@ class _Lowering:
 
     def _write_stage(self, name: str, var: str) -> None:
         """STREAMING: relation `name`, when kept, computed once by its own query into a stage
-        folder under the CHECKPOINT, then read back as a stream by its readers."""
+        folder under the CHECKPOINT, then read back as a stream by its readers. With a WATERMARK,
+        the latest event time of every row of the query's root (its SOURCE, or the stage it
+        reads) rides along as TICK rows, so the readers' watermark comes from the source, before
+        any filter, as BATCH's end of input does."""
         stage, kept = self.phys.stage(name), self.phys.kept_reason(name)
         if not stage:
             return
         o = self.out
         o.comment(f"query {stage}: computed once into CHECKPOINT/stages/{stage}, read back as a stream ({kept})")
-        o.line(f"queries.append(streaming.write_stage({var}, {lit(stage)}, CHECKPOINT, TRIGGER))")
         watermark = self.watermarks.get(name.lower())
-        o.line(f"{var} = streaming.read_stage(")
+        if watermark is not None:
+            o.comment("with the latest event time the source read, before any filter (TICK rows)")
+            o.line(f"{var} = streaming.with_ticks({var}, {self._clock(name)}, {lit(watermark.column)})")
+        o.line(f"queries.append(streaming.write_stage({var}, {lit(stage)}, CHECKPOINT, TRIGGER))")
+        if watermark is None:
+            o.line(f"{var} = streaming.read_stage(spark, {lit(stage)}, CHECKPOINT, {var}.schema)")
+            return
+        clock = self.v(f"{name}_clock")
+        o.line(f"{clock} = streaming.read_stage(")
         with o.indent():
             o.line(f"spark, {lit(stage)}, CHECKPOINT, {var}.schema,")
-            if watermark is not None:
-                o.line(f"watermark=({lit(sql_name(watermark.column))}, {lit(f'{watermark.delay_s:g} seconds')}),")
+            o.line(f"watermark=({lit(sql_name(watermark.column))}, {lit(f'{watermark.delay_s:g} seconds')}),")
         o.line(")")
+        o.line(f"{var} = streaming.without_ticks({clock}, {lit(watermark.column)})")
+        self.clocks[name.lower()] = clock
+
+    def _clock(self, name: str) -> str:
+        """The watermarked root of relation `name` in its query: the SOURCE its WATERMARK comes
+        from, or the stage read (with its TICK rows) it follows."""
+        key = name.lower()
+        if key in self.clocks:
+            return self.clocks[key]
+        node = self.plan.node(name)
+        if isinstance(node, plan.Source):
+            return self.v(node.name)
+        mark = self.watermarks.get(key)
+        parent = next(i for i in node.inputs if not _is_state(self.plan, i) and self.watermarks.get(i.lower()) == mark)
+        return self._clock(parent)
 
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         """The operator's runtime configuration, built (and so validated) now, written back."""
@@ -387,14 +436,12 @@ class _Lowering:
                 o.line(f"state={self.v(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
             o.keyword("predicate", node.predicate)
             o.keyword("state_schema", _ddl(state_node.schema))
-            o.line(f"columns={lit(node.state_columns)},")
+            columns = construct(node.state_columns, o.room() - len("columns=,"))   # one pair a line when long
+            o.lines(["columns=" + columns[0], *columns[1:]])
+            o.append(",")
             keys = equality_keys(node, self.plan.node(node.input).schema, state_node.schema) if self.streaming else ()
             if keys:              # the pinned snapshot indexed by these (input, state) columns
                 o.line(f"keys={lit(keys)},")
-            watermark = self.watermarks.get(node.name.lower())
-            if self.streaming and watermark is not None and self.phys.stage(node.name):
-                # the stage's readers get the input's latest event time too (TICK rows)
-                o.line(f"event_time={lit(watermark.column)},")
         o.line(")")
         if self.streaming:
             self._write_stage(node.name, self.v(node.name))

@@ -70,6 +70,7 @@ class ColumnDef:
     name: Name
     type: TypeRef
     span: Span
+    path: Str | None = None     # RETURNS (col TYPE PATH 'jmespath'): where it sits in one result
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,12 +141,17 @@ class Select:
 
 @dataclass(frozen=True, slots=True)
 class HttpCall:
-    """WITH HTTP GET 'url' / WITH HTTP POST 'url' [BODY (col, ...)]."""
+    """WITH HTTP GET 'url' / WITH HTTP POST 'url' [BODY (col, ...)] [HEADERS (...)] [ANSWER 'path']
+    [OPTIONS (...)]."""
 
     method: Name
     url: Str
     span: Span
     body: Opt | None = None     # BODY (col, ...): its args are the column Names
+    headers: Opt | None = None  # HEADERS (...): its args are (name Str, value Str | None) pairs
+    answer: Str | None = None   # ANSWER 'jmespath'
+    options: Opt | None = None  # OPTIONS (ca_file = '...', verify = 'false')
+    repeated: tuple[Opt, ...] = ()  # a clause given twice (reported by the planner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +163,35 @@ class PythonCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ModelCall:
+    """WITH MODEL 'name' AT 'base-url' [SYSTEM '...'] PROMPT '...'."""
+
+    model: Str
+    at: Str | None              # None: missing, reported by the planner
+    system: Str | None
+    prompt: Str
+    span: Span
+    headers: Opt | None = None  # HEADERS (...), as for HTTP
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingCall:
+    """WITH EMBEDDING 'name' AT 'base-url' INPUT '...'."""
+
+    model: Str
+    at: Str | None
+    input: Str
+    span: Span
+    headers: Opt | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Enrich:
     """STREAM name = ENRICH input WITH call RETURNS (...) options."""
 
     name: Name
     input: Name
-    call: HttpCall | PythonCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
     returns: tuple[ColumnDef, ...]
     options: tuple[Opt, ...]
     span: Span

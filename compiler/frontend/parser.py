@@ -183,8 +183,12 @@ class _ToAst(Transformer):
         return ast.Word(name.value, name.span)
 
     # ---- types and columns
-    def type(self, span, base, args=""):
-        return ast.TypeRef(base.value.upper() + args, span)
+    def type(self, span, base, *rest):
+        # rest: "(p,s)" or "<...>" type arguments and/or the fields of an interval ("DAY TO SECOND")
+        return ast.TypeRef(base.value.upper() + "".join(r if r[:1] in "(<" else f" {r}" for r in rest if r), span)
+
+    def interval_fields(self, span, start, end=None):
+        return start.value.upper() + (f" TO {end.value.upper()}" if end is not None else "")
 
     def type_params(self, span, *numbers):
         return "(" + ",".join(str(n) for n in numbers) + ")"
@@ -197,6 +201,9 @@ class _ToAst(Transformer):
 
     def column_def(self, span, name, type_):
         return ast.ColumnDef(name, type_, span)
+
+    def return_column(self, span, name, type_, path=None):
+        return ast.ColumnDef(name, type_, span, path=path)
 
     def returns(self, span, *columns):
         return columns
@@ -214,10 +221,18 @@ class _ToAst(Transformer):
     def opt_capacity(self, span, capacity, adaptive=None):
         return ast.Opt("capacity", (self._num(capacity),) + ((self._word(adaptive),) if adaptive else ()), span)
     def opt_timeout(self, span, timeout): return ast.Opt("timeout", (self._num(timeout),), span)
-    def opt_rate(self, span, per_second): return ast.Opt("rate", (self._num(per_second),), span)
+    def opt_rate(self, span, count, unit, tokens=None):
+        """RATE n PER SECOND|MINUTE [, m TOKENS PER MINUTE]: the count, the unit word, the tokens."""
+        return ast.Opt("rate", (self._num(count), unit) + ((self._num(tokens),) if tokens is not None else ()), span)
+
+    def rate_unit(self, span, word):
+        return self._word(word)
     def opt_on_miss(self, span, outcome): return ast.Opt("on_miss", (outcome,), span)
     def opt_on_timeout(self, span, outcome): return ast.Opt("on_timeout", (outcome,), span)
     def opt_on_error(self, span, outcome): return ast.Opt("on_error", (outcome,), span)
+    def opt_on_outage(self, span, outage): return ast.Opt("on_outage", outage, span)
+    def outage_pause(self, span, duration): return (ast.Word("PAUSE", span), self._num(duration))
+    def outage_word(self, span, word): return (self._word(word),)
     def opt_sink_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
     def opt_partition_by(self, span, *columns): return ast.Opt("partition_by", columns, span)
 
@@ -293,14 +308,45 @@ class _ToAst(Transformer):
         sql = _sql(query, self.offset)
         return lambda name, stmt_span: ast.Select(name, sql, stmt_span)
 
-    def http_call(self, span, method, url, body=None):
-        return ast.HttpCall(method, url, span, body=body)
+    def http_call(self, span, method, url, *parts):
+        """The clauses after the URL, in any order; a second one of a kind is kept for the checker."""
+        found: dict[str, object] = {}
+        repeated = []
+        for part in parts:
+            key = part.key if isinstance(part, ast.Opt) else "answer"
+            if key in found:
+                repeated.append(part if isinstance(part, ast.Opt) else ast.Opt("answer", (part,), part.span))
+            else:
+                found[key] = part
+        return ast.HttpCall(method, url, span, body=found.get("body"), headers=found.get("headers"),
+                            answer=found.get("answer"), options=found.get("options"), repeated=tuple(repeated))
+
+    def call_headers(self, span, *headers):
+        return ast.Opt("headers", headers, span)
+
+    def header(self, span, name, value=None):
+        return (name, value)
+
+    def call_answer(self, span, expression):
+        return expression
 
     def http_body(self, span, *columns):
         return ast.Opt("body", columns, span)
 
     def python_call(self, span, ref):
         return ast.PythonCall(ref, span)
+
+    def model_call(self, span, model, at, headers, system, prompt):
+        return ast.ModelCall(model, at, system, prompt, span, headers=headers)
+
+    def embedding_call(self, span, model, at, headers, input_):
+        return ast.EmbeddingCall(model, at, input_, span, headers=headers)
+
+    def model_at(self, span, url):
+        return url
+
+    def model_system(self, span, text):
+        return text
 
     def enrich(self, span, input_, call, returns, *options):
         return lambda name, stmt_span: ast.Enrich(name, input_, call, returns, options, stmt_span)

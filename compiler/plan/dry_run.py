@@ -33,17 +33,33 @@ class Mismatch:
     spark: tuple[tuple[str, str], ...]
 
 
-def dry_run(checked: plan.Plan, source: SourceFile, spark) -> tuple[list[Diagnostic], list[Mismatch]]:
-    """Spark's analyzer on every query of a checked plan: E0212 for each query it rejects, and
-    the queries whose output schema differs from dslc's."""
+def dry_run(checked: plan.Plan, source: SourceFile, spark,
+            reported: list[Diagnostic] = ()) -> tuple[list[Diagnostic], list[Mismatch]]:
+    """Spark's analyzer on every query and MATCH condition of a checked plan: E0212 for each
+    one it rejects, and the queries whose output schema differs from dslc's. `reported` are the
+    fast check's problems: a statement that has one, or reads one that does, is left out (it is
+    reported already, and Spark would only say the same thing again or miss its input)."""
     from dslc.compiler.plan.sqltypes import canonical
 
     session = spark.newSession()            # its own temp views; same JVM
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)   # PySpark logs each
     problems: list[Diagnostic] = []
     mismatches: list[Mismatch] = []
+    present = {n.name.lower() for n in checked.nodes}
     failed: set[str] = set()
     for node in checked.nodes:
+        if any(node.span.start <= d.span.start < node.span.end for d in reported):
+            failed.add(node.name.lower())
+            continue
+        if any(r.lower() in failed or r.lower() not in present for r in node.inputs):
+            failed.add(node.name.lower())           # reported where its input failed
+            continue
+        if isinstance(node, plan.Match):
+            problem = _match(node, source, session)
+            if problem is not None:
+                problems.append(problem)
+                failed.add(node.name.lower())
+                continue
         if not isinstance(node, plan.Query):
             ddl = ", ".join(f"{sql_name(f.name)} {f.type}" for f in node.schema) if node.schema else None
             if ddl is None or "?" in ddl:
@@ -51,16 +67,14 @@ def dry_run(checked: plan.Plan, source: SourceFile, spark) -> tuple[list[Diagnos
                 continue
             session.createDataFrame([], ddl).createOrReplaceTempView(sql_name(node.name))
             continue
-        if any(r.lower() in failed for r in node.reads):
-            failed.add(node.name.lower())           # reported where its input failed
-            continue
         try:
             frame = session.sql(node.sql)
             fields = frame.schema.fields
         except Exception as exc:    # noqa: BLE001 - Spark's AnalysisException/ParseException, via Py4J
             if not hasattr(exc, "getCondition"):
                 raise
-            problems.append(_diagnostic(exc, node, source))
+            start = source.text.find(node.sql, node.span.start)
+            problems.append(_diagnostic(exc, node.sql, node.span.start if start < 0 else start))
             failed.add(node.name.lower())
             continue
         frame.createOrReplaceTempView(sql_name(node.name))
@@ -72,24 +86,39 @@ def dry_run(checked: plan.Plan, source: SourceFile, spark) -> tuple[list[Diagnos
     return problems, mismatches
 
 
-def _diagnostic(exc, node: plan.Query, source: SourceFile) -> Diagnostic:
+def _match(node: plan.Match, source: SourceFile, session) -> Diagnostic | None:
+    """A MATCH condition through Spark's analyzer, as the job joins with it: the input and the
+    state under their aliases, joined ON the condition; an error at the condition's characters."""
+    head = (f"SELECT * FROM {sql_name(node.input)} AS {sql_name(node.input)} "
+            f"JOIN {sql_name(node.state)} AS {sql_name(node.alias)} ON ")
+    try:
+        session.sql(head + node.predicate).schema
+    except Exception as exc:        # noqa: BLE001 - Spark's AnalysisException/ParseException, via Py4J
+        if not hasattr(exc, "getCondition"):
+            raise
+        at = source.text.find(node.predicate, node.span.start)
+        return _diagnostic(exc, node.predicate, node.span.start if at < 0 else at, len(head))
+    return None
+
+
+def _diagnostic(exc, sql: str, start: int, prefix: int = 0) -> Diagnostic:
     """E0212 at the characters Spark's query context names (else the line/pos of its message,
-    else the start of the query)."""
-    start = source.text.find(node.sql, node.span.start)
-    start = node.span.start if start < 0 else start
-    where = Span(start, start + 6)
+    else the start of the text). `sql` is the text the .flow file holds at offset `start`; Spark
+    was given it after `prefix` characters of dslc's own (a MATCH condition's join)."""
+    where = Span(start, start + min(6, len(sql)))
     contexts = [c for c in (exc.getQueryContext() or []) if c.startIndex() >= 0]
     message = _STATE.sub("", exc.getMessage() if hasattr(exc, "getMessage") else str(exc)).strip()
     message = re.sub(r"^\[[A-Z_.]+\]\s*", "", message).split("\n")[0]
-    if contexts:
+    if contexts and contexts[0].startIndex() >= prefix:
         context = contexts[0]
-        where = Span(start + context.startIndex(), start + context.stopIndex() + 1)
-    elif match := _POSITION.search(exc.getMessage() if hasattr(exc, "getMessage") else str(exc)):
+        where = Span(start + context.startIndex() - prefix, start + context.stopIndex() + 1 - prefix)
+    elif (match := _POSITION.search(exc.getMessage() if hasattr(exc, "getMessage") else str(exc))) \
+            and not prefix:
         line, pos = int(match[1]), int(match[2])
-        offset = sum(len(l) + 1 for l in node.sql.split("\n")[: line - 1]) + pos
+        offset = sum(len(l) + 1 for l in sql.split("\n")[: line - 1]) + pos
         where = Span(start + offset, start + offset + 1)
     else:
-        where = _mentioned(exc, node.sql, start) or where
+        where = _mentioned(exc, sql, start) or where
     condition = exc.getCondition() or "error"
     return error("E0212", where, condition=condition, detail=message,
                  hint="Spark's analyzer found this over empty tables of the declared schemas")

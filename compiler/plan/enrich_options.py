@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.runtime.config import Batch, Budget, Cache, Mode, Outcome, Rate, Retry
+from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Rate, Retry
 
 
 @dataclass
@@ -26,6 +26,7 @@ class EnrichOptions:
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
+    outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
     store: bool = False                     # STORE [TTL d]
     store_ttl_s: float | None = None
     budget: Budget | None = None            # BUDGET n CALLS | n TOKENS
@@ -55,8 +56,7 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
             if size and ttl:
                 result.cache = Cache(size, ttl)
         elif opt.key == "rate":
-            per_second = values.positive(opt.args[0], "RATE", problems)
-            result.rate = Rate(per_second) if per_second else None
+            result.rate = _rate(opt, problems)
         elif opt.key == "store":
             result.store = True
             result.store_ttl_s = values.duration(opt.args[0], problems) if opt.args else None
@@ -68,6 +68,8 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
             within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
             if size and within is not None:
                 result.batch = Batch(size, within)
+        elif opt.key == "on_outage":
+            result.outage = _outage(opt, problems)
         else:
             outcome = _outcome(opt, problems, dead_letters)
             if outcome:
@@ -79,6 +81,16 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     return result
 
 
+def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE]."""
+    count = values.positive(opt.args[0], "RATE", problems)
+    per_minute = len(opt.args) > 1 and opt.args[1].value == "MINUTE"
+    tokens = values.positive(opt.args[2], "TOKENS PER MINUTE", problems) if len(opt.args) > 2 else None
+    if not count or (len(opt.args) > 2 and not tokens):
+        return None
+    return Rate(count / 60.0 if per_minute else count, tokens_per_minute=tokens)
+
+
 def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
     attempts = values.whole(opt.args[0], "RETRY", problems)
     backoff = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
@@ -86,6 +98,15 @@ def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:
     if attempts is None or backoff is None:
         return None
     return Retry(attempts, backoff, exponential)
+
+
+def _outage(opt: ast.Opt, problems: list[Diagnostic]) -> Outage | None:
+    """ON OUTAGE PAUSE d | FAIL | CONTINUE (the default: None)."""
+    action = opt.args[0].value
+    if action == "PAUSE":
+        pause = values.duration(opt.args[1], problems)
+        return Outage("PAUSE", pause) if pause else None
+    return Outage("FAIL") if action == "FAIL" else None
 
 
 def _outcome(opt: ast.Opt, problems: list[Diagnostic], dead_letters: list) -> Outcome | None:
@@ -125,8 +146,9 @@ def _check_contradictions(result: EnrichOptions, seen: dict[str, ast.Opt],
                               hint=f"a batch holds at most CAPACITY elements; write CAPACITY {2 * result.batch.size} "
                                    "(two batches: one filling while one is in flight) or a smaller BATCH"))
     if "budget" in seen and not result.store:
-        problems.append(error("E0313", seen["budget"].span,
-                              why="a run stopped by its BUDGET would pay again for every answer when run again",
+        problems.append(error("E0304", seen["budget"].span, first="BUDGET",
+                              second="an ENRICH without STORE (a run stopped by its BUDGET would pay again for "
+                                     "every answer when run again)",
                               hint="add STORE (answers kept in the pipeline's answer store, so a rerun continues), "
                                    "or drop BUDGET"))
     paths = {path.value for _, path in dead_letters}

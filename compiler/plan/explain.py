@@ -12,6 +12,13 @@ def _schema(schema: plan.Schema) -> str:
     return "(" + ", ".join(f"{f.name} {f.type}" for f in schema) + ")"
 
 
+def _headers(call) -> str:
+    """HEADERS as written: a secret shows as ${NAME}."""
+    if not call.headers:
+        return ""
+    return " HEADERS (" + ", ".join(f"{k!r} = {v!r}" for k, v in call.headers) + ")"
+
+
 def _describe(node: plan.PlanNode) -> str:
     if isinstance(node, plan.Source):
         text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
@@ -28,6 +35,17 @@ def _describe(node: plan.PlanNode) -> str:
         if isinstance(node.call, plan.HttpCall):
             body = f" BODY ({', '.join(node.call.body)})" if node.call.body is not None else ""
             call = f"HTTP {node.call.method} {node.call.url!r}{body}"
+            if node.call.headers:   # as written: a secret shows as ${NAME}
+                call += " HEADERS (" + ", ".join(f"{k!r} = {v!r}" for k, v in node.call.headers) + ")"
+            if node.call.answer:
+                call += f" ANSWER {node.call.answer!r}"
+            if node.call.ca_file or not node.call.verify:
+                call += f" ca_file={node.call.ca_file!r}" if node.call.ca_file else " verify=false"
+        elif isinstance(node.call, plan.ModelCall):
+            system = f" SYSTEM {node.call.system!r}" if node.call.system is not None else ""
+            call = f"MODEL {node.call.model!r} AT {node.call.base_url!r}{_headers(node.call)}{system} PROMPT {node.call.prompt!r}"
+        elif isinstance(node.call, plan.EmbeddingCall):
+            call = f"EMBEDDING {node.call.model!r} AT {node.call.base_url!r}{_headers(node.call)} INPUT {node.call.input!r}"
         else:
             call = f"PYTHON {node.call.ref!r}"
         mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
@@ -38,7 +56,8 @@ def _describe(node: plan.PlanNode) -> str:
         if node.cache:
             opts.append(f"cache={node.cache.size}/{node.cache.ttl_s:g}s")
         if node.rate:
-            opts.append(f"rate={node.rate.per_second:g}/s")
+            opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
+                                                              if node.rate.tokens_per_minute else ""))
         if node.store:
             opts.append(f"store={node.store.location!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
         if node.budget:
@@ -46,6 +65,10 @@ def _describe(node: plan.PlanNode) -> str:
         if node.batch:
             opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
         opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]
+        if node.outage:
+            opts.append("outage=" + (f"PAUSE {node.outage.pause_s:g}s" if node.outage.action == "PAUSE" else "FAIL"))
+        if node.paths:
+            opts.append("paths=(" + ", ".join(f"{c}={p!r}" for c, p in node.paths) + ")")
         if node.dead_letter:
             opts.append(f"dlq={node.dead_letter!r}")
         return f"Enrich[{node.input}] {call} " + " ".join(opts)

@@ -16,8 +16,8 @@ from dslc.compiler.source import Span
 # One vocabulary for an operator's settings: the plan holds the runtime's own configuration types
 # (a schema's Column, with `?` as the type when it could not be inferred; the call; a source's
 # Watermark), so what the checker accepted is what the job's operators are built from.
-from dslc.runtime.config import (Batch, Budget, Cache, Column, HttpCall, Mode, Outcome, PythonCall, Rate, Retry,
-                                 Store, Watermark)
+from dslc.runtime.config import (Batch, Budget, Cache, Column, EmbeddingCall, HttpCall, ModelCall, Mode, Outage,
+                                 Outcome, PythonCall, Rate, Retry, Store, Watermark)
 
 Schema = tuple[Column, ...]
 
@@ -100,7 +100,7 @@ class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
 
     input: str
-    call: HttpCall | PythonCall     # search_path empty: the job adds its folder
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall   # PYTHON's search_path empty: the job adds its folder
     returns: Schema
     mode: Mode
     capacity: int
@@ -116,6 +116,8 @@ class Enrich(Node):
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
     adaptive: bool = False           # CAPACITY n ADAPTIVE
     batch: Batch | None = None   # BATCH n WITHIN d
+    paths: tuple[tuple[str, str], ...] = ()   # RETURNS (col TYPE PATH 'jmespath')
+    outage: Outage | None = None              # ON OUTAGE PAUSE d | FAIL (None: CONTINUE)
     store: Store | None = None   # STORE [TTL d], its location the pipeline's ANSWERS (or the default)
     budget: Budget | None = None  # BUDGET n CALLS | n TOKENS
 

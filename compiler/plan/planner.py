@@ -20,6 +20,8 @@ from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan import answer_store
 from dslc.compiler.plan.enrich_options import read_options
+from dslc.compiler.plan.model_calls import check_token_rate, model_call
+from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.compiler.plan.sql import (
     analyze_condition,
     analyze_query,
@@ -52,6 +54,15 @@ def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = Tr
     if planner.problems:
         raise CompileError(source, planner.problems)
     return result
+
+
+def to_partial_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = True,
+                    mode: str | None = None) -> tuple[plan.Plan, list[Diagnostic]]:
+    """The plan of every statement that checked, and every problem found: what `dslc check
+    --spark` hands Spark's analyzer when the fast check already found errors elsewhere."""
+    planner = _Planner(source, mode)
+    result = planner.build(program, require_sink=require_sink)
+    return result, planner.problems
 
 
 class _Planner:
@@ -296,6 +307,7 @@ class _Planner:
                 watermark = plan.Watermark(field.name, seconds)
         if not schema_known:
             return None
+        schema = _with_corrupt_record(kind_name, schema, pairs)
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
                            options=pairs, watermark=watermark)
@@ -385,7 +397,10 @@ class _Planner:
         upstream = self._stream_input(stmt.input, "ENRICH")
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
         checked = read_options(stmt.options, self.problems)
-        if isinstance(stmt.call, ast.HttpCall):
+        check_token_rate(self, stmt, checked)
+        if isinstance(stmt.call, (ast.ModelCall, ast.EmbeddingCall)):
+            call, key_columns = model_call(self, stmt, upstream, returns, checked)
+        elif isinstance(stmt.call, ast.HttpCall):
             method = values.choice(stmt.call.method, ("GET", "POST"), "HTTP method", self.problems)
             url = stmt.call.url.value
             if not re.match(r"^https?://", url):
@@ -393,6 +408,13 @@ class _Planner:
                                hint="start it with http:// or https://"))
             holes = placeholders(url)
             body = None
+            service = ServiceChecks(self.source, self.problems)
+            service.secrets(stmt.call.url)
+            headers = service.headers(stmt.call.headers)
+            answer = service.jmespath(stmt.call.answer, "ANSWER")
+            ca_file, verify = service.call_options(stmt.call.options)
+            for clause in stmt.call.repeated:
+                self.add(error("E0324", clause.span, clause=options.title(clause.key), hint="keep one of them"))
             if upstream is not None:
                 self._check_placeholders(stmt.call.url, holes, upstream)
                 if stmt.call.body is not None:
@@ -401,13 +423,17 @@ class _Planner:
                 return None
             self._check_http_batch(stmt, method, holes, checked)
             # a BODY with GET was reported just above: the call is built without it
-            call: plan.HttpCall | plan.PythonCall | None = plan.HttpCall(url, method, body if method == "POST" else None)
+            call: plan.HttpCall | plan.PythonCall | None = plan.HttpCall(
+                url, method, body if method == "POST" else None, headers=headers, answer=answer,
+                ca_file=ca_file, verify=verify)
             key_columns = tuple(dict.fromkeys(holes + (body or ())))
         else:
             well_formed = self._python_ref(stmt.call.ref) or _PYTHON_REF.match(stmt.call.ref.value)
             call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
-        if checked.budget is not None and checked.budget.unit == "TOKENS":
+        paths = self._paths(stmt)
+        if (checked.budget is not None and checked.budget.unit == "TOKENS"
+                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall))):
             kind = "HTTP" if isinstance(stmt.call, ast.HttpCall) else "PYTHON"
             self.add(error("E0304", checked.clauses["budget"].span, first="BUDGET ... TOKENS",
                            second=f"WITH {kind} (tokens are counted from a model's answers)",
@@ -434,7 +460,25 @@ class _Planner:
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
                            dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch,
+                           paths=paths, outage=checked.outage,
                            store=answer_store.store(checked, self.settings), budget=checked.budget)
+
+    def _paths(self, stmt: ast.Enrich) -> tuple[tuple[str, str], ...]:
+        """RETURNS (col TYPE PATH 'jmespath'): read from a service's JSON answer, so HTTP only."""
+        found = []
+        service = ServiceChecks(self.source, self.problems)
+        for col in stmt.returns:
+            if col.path is None:
+                continue
+            if not isinstance(stmt.call, ast.HttpCall):
+                self.add(error("E0325", col.path.span, clause="PATH",
+                               what="a call that answers JSON (HTTP): a Python function returns its columns by name",
+                               hint=f"return the value under the key '{col.name.value}'"))
+                continue
+            path = service.jmespath(col.path, f"PATH of column '{col.name.value}'")
+            if path is not None:
+                found.append((col.name.value, path))
+        return tuple(found)
 
     def _check_http_batch(self, stmt: ast.Enrich, method: str, holes: tuple[str, ...], checked) -> None:
         """BATCH sends many rows in one POST to one URL; BODY needs a POST."""
@@ -529,6 +573,11 @@ class _Planner:
         states = [self._lookup(s, "broadcast state", (ast.Broadcast,), "PROCESS ... WITH BROADCAST")
                   for s in stmt.states]
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
+        for col in stmt.returns:
+            if col.path is not None:
+                self.add(error("E0325", col.path.span, clause="PATH",
+                               what="a call that answers JSON (ENRICH ... WITH HTTP): PROCESS returns its columns by name",
+                               hint=f"return the value under the key '{col.name.value}'"))
         well_formed = self._python_ref(stmt.ref) or _PYTHON_REF.match(stmt.ref.value)
         if upstream is None or any(s in (None, False) for s in states) or not well_formed:
             return None
@@ -601,6 +650,20 @@ class _Planner:
                                    hint=_column_hint(col.value, columns, upstream.name)))
         return tuple(c.value for c in opt.args)
 
+
+
+def _with_corrupt_record(connector: str, schema: plan.Schema, pairs: tuple[tuple[str, str], ...]) -> plan.Schema:
+    """A JSON source read with `OPTIONS (mode = 'PERMISSIVE')` keeps each malformed line whole in
+    Spark's corrupt-record column (`_corrupt_record`, or `columnNameOfCorruptRecord`), added as
+    a STRING column when the SCHEMA does not declare it; the default mode fails the job
+    (codegen: FAILFAST), so a malformed line never becomes an all-NULL row silently."""
+    given = {k.lower(): v for k, v in pairs}
+    if connector != "JSON" or given.get("mode", "").upper() != "PERMISSIVE":
+        return schema
+    column = given.get("columnnameofcorruptrecord", "_corrupt_record")
+    if any(f.name.lower() == column.lower() for f in schema):
+        return schema
+    return schema + (plan.Column(column, "STRING"),)
 
 
 def _column_hint(column: str, columns: list[str], owner: str) -> str:

@@ -88,3 +88,6 @@ SPARK_FUNCTIONS = frozenset("""
     xpath xpath_boolean xpath_double xpath_float xpath_int xpath_long xpath_number xpath_short
     xpath_string xxhash64 year zeroifnull zip_with
 """.split())
+
+# Calls Spark's parser reads as syntax, so `SHOW FUNCTIONS` does not list them.
+SPARK_SYNTAX_CALLS = frozenset({"timestampadd", "timestampdiff"})

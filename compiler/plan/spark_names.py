@@ -10,6 +10,8 @@ tests/sql/ compares these names with Spark's own.
 """
 from __future__ import annotations
 
+import decimal
+import re
 from collections.abc import Iterable
 
 from sqlglot import exp
@@ -29,6 +31,7 @@ _RENAMED = {"ceil": "CEIL", "floor": "FLOOR", "power": "POWER", "array_agg": "co
 _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)), "locate": (2, ("1",)),
              "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)), "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
              "regexp_replace": (3, ("1",)), "sort_array": (1, ("true",)),
+             "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
              "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
@@ -48,6 +51,7 @@ _TEMPLATES: dict[type[exp.Expression], str] = {
     exp.Is: "({this} IS NULL)",
     exp.DPipe: "concat({left}, {right})",
     exp.Like: "{this} LIKE {expression}",
+    exp.ILike: "ilike({this}, {expression})",
     exp.RegexpLike: "RLIKE({this}, {expression})",
     exp.Between: "between({this}, {low}, {high})",
     exp.Subquery: "scalarsubquery({outer})",
@@ -64,6 +68,7 @@ _PRINTERS: dict[type[exp.Expression], str] = {
     exp.TryCast: "_cast", exp.Case: "_case", exp.Window: "_window", exp.Lambda: "_lambda",
 }
 _ARGS = {"left": "this", "right": "expression"}
+_CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
 
 
 def _registered(table: dict[type, str], node: exp.Expression) -> str | None:
@@ -106,7 +111,8 @@ class SparkNamer:
         if isinstance(item, exp.Dot):
             return item.name
         if isinstance(item, (exp.Cast, exp.TryCast)) and self._cast_written(item) \
-                and isinstance(item.this, exp.Column) and self._is_attribute(item.this):
+                and isinstance(item.this, exp.Column) and self._is_attribute(item.this) \
+                and self._called_name(item) in (None, "cast", "try_cast"):
             return item.this.name       # CAST(x AS T) keeps the name of the column x
         if isinstance(item, exp.Anonymous) and item.name.lower() in ("window", "session_window"):
             return item.name.lower()
@@ -114,7 +120,8 @@ class SparkNamer:
 
     # ---- printing
     def sql(self, node: exp.Expression) -> str:
-        if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp)) and node.meta.get("start") is None \
+        if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.TimeStrToTime)) \
+                and node.meta.get("start") is None \
                 and _first_position(node.this) is not None and self._written_call(node.this):
             return self.sql(node.this)      # sqlglot's own wrapper: year(ts) is Year(TsOrDsToDate(ts))
         template = _registered(_TEMPLATES, node)
@@ -130,16 +137,28 @@ class SparkNamer:
         if isinstance(node, exp.Neg):
             if isinstance(node.this, exp.Literal) and not node.this.is_string:
                 return "-" + self._literal(node.this)
+            if isinstance(node.this, (exp.Cast, exp.TryCast)) and self._cast(node.this)[:1].isdigit():
+                return "-" + self._cast(node.this)      # -4e36BD, a negative decimal literal
             return f"(- {self.sql(node.this)})"
         if isinstance(node, exp.Not):
+            if isinstance(node.this, exp.Is):      # a IS NOT NULL (NOT (a IS NULL) keeps its NOT)
+                return f"({self.sql(node.this.this)} IS NOT NULL)"
             inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-            if isinstance(inner, exp.Is):
-                return f"({self.sql(inner.this)} IS NOT NULL)"
             return f"(NOT {self.sql(inner)})"
+        if isinstance(node, exp.Any) and not isinstance(node.this.unnest(), exp.Query):
+            return f"{self._called_name(node) or 'any'}({self.sql(node.this.unnest())})"
+        if isinstance(node, exp.PropertyEQ) and isinstance(node.parent, exp.Struct):
+            value = self.sql(node.expression)
+            implicit = isinstance(node.expression, exp.Column) and \
+                node.this.meta.get("start") in (None, _first_position(node.expression))
+            return value if implicit else f"{value} AS {node.this.name}"
         if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
                                                      or isinstance(node.right, exp.Interval)):
             op = "+" if isinstance(node, exp.Add) else "-"
             return f"{self.sql(node.left)} {op} {self.sql(node.right)}"
+        if isinstance(node, exp.Mul) and isinstance(node.right, exp.Interval) \
+                and not isinstance(node.left, exp.Interval):
+            return f"({self.sql(node.right)} * {self.sql(node.left)})"    # Spark: interval * number
         if type(node) in _BINARY:
             return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
         if isinstance(node, exp.In):
@@ -150,10 +169,15 @@ class SparkNamer:
             otherwise = node.args.get("false")
             parts = [node.this, node.args["true"]] + ([otherwise] if otherwise is not None else [])
             return f"(IF({self._list(parts)}))"
+        if isinstance(node, exp.Escape) and isinstance(node.this, exp.ILike):
+            return self.sql(node.this)          # Spark prints ilike(a, b) without its escape
         if isinstance(node, exp.Filter):
             return f"{self.sql(node.this)} FILTER (WHERE {self.sql(node.expression.this)})"
         if isinstance(node, exp.Extract):
-            return f"extract({node.this.name.upper()} FROM {self.sql(node.expression)})"
+            start = _first_position(node.expression)
+            found = re.search(r"(\w+)\s+FROM\s*$", self.text[:start], re.I) if start is not None else None
+            field = found[1] if found else node.this.name.upper()     # as written: extract(d FROM c)
+            return f"extract({field} FROM {self.sql(node.expression)})"
         if isinstance(node, exp.Trim) and node.args.get("position"):
             where = f"{node.args['position']} {self.sql(node.expression)} FROM " if node.expression else ""
             return f"TRIM({where}{self.sql(node.this)})"
@@ -240,12 +264,19 @@ class SparkNamer:
         return True
 
     def _cast(self, node: exp.Cast) -> str:
+        if isinstance(node.this, exp.Literal) and node.to.is_type(exp.DataType.Type.DECIMAL) \
+                and re.fullmatch(r"[0-9.]+(e[+-]?[0-9]+)?", node.this.this, re.I) and re.search(rf"(?<![\w.]){re.escape(node.this.this)}BD\b", self.text, re.I):
+            return format(decimal.Decimal(node.this.this), "f")    # 5e36BD, a decimal literal
         if not self._cast_written(node):
             if isinstance(node.this, exp.Literal) and node.this.is_string \
                     and not (self._written(node.this) or "")[-2:].upper() == "BD":
-                word = self.text[:_first_position(node.this)].rstrip().split()[-1].upper()
-                return f"{word} '{node.this.this}'"
+                found = re.search(r"([A-Za-z_]+)\s*$", self.text[:_first_position(node.this)])
+                word = found[1].upper() if found else node.to.sql(dialect="spark")
+                return f"{'TIMESTAMP' if word == 'TIMESTAMP_LTZ' else word} '{node.this.this}'"
             return self._literal(node.this)
+        called = self._called_name(node)
+        if called in ("to_timestamp", "to_date"):
+            return f"{called}({self.sql(node.this)})"     # a call sqlglot reads as a CAST
         to = node.to.sql(dialect="spark").replace(", ", ",")
         word = "TRY_CAST" if isinstance(node, exp.TryCast) and self._try_cast_written(node) else "CAST"
         return f"{word}({self.sql(node.this)} AS {to})"
@@ -292,6 +323,27 @@ class SparkNamer:
             args = args[:1]
         if name == "from_json":
             args = args[:1]
+        if name == "date_sub" and isinstance(node.expression, exp.Mul) and node.expression.meta.get("start") is None:
+            args = [self.sql(node.this), self.sql(node.expression.this)]    # sqlglot: date_add(d, x * -1)
+        written_args = self._written_arguments(node)
+        if written_args and len(written_args) == len(args):
+            fmt = node.args.get("format")
+            if isinstance(fmt, exp.Literal) and fmt.is_string:
+                last = written_args[-1].strip()       # sqlglot turned the pattern into strftime's
+                if last[:1] in "'\"" and last[-1:] == last[:1]:
+                    args[-1] = last[1:-1]
+        if name in ("CEIL", "FLOOR") and len(args) == 2:
+            name = name.lower()                   # CEIL(x), but ceil(x, scale)
+        unit = node.args.get("unit")
+        if isinstance(unit, exp.Var) and written_args and len(written_args) == 3:
+            if name in ("dateadd", "date_add"):
+                name = "timestampadd"       # dateadd(unit, n, ts) is Spark's timestampadd
+            elif name in ("datediff", "date_diff"):
+                name = "timestampdiff"
+        if name in ("timestampadd", "timestampdiff") and isinstance(unit, exp.Var):
+            # sqlglot keeps (timestamp, amount) and (end, start); Spark prints them as written
+            args = [unit.name.upper()] + [self.sql(c) for c in (node.args.get("expression"), node.this)
+                                          if c is not None]
         if name == "aggregate" and len(args) == 3:
             args.append("lambdafunction(namedlambdavariable(), namedlambdavariable())")
         written, defaults = _DEFAULTS.get(name, (None, ()))
@@ -299,10 +351,54 @@ class SparkNamer:
             args += list(defaults)
         return f"{name}({', '.join(args)})"
 
+    def _written_arguments(self, node: exp.Expression) -> list[str] | None:
+        """The text of each argument of a call as written (top-level commas of its parentheses)."""
+        if node.meta.get("end") is not None:          # the call's name is where sqlglot put it
+            opening = self.text.find("(", node.meta["end"] + 1)
+            if opening < 0 or self.text[node.meta["end"] + 1:opening].strip():
+                return None
+        else:
+            first = min((p for p in (_first_position(c) for c in node.iter_expressions()) if p is not None),
+                        default=None)
+            opening = self.text.rfind("(", 0, first) if first is not None else -1
+            if opening < 0 or self.text[opening + 1:first].strip():
+                return None
+        parts, depth, quote, start = [], 0, None, opening + 1
+        for i in range(opening + 1, len(self.text)):
+            ch = self.text[i]
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "'\"`":
+                quote = ch
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                if depth == 0:
+                    parts.append(self.text[start:i])
+                    return parts
+                depth -= 1
+            elif ch == "," and depth == 0:
+                parts.append(self.text[start:i])
+                start = i + 1
+        return None
+
+    def _called_name(self, node: exp.Expression) -> str | None:
+        """The name a call was written with, read from the text before its first argument (sqlglot
+        keeps no position for some calls: `substr(...)` becomes a Substring without one)."""
+        first = min((p for p in (_first_position(c) for c in node.iter_expressions()) if p is not None),
+                    default=None)
+        if first is None:
+            return None
+        match = _CALL_OPENING.search(self.text, max(0, first - 100), first)   # a window: linear time
+        return match[1].lower() if match else None
+
     def _function_name(self, node: exp.Func) -> str:
         written = self._written(node)
+        called = None if written else self._called_name(node)
         if written and written.replace("_", "").isalnum():
             name = written.lower()
+        elif called and not isinstance(node, exp.Anonymous):
+            name = called
         elif isinstance(node, exp.Anonymous):
             name = node.name.lower()
         else:
@@ -315,6 +411,9 @@ class SparkNamer:
                     and not (isinstance(c, exp.Var) and c.meta.get("start") is None and isinstance(node, exp.TsOrDsAdd))]
         if isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct):
             return [self.sql(node.this)]
+        positions = [p for p in (_first_position(c) for c in children) if p is not None]
+        if positions == sorted(positions) and not isinstance(node, (exp.TsOrDsAdd,)):
+            return [self.sql(c) for c in children]      # in order already (NULLs keep their place)
         ranked = sorted(enumerate(children), key=lambda ic: (_first_position(ic[1]) is None,
                                                             _first_position(ic[1]) or 0, ic[0]))
         return [self.sql(c) for _, c in ranked]

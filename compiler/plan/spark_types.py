@@ -13,6 +13,8 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
+from dslc.compiler.plan.spark_returns import SPARK_RETURNS
+
 T = exp.DataType.Type
 MAX_PRECISION = 38
 _INTEGRAL = (T.TINYINT, T.SMALLINT, T.INT, T.BIGINT)
@@ -215,7 +217,7 @@ class SparkTypes(TypeAnnotator):
         return expression
 
     def _arithmetic(self, node, left, right, lt: exp.DataType, rt: exp.DataType) -> exp.DataType | None:
-        if isinstance(node, (exp.Add, exp.Sub)):
+        if isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
             dated = self._date_arithmetic(node, lt, rt)
             if dated is not None:
                 return dated
@@ -241,6 +243,14 @@ class SparkTypes(TypeAnnotator):
         if interval_right or interval_left:
             other = lt if interval_right else rt
             units = _interval_units(node.right if interval_right else node.left)
+            if isinstance(node, (exp.Mul, exp.Div)) and not (interval_left and interval_right) \
+                    and not _is(other, T.UNKNOWN):
+                # an interval times or by a number is the whole year-month or day-time interval
+                spelt = (lt if interval_left else rt).sql(dialect="spark").upper()
+                whole = "INTERVAL YEAR TO MONTH" if "YEAR" in spelt or "MONTH" in spelt else "INTERVAL DAY TO SECOND"
+                return exp.DataType.build(whole, dialect="spark")
+            if _is(other, T.TEXT, T.VARCHAR) and isinstance(node, (exp.Add, exp.Sub)):
+                return exp.DataType.build("STRING")       # '4 11:11' + INTERVAL ...: Spark keeps the text
             if _is(other, T.DATE):
                 return exp.DataType.build("DATE" if units <= _DATE_UNITS else "TIMESTAMP")
             if _is(other, T.TIMESTAMP, T.TIMESTAMPNTZ):
@@ -250,6 +260,14 @@ class SparkTypes(TypeAnnotator):
             if interval_left and interval_right:
                 return lt
             return None
+        if isinstance(node, (exp.Mul, exp.Div)):
+            return None
+        loose = (T.TEXT, T.VARCHAR, T.NULL)         # text and NULL take the other side's type
+        if isinstance(node, exp.Sub) and (_is(lt, T.DATE) and _is(rt, *loose) or _is(rt, T.DATE) and _is(lt, *loose)):
+            return exp.DataType.build("INTERVAL DAY", dialect="spark")
+        if isinstance(node, exp.Sub) and (_is(lt, T.TIMESTAMP, T.TIMESTAMPNTZ) and _is(rt, *loose)
+                                          or _is(rt, T.TIMESTAMP, T.TIMESTAMPNTZ) and _is(lt, *loose)):
+            return exp.DataType.build("INTERVAL DAY TO SECOND", dialect="spark")
         if isinstance(node, exp.Sub) and _is(lt, T.DATE) and _is(rt, T.DATE):
             return exp.DataType.build("INTERVAL DAY", dialect="spark")
         if isinstance(node, exp.Sub) and _is(lt, T.DATE, T.TIMESTAMP) and _is(rt, T.DATE, T.TIMESTAMP):
@@ -501,6 +519,18 @@ def _anonymous(self, e):
     if name in ("forall",):
         _type_lambda(self, args[1], (_element(first),))
         return _typed(self, e, exp.DataType.build("BOOLEAN"))
+    if name in _TRY_ARITHMETIC and len(args) == 2 and first is not None and args[1].type is not None:
+        node = _TRY_ARITHMETIC[name](this=args[0].copy(), expression=args[1].copy())
+        node.this.type, node.expression.type = first, args[1].type
+        return _typed(self, e, self._arithmetic(node, node.this, node.expression, first, args[1].type)
+                      or (self._date_arithmetic(node, first, args[1].type) if name in ("try_add", "try_subtract") else None))
+    if name in ("try_sum", "try_avg") and len(args) == 1:
+        probe = (exp.Sum if name == "try_sum" else exp.Avg)(this=args[0].copy())
+        probe.this.type = first
+        (_sum if name == "try_sum" else _avg)(self, probe)
+        return _typed(self, e, probe.type if probe.type is not None and not _is(probe.type, T.UNKNOWN) else None)
+    if name in ("date_part", "datepart") and len(args) == 2:
+        return _typed(self, e, date_part_type(args[0], args[1].type))
     returns = _ANONYMOUS_RETURNS.get(name)
     if returns is not None:
         return _typed(self, e, exp.DataType.build(returns, dialect="spark"))
@@ -519,8 +549,22 @@ def _anonymous(self, e):
             return _typed(self, e, exp.DataType.build(f"STRUCT<{args[1].this}>", dialect="spark"))
         except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
             return _typed(self, e, None)
-    return _typed(self, e, None)
+    registered = SPARK_RETURNS.get(name)
+    return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
 
+
+def _try_arithmetic(self, e, op):
+    """try_add / try_subtract / try_multiply (sqlglot's Safe*): the type of the operator they guard."""
+    lt, rt = e.this.type, e.expression.type
+    if lt is None or rt is None or _is(lt, T.UNKNOWN) or _is(rt, T.UNKNOWN):
+        return _typed(self, e, None)
+    node = op(this=e.this.copy(), expression=e.expression.copy())
+    node.this.type, node.expression.type = lt, rt
+    return _typed(self, e, self._arithmetic(node, node.this, node.expression, lt, rt))
+
+
+_TRY_ARITHMETIC = {"try_add": exp.Add, "try_subtract": exp.Sub, "try_multiply": exp.Mul, "try_divide": exp.Div,
+                   "try_mod": exp.Mod}
 
 _ANONYMOUS_RETURNS = {
     "hash": "INT", "xxhash64": "BIGINT", "uuid": "STRING", "monotonically_increasing_id": "BIGINT",
@@ -561,7 +605,7 @@ SPARK_METADATA = {
     exp.GroupingId: {"returns": exp.DataType.build("BIGINT")},
     exp.ApproxDistinct: {"returns": exp.DataType.build("BIGINT")},
     exp.Hll: {"returns": exp.DataType.build("BIGINT")},
-    exp.Extract: {"returns": exp.DataType.build("INT")},
+    exp.Extract: {"annotator": lambda self, e: _typed(self, e, date_part_type(e.this, e.expression.type))},
     **{part: {"returns": exp.DataType.build("INT")} for part in _DATE_PARTS if part is not None},
     exp.StrPosition: {"returns": exp.DataType.build("INT")},
     exp.MD5: {"returns": exp.DataType.build("STRING")},
@@ -578,7 +622,59 @@ SPARK_METADATA = {
     exp.MapKeys: {"annotator": lambda self, e: _typed(self, e, _array_of(_element(e.this.type, 0)))},
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
+    exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    **{safe: {"annotator": lambda self, e, op=op: _try_arithmetic(self, e, op)}
+       for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul))},
+    exp.DateDiff: {"annotator": lambda self, e: _typed(self, e, exp.DataType.build(   # with a unit: timestampdiff
+        "BIGINT" if isinstance(e.args.get("unit"), exp.Var) else "INT"))},
+    exp.TimestampAdd: {"annotator": lambda self, e: _typed(self, e, _timestamp_like(e.this.type))},
 }
+
+
+_SECOND_FIELDS = {"SECOND", "S", "SEC", "SECONDS", "SECS"}
+_SMALL_INTERVAL_FIELDS = {"MONTH", "MON", "MONS", "MONTHS", "HOUR", "H", "HOURS", "HR", "HRS",
+                          "MINUTE", "M", "MIN", "MINS", "MINUTES"}
+
+
+def date_part_type(field: exp.Expression | None, source: exp.DataType | None) -> exp.DataType | None:
+    """extract(field FROM x) / date_part('field', x): INT, but SECOND is DECIMAL(8,6), the month,
+    hour and minute of an interval TINYINT, EPOCH DECIMAL(18,6) and an unknown (NULL) field DOUBLE."""
+    if isinstance(field, exp.Null):
+        return exp.DataType.build("DOUBLE")
+    name = field.name.upper() if isinstance(field, (exp.Var, exp.Literal, exp.Column, exp.Identifier)) else None
+    if name is None:
+        return None
+    if name in _SECOND_FIELDS:
+        return exp.DataType.build("DECIMAL(8, 6)")
+    if name == "EPOCH":
+        return exp.DataType.build("DECIMAL(18, 6)")
+    if source is not None and source.sql(dialect="spark").upper().startswith("INTERVAL") \
+            and name in _SMALL_INTERVAL_FIELDS:
+        return exp.DataType.build("TINYINT")
+    return exp.DataType.build("INT")
+
+
+def _registry_types() -> dict:
+    """A fixed result type, from Spark's registry (spark_returns.py), for the functions sqlglot
+    models as a class of its own but does not type."""
+    typed = {}
+    for cls in exp.ALL_FUNCTIONS:
+        if cls in SPARK_METADATA or cls is exp.Anonymous:
+            continue
+        kind = next((SPARK_RETURNS[n.lower()] for n in cls.sql_names() if n.lower() in SPARK_RETURNS), None)
+        if kind is not None:
+            typed[cls] = {"returns": exp.DataType.build(kind, dialect="spark")}
+    return typed
+
+
+SPARK_METADATA.update(_registry_types())
+
+
+def _timestamp_like(arg: exp.DataType | None) -> exp.DataType | None:
+    """timestampadd's type: TIMESTAMP_NTZ stays so, anything else (DATE included) is TIMESTAMP."""
+    if arg is None:
+        return None
+    return arg if arg.sql(dialect="spark").upper() == "TIMESTAMP_NTZ" else exp.DataType.build("TIMESTAMP")
 
 
 def _struct_of(schema: exp.Expression | None) -> exp.DataType | None:

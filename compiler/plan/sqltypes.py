@@ -17,6 +17,8 @@ SPARK_TYPE_WORDS = frozenset("""
 """.split())
 _FIELD_NAME = re.compile(r"`(?:[^`]|``)*`\s*:|[A-Za-z_][A-Za-z0-9_]*\s*:")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_VOID = re.compile(r"\bVOID\b", re.I)
+_NULL_TYPE = re.compile(r"(?:^|(?<=<)|(?<=, )|(?<=: ))NULL(?=$|[>,])")
 
 
 def canonical(text: str) -> str | None:
@@ -25,12 +27,22 @@ def canonical(text: str) -> str | None:
     if any(w.upper() not in SPARK_TYPE_WORDS for w in words):
         return None
     try:
-        data_type = exp.DataType.build(text, dialect="spark", udt=False)
+        data_type = exp.DataType.build(_VOID.sub("NULL", text), dialect="spark", udt=False)
     except (ParseError, ValueError, TypeError):
         return None
     if data_type.this == exp.DataType.Type.USERDEFINED or data_type.is_type(exp.DataType.Type.UNKNOWN):
         return None
-    return data_type.sql(dialect="spark")
+    return spark_spelling(data_type.sql(dialect="spark"))
+
+
+def sqlglot_spelling(text: str) -> str:
+    """A canonical type as sqlglot reads it: VOID is its NULL."""
+    return _VOID.sub("NULL", text)
+
+
+def spark_spelling(text: str) -> str:
+    """sqlglot's spelling of a type made Spark's: the type of NULL is VOID (`ARRAY<VOID>`)."""
+    return _NULL_TYPE.sub("VOID", text)
 
 
 def is_timestamp(type_text: str) -> bool:

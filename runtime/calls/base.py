@@ -25,12 +25,16 @@ from dslc.runtime.schema import results as result_types
 class CallError(RuntimeError):
     """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...).
     An HTTP status that is not an answer carries `status`; 429 and 503 say the service is
-    overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After)."""
+    overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After).
+    `raw` keeps what the service answered when that answer was the problem (a model's content
+    that does not parse or fit, a refusal): its dead letter carries it."""
 
-    def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None,
+                 raw: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
+        self.raw = raw
 
     @property
     def overload(self) -> bool:
@@ -114,6 +118,19 @@ def check_batch_answer(answer: Any, rows: int) -> list[Any]:
     return answer
 
 
+class BadItem:
+    """A batch answer's item that cannot be its row's result (ANSWER / PATH found the wrong
+    shape): `batch_item` makes it that row's error only, not the whole batch's."""
+
+    __slots__ = ("message",)
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"BadItem({self.message!r})"
+
+
 class EnrichCall:
     """Common shape of a call adapter."""
 
@@ -127,6 +144,12 @@ class EnrichCall:
     def result_check(self) -> Callable[[Mapping[str, Any]], str | None] | None:
         """The RETURNS type check of this call's answers (`result_types.checker`), made once."""
         return result_types.checker(self.config.returns)
+
+    metrics: Any = None   # the operator's OperatorMetrics, for what only the call sees (tokens)
+
+    def bind_metrics(self, metrics: Any) -> None:
+        """The operator's metrics, where a call counts what its answers report (MODEL tokens)."""
+        self.metrics = metrics
 
     def open(self) -> None:
         """Prepare in the chain thread (user `open()`)."""
@@ -167,9 +190,13 @@ class EnrichCall:
         """One call for many rows (BATCH): an answer per row, unchecked."""
         raise NotImplementedError
 
+    def batch_item(self, answer: Any) -> Any:
+        """One row's item of a `call_batch` answer as that row's result (CallError: its error):
+        its RETURNS types checked; a `BadItem` (a kind could not make it a result) is the error."""
+        if type(answer) is BadItem:
+            raise CallError(answer.message)
+        return check_result_types(answer, self.result_check)
+
     async def aclose_clients(self) -> None:
         """Close the clients this operator created (after a failure); on the loop."""
 
-
-class UnsendableRequest(CallError):
-    """The element itself cannot make a request (a null placeholder, a dot segment): retrying cannot help."""

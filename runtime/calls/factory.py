@@ -7,16 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dslc.runtime.config import Enrich, HttpCall, PythonCall
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, PythonCall
 from dslc.runtime.wrappers import recording
 
 from .base import EnrichCall
+from .embedding import EmbeddingEnrichCall
 from .http import HttpEnrichCall
+from .model import ModelEnrichCall
 from .python import PythonEnrichCall
 
 KINDS: dict[type, Callable[[Enrich], EnrichCall]] = {
     PythonCall: PythonEnrichCall,
     HttpCall: HttpEnrichCall,
+    ModelCall: ModelEnrichCall,
+    EmbeddingCall: EmbeddingEnrichCall,
 }
 
 

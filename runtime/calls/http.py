@@ -1,15 +1,13 @@
 """ENRICH WITH HTTP GET | POST: a JSON object/array body is the result, 404 and JSON null a miss,
 anything else an error.
 
-Sessions are kept per worker process and operator, reused by every task the worker runs, and
-closed only when an operator fails (they may be broken then) or the process exits. All coroutines
-here run on the worker's event loop.
+Sessions (calls/sessions.py) are kept per worker process and operator. All coroutines here run
+on the worker's event loop.
 """
 from __future__ import annotations
 
-import asyncio
 import json
-import os
+import urllib.parse
 from collections.abc import Hashable
 from typing import Any
 
@@ -17,7 +15,9 @@ import aiohttp
 import yarl
 from dslc.runtime.config import Enrich, HttpCall
 from dslc.runtime.core.operator import Row
+from dslc.runtime.secrets import Secrets, names_in
 
+from .answers import shape_for
 from .base import (
     CallError,
     EnrichCall,
@@ -29,51 +29,16 @@ from .base import (
     retry_after_s,
     to_json,
 )
+from . import sessions
 from .url import UnfillableUrl, fill_url, placeholders, redact_url
 
-MAX_BODY_BYTES = 10 * 1024 * 1024
-
-
-_sessions: dict[tuple[int, int, str, int], aiohttp.ClientSession] = {}
-
-
-def _session(name: str, limit: int) -> aiohttp.ClientSession:
-    """The worker's session for one operator and CAPACITY on the running loop (created on first
-    use): its connector keeps up to CAPACITY keep-alive connections, so a call in a full window
-    reuses one instead of connecting. Another CAPACITY (a later job in the same worker) gets its
-    own session; none is dropped unclosed while a task may still use it."""
-    loop = asyncio.get_running_loop()
-    key = (os.getpid(), id(loop), name, limit)
-    session = _sessions.get(key)
-    if session is None or session.closed:
-        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ttl_dns_cache=300)
-        session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=aiohttp.ClientTimeout(total=None),  # the operator's TIMEOUT bounds each element
-            auto_decompress=True,
-            # no cookies: an element's call must not carry what the answer to another row set
-            # (and filtering a jar on every request costs CPU for nothing)
-            cookie_jar=aiohttp.DummyCookieJar(),
-        )
-        _sessions[key] = session
-    return session
-
-
-async def _close_session(name: str) -> None:
-    loop = asyncio.get_running_loop()
-    for key in [k for k in _sessions if k[:3] == (os.getpid(), id(loop), name)]:
-        session = _sessions.pop(key)
-        if not session.closed:
-            await session.close()
-
-
-async def close_all_sessions() -> None:
-    """Close every session of the running loop (process exit)."""
-    loop = asyncio.get_running_loop()
-    for key in [k for k in _sessions if k[1] == id(loop)]:
-        session = _sessions.pop(key)
-        if not session.closed:
-            await session.close()
+# the sessions are shared with the other kinds that speak HTTP (calls/sessions.py)
+_sessions = sessions._sessions
+_session = sessions.session_for
+_close_session = sessions.close_session
+close_all_sessions = sessions.close_all_sessions
+tls_context = sessions.tls_context
+MAX_BODY_BYTES = sessions.MAX_BODY_BYTES
 
 
 class HttpEnrichCall(EnrichCall):
@@ -88,6 +53,20 @@ class HttpEnrichCall(EnrichCall):
         self.body = config.call.body
         self.columns = placeholders(self.url)
         self._session: aiohttp.ClientSession | None = None   # the worker's, looked up once
+        # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
+        # error messages show the URL as written (`${NAME}`), never the filled one
+        self.secrets = config.secrets or Secrets()
+        self._url_secrets = bool(names_in(self.url))
+        headers = {name: self.secrets.fill(value) for name, value in config.call.headers}
+        self._get_headers = headers or None
+        self._post_headers = {**_JSON_HEADERS, **headers}
+        self.shape = shape_for(config, self.result_check)
+
+    def _secret_url(self, url: str) -> str:
+        """The URL with its secrets filled (percent-encoded, as a placeholder's value is)."""
+        if not self._url_secrets:
+            return url
+        return Secrets({n: urllib.parse.quote(v, safe="") for n, v in self.secrets.items()}).fill(url)
 
     def cache_key(self, row: Row) -> Hashable | None:
         if self.post:   # what the request carries: placeholders and body
@@ -112,7 +91,7 @@ class HttpEnrichCall(EnrichCall):
     def _client(self) -> aiohttp.ClientSession:
         session = self._session
         if session is None or session.closed:
-            session = self._session = _session(self.config.name, self.config.capacity)
+            session = self._session = _session(self.config.name, self.config.capacity, self.config.call)
         return session
 
     async def __call__(self, row: Row) -> Any:
@@ -122,6 +101,8 @@ class HttpEnrichCall(EnrichCall):
         if status == 404:
             return None
         value = _parse(body)
+        if self.shape is not None:      # ANSWER / PATH: the result is found in the answer
+            return self.shape.result(value)
         if value is None:
             return None         # JSON null: no result, a miss (as None from a Python function)
         if not isinstance(value, (dict, list)):
@@ -129,19 +110,23 @@ class HttpEnrichCall(EnrichCall):
         return check_result_types(value, self.result_check)
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
-        """BATCH: POST a JSON array of the rows' bodies; the answer is an array of as many items."""
+        """BATCH: POST a JSON array of the rows' bodies; the answer (what ANSWER finds in it) is an
+        array of as many items, each made a result here (PATHs read) or a BadItem."""
         status, body = await self._request(self.url, to_json([self._body(row) for row in rows]))
         if status == 404:
             raise CallError(f"HTTP 404 from {redact_url(self.url)}: a batch endpoint must answer every batch")
+        if self.shape is not None:
+            return [self.shape.item(item) for item in self.shape.batch(_parse(body), len(rows))]
         return check_batch_answer(_parse(body), len(rows))
 
     async def _request(self, url: str, data: bytes | None) -> tuple[int, bytes]:
-        """Status and body of one request (a 2xx or 404); other statuses raise CallError."""
+        """Status and body of one request (a 2xx or 404); other statuses raise CallError. `url`
+        is as written (secrets as `${NAME}`): it is filled just before sending."""
         session = self._client()
         # encoded=True: send exactly the bytes built above, no re-quoting or normalisation
-        target = yarl.URL(url, encoded=True)
-        request = (session.post(target, data=data, headers=_JSON_HEADERS, allow_redirects=True) if data is not None
-                   else session.get(target, allow_redirects=True))
+        target = yarl.URL(self._secret_url(url), encoded=True)
+        request = (session.post(target, data=data, headers=self._post_headers, allow_redirects=True)
+                   if data is not None else session.get(target, headers=self._get_headers, allow_redirects=True))
         async with request as response:
             if response.status == 404:
                 await response.release()
@@ -150,20 +135,7 @@ class HttpEnrichCall(EnrichCall):
                 text = (await response.content.read(200)).decode("utf-8", "replace")
                 raise CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
                                       retry_after_s(response.headers.get("Retry-After")))
-            length = response.content_length
-            if length is not None:      # the usual case: one read of a body of known size
-                if length > MAX_BODY_BYTES:
-                    raise CallError(f"response body of {length} bytes exceeds {MAX_BODY_BYTES}")
-                return response.status, await response.read()
-            body = await response.content.read(MAX_BODY_BYTES + 1)
-            while len(body) <= MAX_BODY_BYTES:
-                more = await response.content.read(MAX_BODY_BYTES + 1 - len(body))
-                if not more:
-                    break
-                body += more
-            if len(body) > MAX_BODY_BYTES:
-                raise CallError(f"response body exceeds {MAX_BODY_BYTES} bytes")
-            return response.status, body
+            return response.status, await sessions.read_body(response)
 
     async def aclose_clients(self) -> None:
         self._session = None

@@ -10,7 +10,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# `${NAME}` is a secret (runtime/secrets.py), not a column: the `$` before it keeps it out
+PLACEHOLDER = re.compile(r"(?<!\$)\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def placeholders(url: str) -> tuple[str, ...]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from decimal import Decimal
@@ -165,11 +166,13 @@ class ChainFunction:
         states: Mapping[str, Snapshot] | None = None,
         metrics_sink: MetricsSink | None = None,
         clock: Callable[[], float] = time.monotonic,
+        progress: str | None = None,
     ) -> None:
         self.chain = chain
         self.states = dict(states or {})
         self.metrics_sink = metrics_sink
         self.clock = clock
+        self.progress = progress     # 'host:port/token' of the driver's live progress collector
         extra = [(C.DEAD_LETTER_COLUMN, pa.string())] if chain.dead_letters else []
         self.schema = to_arrow_schema(chain.output_columns, extra)
 
@@ -177,6 +180,11 @@ class ChainFunction:
         operators = build_operators(self.chain, state_views(self.chain, self.states))
         chain = OperatorChain(operators)
         generator = WatermarkGenerator(self.chain.watermark, self.clock) if self.chain.watermark else None
+        started = (time.perf_counter(), busy_seconds())
+        reporter = None
+        if self.progress:
+            from dslc.runtime.progress import TaskReporter
+            reporter = TaskReporter(self.progress, self.chain.name, lambda: task_figures(chain, started)).start()
         failed = False
         try:
             for emitted in chain.run(self._chunks(batches, generator)):
@@ -185,7 +193,9 @@ class ChainFunction:
             failed = True
             raise
         finally:
-            self._report(chain, failed)
+            if reporter is not None:
+                reporter.stop()
+            self._report(chain, failed, started)
 
     def _chunks(self, batches: Iterable[pa.RecordBatch], generator: WatermarkGenerator | None) -> Iterator[Iterable[Any]]:
         for batch in batches:
@@ -217,14 +227,36 @@ class ChainFunction:
         for start in range(0, len(rows), size):
             yield rows_to_batch(rows[start:start + size], self.schema, self.chain.name)
 
-    def _report(self, chain: OperatorChain, failed: bool) -> None:
+    def _report(self, chain: OperatorChain, failed: bool, started: tuple[float, float]) -> None:
         if self.metrics_sink is None:
             return
         try:
-            self.metrics_sink(chain.metrics())
+            self.metrics_sink(task_figures(chain, started))
         except Exception:
             if not failed:
                 raise  # after a failure, the original error matters more than the metrics
+
+
+def busy_seconds() -> float:
+    """Seconds this process's threads were on a CPU or runnable and waiting for one (Linux's
+    schedstat: a worker starved by a busy machine counts as busy too); CPU time elsewhere."""
+    total = 0.0
+    try:
+        for task in os.scandir("/proc/self/task"):
+            with open(f"{task.path}/schedstat", "rb") as handle:
+                on_cpu, waiting, _ = handle.read().split()
+            total += (int(on_cpu) + int(waiting)) / 1e9
+    except (OSError, ValueError):
+        return time.process_time()
+    return total
+
+
+def task_figures(chain: OperatorChain, started: tuple[float, float]) -> dict[str, dict[str, Any]]:
+    """Each operator's metrics with the task's wall and CPU seconds so far (the Python worker runs
+    one task at a time, so its process CPU time is this task's; `cpu` in runtime/diagnosis.py)."""
+    wall, cpu = time.perf_counter() - started[0], busy_seconds() - started[1]
+    return {name: {**m, "task_seconds": round(wall, 6), "cpu_seconds": round(cpu, 6)}
+            for name, m in chain.metrics().items()}
 
 
 def chain_function(

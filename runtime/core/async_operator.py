@@ -137,6 +137,7 @@ class EnrichOperator:
         self._idle: list[asyncio.Future[bool]] = []
         self._waking = 0   # call tasks woken or started that have not yet looked at the inbox
         self._metrics = OperatorMetrics(config.name)
+        self._call.bind_metrics(self._metrics)
         self._batching: BatchingCall | None = None
         if config.batch is not None:
             self._call = self._batching = BatchingCall(self._call, config, self._metrics)
@@ -147,7 +148,8 @@ class EnrichOperator:
             self.prefetch = self._stored.prefetch   # the loop chain looks a chunk's keys up at once
         # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
         # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
-        self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
+        self._limit: AdaptiveLimit | None = AdaptiveLimit(
+            config.capacity, config.batch.size if config.batch else 1) if config.adaptive else None
         self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
@@ -258,7 +260,11 @@ class EnrichOperator:
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses
         m.counters["coalesced"] = stats.coalesced
-        return m.to_dict()
+        bucket = self._resolver.bucket or (self._batching.bucket if self._batching is not None else None)
+        if bucket is not None:
+            m.rate_wait_seconds = bucket.waited_seconds
+        return {**m.to_dict(), "capacity": self.config.capacity,
+                "in_flight": self._running + len(self._inbox)}   # now: calls out and elements about to start
 
     # ----------------------------------------------------------------- driven on the loop (in a chain)
 

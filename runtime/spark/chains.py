@@ -14,7 +14,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from . import answers, estimate, names
+from dslc.runtime.secrets import Secrets
+
+from . import answers, driver_values, estimate, names
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -43,10 +45,13 @@ def _share_rates(operators: tuple, tasks: int) -> tuple:
 def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
               columns: tuple[str, ...] | None = None, watermark: C.Watermark | None = None,
               states: Mapping[str, Snapshot] | PinnedStates | None = None, metrics: MetricsCollector | None = None,
-              batch_size: int = 1024) -> DataFrame:
-    """One mapInArrow pass of the chain; the result carries the dead-letter column if any."""
+              batch_size: int = 1024, secrets: Secrets | None = None) -> DataFrame:
+    """One mapInArrow pass of the chain; the result carries the dead-letter column if any.
+    `secrets`: the values the job read at start (`driver_values.required_secrets`), carried to
+    the executors inside the operators' configuration."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
+    operators = driver_values.attach(operators, secrets)
     operators = _share_rates(operators, parallelism(df.sparkSession))
     if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
         return estimate.record_chain(df, answers.prepare(
@@ -58,11 +63,13 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
                     output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size)
     if chain.dead_letters:
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
-    if metrics is not None and metrics.on_connect:      # Spark Connect: no accumulator
+    if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):
+        # Spark Connect: no accumulator; STREAMING: each micro-batch's figures are observed
         return answers.stop_when_spent(metrics.chain_with_metrics(df, chain, states or {}, out_schema), chain, metrics)
     sink = metrics.sink() if metrics else None
-    function = _PinnedChain(chain, states, sink) if isinstance(states, PinnedStates) else \
-        ChainFunction(chain, states or {}, sink)
+    address = metrics.progress_address if metrics else None
+    function = _PinnedChain(chain, states, sink, address) if isinstance(states, PinnedStates) else \
+        ChainFunction(chain, states or {}, sink, progress=address)
     return answers.stop_when_spent(df.mapInArrow(worker_function(df, function), out_schema), chain, metrics)
 
 
@@ -70,11 +77,11 @@ class _PinnedChain:
     """A chain in a streaming query: its broadcast snapshots are the ones pinned for the task's
     micro-batch (pinned.py), looked up when the task starts."""
 
-    def __init__(self, chain: C.Chain, pinned: PinnedStates, metrics_sink) -> None:
-        self.chain, self.pinned, self.metrics_sink = chain, pinned, metrics_sink
+    def __init__(self, chain: C.Chain, pinned: PinnedStates, metrics_sink, progress: str | None = None) -> None:
+        self.chain, self.pinned, self.metrics_sink, self.progress = chain, pinned, metrics_sink, progress
 
     def __call__(self, batches):
-        return ChainFunction(self.chain, self.pinned.snapshots(), self.metrics_sink)(batches)
+        return ChainFunction(self.chain, self.pinned.snapshots(), self.metrics_sink, progress=self.progress)(batches)
 
 
 def keep(df: DataFrame) -> DataFrame:

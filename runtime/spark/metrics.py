@@ -12,13 +12,16 @@ from typing import Any
 import pyarrow as pa
 from dslc.runtime import config as C
 from dslc.runtime.core.arrow_chain import ChainFunction
+from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 from pyspark import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from . import progress
 from .pinned import PinnedStates
+from .progress import ProgressCollector
 from .session import checkpoint, is_connect, worker_function
 
 
@@ -49,7 +52,22 @@ class MetricsCollector:
         self._acc = None if self.on_connect else spark.sparkContext.accumulator({}, _MetricsParam())
         self._tasks: list[str] = []   # Connect: each task's metrics (JSON)
         self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
-        self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
+        self._figures = 0                  # STREAMING: observations of per-micro-batch figures made
+        self.progress: ProgressCollector | None = None
+        self.per_micro_batch = progress.enabled(spark)   # STREAMING: figures observed per micro-batch
+        if self.per_micro_batch:
+            try:
+                self.progress = ProgressCollector(progress.advertised_host(spark),
+                                                  int(_conf(spark, "spark.dslc.progress.port") or 0),
+                                                  progress_file=os.environ.get(progress.PROGRESS_FILE_ENV),
+                                                  queries=_queries, poll_each_second=not self.on_connect)
+            except OSError as exc:   # no port to listen on: the run goes on without live figures
+                print(f"dslc: warning: no live progress: {exc}", file=sys.stderr)
+
+    @property
+    def progress_address(self) -> str | None:
+        """Where chains' tasks send their live figures (runtime/progress.py), if anywhere."""
+        return self.progress.address if self.progress is not None else None
 
     def sink(self):
         """A picklable callable for the chain function to report a task's metrics with (classic)."""
@@ -67,12 +85,18 @@ class MetricsCollector:
         with_metrics = StructType(schema.fields + [StructField(METRICS_COLUMN, StringType(), True)])
         column = F.col(METRICS_COLUMN)
         if df.isStreaming:
-            name = f"dslc_metrics_{chain.name}_{len(self._observed)}"
-            self._observed.add(name)
-            function = worker_function(df, ChainWithMetricsRow(chain, states))
-            observed = df.mapInArrow(function, with_metrics).observe(name, F.collect_list(column).alias("tasks"))
+            sink = None if self.on_connect else self.sink()
+            function = worker_function(df, ChainWithMetricsRow(chain, states, sink, self.progress_address))
+            observed = df.mapInArrow(function, with_metrics)
+            if self.on_connect:
+                name = f"dslc_metrics_{chain.name}_{len(self._observed)}"
+                self._observed.add(name)
+                observed = observed.observe(name, F.collect_list(column).alias("tasks"))
+            observed = observed.observe(f"dslc_{chain.name}_{self._figures}", *micro_batch_figures(chain, column))
+            self._figures += 1
             return observed.where(column.isNull()).drop(METRICS_COLUMN)
-        kept = checkpoint(df.mapInArrow(ChainWithMetricsRow(chain, dict(states)), with_metrics))
+        kept = checkpoint(df.mapInArrow(ChainWithMetricsRow(chain, dict(states), None, self.progress_address),
+                                        with_metrics))
         self._tasks.extend(row[0] for row in kept.where(column.isNotNull()).select(column).collect())
         out = kept.where(column.isNull()).drop(METRICS_COLUMN)
         out._dslc_kept = True      # chains.keep: already computed once
@@ -90,7 +114,11 @@ class MetricsCollector:
     def report(self, stream=None) -> str | None:
         """Write the run's JSON metrics file, print the table (stderr, or $DSLC_METRICS_SUMMARY), a
         warning per operator whose every element failed, and the file's path; return the path."""
-        return publish(self._spark, self.value(), stream)
+        extra: dict[str, Any] = {}
+        if self.progress is not None:
+            self.progress.close()
+            extra = {"timeline": self.progress.timeline, "micro_batches": self.progress.micro_batches}
+        return publish(self._spark, self.value(), stream, extra)
 
 
 METRICS_COLUMN = "__dslc_task_metrics"
@@ -130,14 +158,24 @@ class ChainWithMetricsRow:
     the task's metrics as JSON. Picklable: built on the driver, run on executors. In a streaming
     query the broadcast snapshots are the ones pinned for the task's micro-batch (pinned.py)."""
 
-    def __init__(self, chain: C.Chain, states: Mapping[str, Any] | PinnedStates) -> None:
+    def __init__(self, chain: C.Chain, states: Mapping[str, Any] | PinnedStates, sink=None,
+                 progress: str | None = None) -> None:
         self.chain = chain
         self.states = states if isinstance(states, PinnedStates) else dict(states)
+        self.sink = sink              # also to the accumulator (classic STREAMING)
+        self.progress = progress
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         reported: list[dict] = []
         states = self.states.snapshots() if isinstance(self.states, PinnedStates) else self.states
-        function = ChainFunction(self.chain, states, reported.append)
+        sink = self.sink
+
+        def report(metrics: dict) -> None:
+            reported.append(metrics)
+            if sink is not None:
+                sink(metrics)
+
+        function = ChainFunction(self.chain, states, report, progress=self.progress)
         schema = function.schema.append(pa.field(METRICS_COLUMN, pa.string()))
         for batch in function(batches):
             yield batch.append_column(METRICS_COLUMN, pa.nulls(batch.num_rows, pa.string()))
@@ -145,7 +183,36 @@ class ChainWithMetricsRow:
         yield pa.RecordBatch.from_pylist([row], schema=schema)
 
 
-def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None) -> str | None:
+# what each micro-batch's progress carries per operator of a STREAMING chain (added up over its tasks)
+MICRO_BATCH_FIGURES: tuple[str, ...] = (
+    "elements_in", "elements_out", "calls", "errors", "retries", "timeouts", "dead_letters", "cache_hits",
+    "pushed_back")
+
+
+def micro_batch_figures(chain: C.Chain, column) -> list:
+    """The aggregate columns of a chain's per-micro-batch observation: `<operator>.<figure>` summed
+    over the tasks' metrics rows, `<operator>.max_in_flight`, and `<operator>.latency_ms`, the
+    mean time an element spent in its calls. Spark puts them in the batch's
+    StreamingQueryProgress.observedMetrics, which every StreamingQueryListener receives."""
+    out = []
+    for op in chain.operators:
+        path = f"$['{op.name}']"
+
+        def figure(name: str, path: str = path):
+            return F.get_json_object(column, f"{path}.{name}")
+
+        out += [F.coalesce(F.sum(figure(n).cast("long")), F.lit(0)).alias(f"{op.name}.{n}") for n in MICRO_BATCH_FIGURES
+                if isinstance(op, C.Enrich) or n in ("elements_in", "elements_out", "errors")]
+        if isinstance(op, C.Enrich):
+            seconds = F.sum(figure("latency_seconds").cast("double"))
+            answered = F.sum(figure("elements_in").cast("double"))
+            out += [F.coalesce(F.max(figure("max_in_flight").cast("long")), F.lit(0)).alias(f"{op.name}.max_in_flight"),
+                    F.round(seconds * 1000 / answered, 3).alias(f"{op.name}.latency_ms")]
+    return out
+
+
+def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
+            extra: dict[str, Any] | None = None) -> str | None:
     """What an operator of the job sees at its end, the same under `dslc run` and spark-submit."""
     if not merged:
         return None   # a job without Python operators has nothing to report
@@ -156,10 +223,20 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None)
     finished = dt.datetime.now(dt.timezone.utc)
     document = {"pipeline": pipeline, "application_id": _conf(spark, "spark.app.id"),
                 "finished_at": finished.isoformat(timespec="seconds"), "operators": operators,
-                "warnings": warnings}
+                "warnings": warnings, **(extra or {}),
+                "latency_histograms": {name: m.get("latency_histogram", {}) for name, m in sorted(merged.items())
+                                       if m.get("latency_histogram")}}
+    diagnoses = diagnose_all(operators, (extra or {}).get("timeline"))
+    document["diagnosis"] = diagnoses
+    plan = os.environ.get("DSLC_PLAN_DOT")        # `dslc run`: the plan picture, for the report
+    if plan and Path(plan).is_file():
+        document["plan_dot"] = Path(plan).read_text(encoding="utf-8")
     path = metrics_path(spark, pipeline, finished)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    written = os.environ.get("DSLC_METRICS_WRITTEN")   # `dslc run --report`: where the file went
+    if written:
+        Path(written).write_text(str(path.resolve()), encoding="utf-8")
     table = format_table(operators)
     summary_file = os.environ.get("DSLC_METRICS_SUMMARY") or _conf(spark, "spark.dslc.metrics.summary")
     if summary_file:
@@ -167,6 +244,8 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None)
             handle.write(table + "\n")
     else:
         print(table, file=stream)
+    for diagnosis in diagnoses:
+        print(diagnosis["line"], file=stream)
     for warning in warnings:
         print(f"dslc: warning: {warning}", file=stream)
     print(f"dslc: metrics written to {path}", file=stream)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from dslc.runtime.broadcast.state import Snapshot, SnapshotStore
 from pyspark import TaskContext
@@ -63,10 +65,54 @@ def applied_version(root: Path) -> int:
     return json.loads(marker.read_text())["version"] if marker.is_file() else 0
 
 
+#: How long a data micro-batch waits for the rules query to catch up before it pins what is applied.
+CATCH_UP_TIMEOUT_S = 30.0
+
+
+def caught_up(root: Path, started: float, wait: Callable[[], None]) -> None:
+    """Driver: `wait()` until the rules query has applied every update there at `started`, then
+    record `started` as the moment the state is complete up to."""
+    wait()
+    mark = root / _CAUGHT_UP
+    partial = mark.with_name(f".{_CAUGHT_UP}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps({"at": started}))
+    os.replace(partial, mark)
+
+
+def forget_caught_up(root: Path) -> None:
+    """Driver, when a job starts: no mark (AVAILABLE NOW pins what the finished rules query applied)."""
+    (root / _CAUGHT_UP).unlink(missing_ok=True)
+
+
+def _wait_for_rules(root: Path) -> None:
+    """Task, before pinning: under a continuous trigger (a mark exists), wait until the rules
+    query has applied every update that had arrived when this task started to pin. After
+    CATCH_UP_TIMEOUT_S (the rules query cannot get a task slot), pin what is applied, and say so."""
+    mark = root / _CAUGHT_UP
+    if not mark.is_file():
+        return
+    started = time.time()
+    deadline = time.monotonic() + CATCH_UP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        try:
+            if json.loads(mark.read_text())["at"] >= started:
+                return
+        except (OSError, ValueError, KeyError):
+            pass      # replaced between the check and the read: look again
+        time.sleep(0.02)
+    print(f"dslc: warning: broadcast state {root.name}: the rules query did not catch up within "
+          f"{CATCH_UP_TIMEOUT_S:g}s; this micro-batch sees the rules applied so far", file=sys.stderr)
+
+
+_CAUGHT_UP = "caught_up.json"
+
+
 def pin(root: Path, query: str, batch: int) -> int:
-    """The version micro-batch `batch` of `query` sees: recorded by its first task, then reused."""
+    """The version micro-batch `batch` of `query` sees: recorded by its first task, then reused.
+    Under a continuous trigger the first pin waits for the rules that had arrived (_wait_for_rules)."""
     record = root / "batches" / query / f"{batch}.json"
     if not record.is_file():
+        _wait_for_rules(root)
         record.parent.mkdir(parents=True, exist_ok=True)
         partial = record.with_name(f".{batch}.{os.getpid()}.{id(record)}.tmp")
         partial.write_text(json.dumps({"version": applied_version(root)}))

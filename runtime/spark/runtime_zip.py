@@ -5,14 +5,14 @@ Executors only need pyspark, pyarrow and aiohttp: the job ships this zip with `a
 built once per dslc version and runtime content into a private per-user cache folder and reused;
 a zip that would not import (no package entries, no files) is an error at the driver.
 
-Pure-Python packages the runtime uses on executors only for some pipelines (`VENDORED`: the
-`redis` client of an answer store on Redis) go into the zip too when the driver has them, so
-executors need nothing installed for them either.
+Pure-Python packages the runtime uses on executors (`VENDORED`: `jmespath` for ANSWER and PATH,
+the `redis` client of an answer store on Redis) go into the zip too, from the driver's
+installation, so executors need nothing installed for them either.
 """
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import os
 import stat
 import tempfile
@@ -22,7 +22,9 @@ from pathlib import Path
 ZIP_NAME = "dslc_runtime.zip"
 REQUIRED = ("dslc/__init__.py", "dslc/runtime/__init__.py", "dslc/runtime/spark/__init__.py")
 _STAMP = (1980, 1, 1, 0, 0, 0)   # fixed entry times: the same sources give the same bytes
-VENDORED = ("redis",)            # top-level pure-Python packages shipped beside dslc.runtime
+# Pure-Python libraries the runtime imports that executors do not have (they have pyspark, pyarrow
+# and aiohttp): shipped in the zip beside dslc, from the driver's installation
+VENDORED = ("jmespath", "redis")
 
 
 class RuntimeZipError(RuntimeError):
@@ -43,7 +45,7 @@ def runtime_zip() -> str:
         raise RuntimeZipError(f"dslc: error: no runtime sources found under {root}: cannot ship dslc.runtime "
                               "to executors (install dslc on them and set DSLC_SHIP_RUNTIME=0)")
     vendored = _vendored()
-    digest = _digest(root, files + [f for _, package_files in vendored for f in package_files])
+    digest = _digest(root, files, vendored)
     target = cache_folder() / f"{_version()}-{digest}" / ZIP_NAME
     if target.is_file():
         try:
@@ -64,42 +66,32 @@ def runtime_zip() -> str:
     return str(target)
 
 
-def _vendored() -> list[tuple[Path, list[Path]]]:
-    """(package folder, its .py files) of each VENDORED package the driver can import."""
+def _vendored() -> list[tuple[str, Path]]:
+    """(name in the zip, file) of each vendored library's sources."""
     found = []
     for name in VENDORED:
-        spec = importlib.util.find_spec(name)
-        if spec is None or not spec.submodule_search_locations:
-            continue
-        folder = Path(next(iter(spec.submodule_search_locations))).resolve()
-        files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
-        if files:
-            found.append((folder, files))
+        module = importlib.import_module(name)
+        folder = Path(module.__file__).resolve().parent
+        for file in sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts):
+            found.append(("/".join((name, *file.relative_to(folder).parts)), file))
     return found
 
 
-def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[Path, list[Path]]] = ()) -> None:
+def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[str, Path]] = ()) -> None:
     """Folder entries and `__init__.py` files first, so the zip importer sees the packages."""
     folders = sorted({f.parent.relative_to(root) for f in files}, key=lambda p: (len(p.parts), str(p)))
+    entries = [("/".join(("dslc", "runtime", *file.relative_to(root).parts)), file) for file in files]
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(zipfile.ZipInfo("dslc/", _STAMP), b"")
         archive.writestr(zipfile.ZipInfo("dslc/__init__.py", _STAMP), '"""dslc runtime, shipped to executors."""\n')
         for folder in folders:
             name = "/".join(("dslc", "runtime", *folder.parts)) + "/"
             archive.writestr(zipfile.ZipInfo(name, _STAMP), b"")
-        for file in files:
-            name = "/".join(("dslc", "runtime", *file.relative_to(root).parts))
+        for name, file in entries + list(vendored):
             info = zipfile.ZipInfo(name, _STAMP)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, file.read_bytes())
-        for folder, package_files in vendored:     # after dslc's own entries
-            for file in package_files:
-                name = "/".join((folder.name, *file.relative_to(folder).parts))
-                info = zipfile.ZipInfo(name, _STAMP)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                archive.writestr(info, file.read_bytes())
 
 
 def check_runtime_zip(path: str) -> None:
@@ -155,12 +147,12 @@ def _version() -> str:
         return "0"
 
 
-def _digest(root: Path, files: list[Path]) -> str:
-    """Content hash of the runtime sources: an edited runtime (a development checkout) gets its own zip."""
+def _digest(root: Path, files: list[Path], vendored: list[tuple[str, Path]] = ()) -> str:
+    """Content hash of the runtime sources (and the vendored ones): an edited runtime (a
+    development checkout) or another library version gets its own zip."""
     digest = hashlib.sha256()
-    for file in files:
-        name = file.relative_to(root) if file.is_relative_to(root) else file
-        digest.update(str(name).encode() + b"\0" + file.read_bytes() + b"\0")
+    for name, file in [(str(f.relative_to(root)), f) for f in files] + list(vendored):
+        digest.update(name.encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()[:12]
 
 

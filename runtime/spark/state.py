@@ -5,14 +5,14 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
 from dslc.runtime import user_code
 from dslc.runtime.broadcast.state import BroadcastState, Snapshot, thaw
 from dslc.runtime.config import PythonCall
 from dslc.runtime.schema.arrow import to_arrow_type
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import BooleanType, StructField, StructType
 
 from .names import col
 from .pinned import PinnedStates
@@ -59,10 +59,6 @@ def match(spark: SparkSession, df: DataFrame, *, input_name: str, state: Snapsho
     return joined.select(*selected)
 
 
-#: A MATCH stage's rows that only carry the event time of a micro-batch's input (see _MatchExpand).
-TICK = "__dslc_event_time_tick"
-
-
 class _MatchExpand:
     """mapInArrow of a streaming MATCH: each input row once per candidate entry of the pinned
     snapshot, the entry as a struct column named after the alias (so `alias.column` in the
@@ -71,18 +67,14 @@ class _MatchExpand:
     `keys` ((input column, state column) pairs of the predicate's equalities, compiler/plan/
     match_keys.py) only the entries whose key values equal the row's, found in a dict built once
     per task; a NULL key matches nothing, as in SQL. Spark filters the pairs with the predicate.
-
-    With `event_time` (a MATCH written to a stage), each input batch also yields one TICK row:
-    every column NULL but the batch's latest event time. The stage's readers declare the
-    WATERMARK before dropping the ticks, so their watermark follows every input row, not only the
-    matched ones, as it would if MATCH and its readers were one query."""
+    (A MATCH written to a stage gets the event time of every source row through
+    streaming.with_ticks, so its readers' watermark does not follow only the matched rows.)"""
 
     def __init__(self, pinned: PinnedStates, state_name: str, fields: tuple[tuple[str, str], ...],
                  flat: tuple[str, ...], alias: str, keys: tuple[tuple[str, str], ...] = (),
-                 event_time: str | None = None, max_rows: int = 65536):
+                 max_rows: int = 65536):
         self.pinned, self.state_name, self.fields = pinned, state_name, fields
         self.flat, self.alias, self.keys, self.max_rows = flat, alias, keys, max_rows
-        self.event_time = event_time
         self.index: dict[tuple, list[int]] | None = None
 
     def _entries(self) -> pa.Table:
@@ -96,24 +88,7 @@ class _MatchExpand:
         flat = [entries.column(c).combine_chunks() for c in self.flat]
         names = list(rows.schema.names) + [self.alias] + list(self.flat)
         arrays = list(rows.columns) + [struct] + flat
-        if self.event_time:
-            names.append(TICK)
-            arrays.append(pa.array([False] * rows.num_rows, pa.bool_()))
         return pa.RecordBatch.from_arrays(arrays, names=names)
-
-    def _tick(self, batch: pa.RecordBatch, state: pa.Table) -> pa.RecordBatch | None:
-        """One row with the batch's latest event time, NULL elsewhere (None: no event time)."""
-        at = {n.lower(): i for i, n in enumerate(batch.schema.names)}[self.event_time.lower()]
-        latest = pc.max(batch.column(at))
-        if not latest.is_valid:
-            return None
-        columns = [pa.array([latest.as_py()], f.type) if i == at else pa.nulls(1, f.type)
-                   for i, f in enumerate(batch.schema)]
-        struct_type = pa.struct([pa.field(c, state.schema.field(c).type) for c, _ in self.fields])
-        flat = [pa.nulls(1, state.schema.field(c).type) for c in self.flat]
-        names = list(batch.schema.names) + [self.alias] + list(self.flat) + [TICK]
-        return pa.RecordBatch.from_arrays(columns + [pa.nulls(1, struct_type)] + flat + [pa.array([True])],
-                                          names=names)
 
     def _scan(self, batch: pa.RecordBatch, state: pa.Table) -> Iterator[pa.RecordBatch]:
         k = state.num_rows
@@ -158,32 +133,23 @@ class _MatchExpand:
         for batch in batches:
             if state.num_rows:
                 yield from pairs(batch, state)
-            tick = self._tick(batch, state) if self.event_time else None
-            if tick is not None:
-                yield tick
 
 
 def match_stream(df: DataFrame, *, input_name: str, pinned: PinnedStates, state_name: str, alias: str,
                  predicate: str, state_schema: str, columns: tuple[tuple[str, str], ...],
-                 keys: tuple[tuple[str, str], ...] = (), event_time: str | None = None) -> DataFrame:
+                 keys: tuple[tuple[str, str], ...] = ()) -> DataFrame:
     """MATCH inside a streaming query: the same rows as `match`, with the snapshot pinned for the
     task's micro-batch (a replay sees the same rules). Each row is paired with the entries whose
     `keys` equal its own (every entry when there are no keys), then Spark filters the pairs with
-    the predicate: rows x matching entries work, rows x entries without keys. With `event_time`
-    (the MATCH is written to a stage) the output also has the TICK column and rows, which
-    `streaming.read_stage` drops after declaring the WATERMARK."""
+    the predicate: rows x matching entries work, rows x entries without keys."""
     state_fields = StructType.fromDDL(state_schema).fields
     fields = tuple((f.name, f.dataType.simpleString()) for f in state_fields)
     taken = {c.lower() for c in df.columns} | {alias.lower()}
     flat = tuple(f.name for f in state_fields if f.name.lower() not in taken)
-    inputs = [StructField(f.name, f.dataType, True) for f in df.schema.fields] if event_time else list(df.schema.fields)
-    spark_out = StructType(inputs + [StructField(alias, StructType(state_fields), True)]
-                           + [f for f in state_fields if f.name in flat]
-                           + ([StructField(TICK, BooleanType(), False)] if event_time else []))
-    expand = worker_function(df, _MatchExpand(pinned, state_name, fields, flat, alias, keys, event_time))
-    expanded = df.mapInArrow(expand, spark_out)
-    condition = F.expr(predicate)
-    joined = expanded.alias(input_name).where(F.col(TICK) | condition if event_time else condition)
+    spark_out = StructType(list(df.schema.fields) + [StructField(alias, StructType(state_fields), True)]
+                           + [f for f in state_fields if f.name in flat])
+    expand = worker_function(df, _MatchExpand(pinned, state_name, fields, flat, alias, keys))
+    joined = df.mapInArrow(expand, spark_out).alias(input_name).where(F.expr(predicate))
     selected = [col(input_name, c) for c in df.columns]
     selected += [col(alias, c).alias(out) for c, out in columns]
-    return joined.select(*selected, *([F.col(TICK)] if event_time else []))
+    return joined.select(*selected)

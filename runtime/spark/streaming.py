@@ -13,8 +13,12 @@ import os
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dslc.runtime import user_code
 from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
@@ -22,13 +26,13 @@ from dslc.runtime.config import PythonCall
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.types import StructField, StructType
 
 from . import chains, metrics
 from .names import col
-from .pinned import state_root
+from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
 from .sinks import FORMATS, PythonSink
-from .state import TICK
 
 
 def trigger_args(trigger: str | None) -> dict:
@@ -55,6 +59,10 @@ def _start(writer: DataStreamWriter, checkpoint: Path, trigger: str | None, path
     return query
 
 
+#: The column of a stage's rows that only carry an event time (with_ticks).
+TICK = "__dslc_event_time_tick"
+
+
 def _atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -79,6 +87,8 @@ class StreamingState:
         self.store = SnapshotStore(self.root / "snapshots")
         self.lock = threading.Lock()
         self.query: StreamingQuery | None = None
+        self.keeper: threading.Thread | None = None
+        forget_caught_up(self.root)     # a mark of an earlier run says nothing about this one
         self.state, self.applied_batch = self._restore()
         if not self.store.versions():
             self.store.write(self.state.snapshot())   # the empty state, for batches before any rules
@@ -86,10 +96,10 @@ class StreamingState:
     def __getstate__(self) -> dict:
         """What a Spark Connect server's foreachBatch worker gets (apply_batch runs there): no
         session, query or lock of this process."""
-        return {k: v for k, v in self.__dict__.items() if k not in ("spark", "query", "lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("spark", "query", "lock", "keeper")}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state, spark=None, query=None, lock=threading.Lock())
+        self.__dict__.update(state, spark=None, query=None, lock=threading.Lock(), keeper=None)
 
     def _restore(self) -> tuple[BroadcastState, int]:
         marker = self.root / "applied.json"
@@ -115,15 +125,44 @@ class StreamingState:
                           json.dumps({"batch_id": batch_id, "version": self.state.version}))
 
     def start(self, source: DataFrame, trigger: str | None) -> StreamingQuery:
-        """Start the state's own query; with AVAILABLE NOW, finish it before any data batch."""
+        """Start the state's own query; with AVAILABLE NOW, finish it before any data batch.
+        With a continuous trigger, the rules query runs at least every RULES_INTERVAL_S and a
+        thread marks when it last had nothing left to apply (pinned.caught_up), so a data
+        micro-batch pins a version with every rule update that had arrived when it started."""
         writer = source.writeStream.foreachBatch(batch_function(source, self.apply_batch))
         writer = writer.queryName(f"dslc_state_{self.name}")
-        self.query = _start(writer, self.root / "query", trigger)
+        self.query = _start(writer, self.root / "query", _rules_trigger(trigger))
         if trigger == "available-now":
             self.query.awaitTermination()
         else:      # the rules already there apply before the first data micro-batch
-            self.query.processAllAvailable()
+            caught_up(self.root, time.time(), self.query.processAllAvailable)
+            self.keeper = threading.Thread(target=self._keep_up, name=f"dslc-state-{self.name}", daemon=True)
+            self.keeper.start()
         return self.query
+
+    def _keep_up(self) -> None:
+        """Driver thread: again and again, wait until the rules query has applied everything that
+        had arrived, then record that moment; ends with the query (a failure is await_queries')."""
+        while self.query is not None and self.query.isActive:
+            try:
+                caught_up(self.root, time.time(), self.query.processAllAvailable)
+            except Exception:  # noqa: BLE001 - the query failed or stopped: await_queries reports it
+                return
+
+
+#: The longest a rules query waits between two looks at its source under a continuous trigger.
+RULES_INTERVAL_S = 0.25
+
+
+def _rules_trigger(trigger: str | None) -> str | None:
+    """A rules query looks for updates at least every RULES_INTERVAL_S (a data micro-batch waits
+    for it to catch up, pinned.py); AVAILABLE NOW and the default trigger are kept."""
+    args = trigger_args(trigger)
+    if "processingTime" not in args:
+        return trigger
+    seconds = float(args["processingTime"].split()[0])
+    return trigger if seconds <= RULES_INTERVAL_S else f"every={RULES_INTERVAL_S:g}s"
+
 
 def _finished_first(query: StreamingQuery, trigger: str | None) -> StreamingQuery:
     """With AVAILABLE NOW, a query that other queries read ends before they start."""
@@ -145,24 +184,54 @@ def write_stage(df: DataFrame, stage: str, checkpoint: str, trigger: str | None)
     return _finished_first(query, trigger)
 
 
-def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema, watermark: tuple[str, str] | None = None) -> DataFrame:
+def _latest(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """mapInArrow over one event-time column: each batch's latest value (none when all NULL)."""
+    for batch in batches:
+        latest = pc.max(batch.column(0))
+        if latest.is_valid:
+            yield pa.RecordBatch.from_arrays([pa.array([latest.as_py()], batch.schema.field(0).type)],
+                                             names=batch.schema.names)
+
+
+def with_ticks(df: DataFrame, clock: DataFrame, column: str) -> DataFrame:
+    """`df`'s rows (TICK false) and, per Arrow batch of `clock`, one TICK row: every column NULL
+    but the batch's latest event time. `clock` is the query's watermarked root (its SOURCE, or
+    the stage it reads), taken before any filter or call: the stage's readers declare the
+    WATERMARK on these rows too, so it follows every row the source read, not only the rows
+    that reached the stage (a pushed-down WHERE, dslc test's end-of-input rows)."""
+    name = next(f.name for f in df.schema.fields if f.name.lower() == column.lower())
+    root = next(f.name for f in clock.schema.fields if f.name.lower() == column.lower())
+    field = StructField(name, df.schema[name].dataType, True)
+    times = clock.select(col(root).alias(name))
+    latest = times.mapInArrow(worker_function(times, _latest), StructType([field]))
+    ticks = latest.select(*[col(name) if f.name == name else F.lit(None).cast(f.dataType).alias(f.name)
+                            for f in df.schema.fields], F.lit(True).alias(TICK))
+    return df.withColumn(TICK, F.lit(False)).unionByName(ticks)
+
+
+def read_stage(spark: SparkSession, stage: str, checkpoint: str, schema,
+               watermark: tuple[str, str] | None = None) -> DataFrame:
     """A stage folder as a stream (Spark's file source lists only committed files), with the
-    event-time WATERMARK of its rows declared again. A MATCH stage also holds TICK rows (the
-    latest event time of each input batch, state.py): declared before they are dropped, they
-    move the watermark as all the MATCH's input rows did, not only the matched ones."""
+    event-time WATERMARK of its rows declared again, TICK rows (with_ticks) included: they move
+    the watermark as every row of the source did. `without_ticks` then leaves the data rows;
+    the frame with its ticks is the clock of a later stage of the same query."""
     folder = stage_folder(checkpoint, stage)
     folder.mkdir(parents=True, exist_ok=True)
     df = spark.readStream.schema(schema).parquet(str(folder))
     # the column may have been pruned away before the stage (no reader after it needs it)
-    marked = bool(watermark and watermark[0] in schema.fieldNames())
-    if marked:
+    if watermark and watermark[0] in schema.fieldNames():
         df = df.withWatermark(*watermark)
-    if TICK in schema.fieldNames():
-        # a TICK row always has its event time; naming the column keeps Spark from pushing the
-        # filter below the watermark (it pushes only conditions without the event-time column)
-        keep = ~F.col(TICK) | col(watermark[0]).isNull() if marked else ~F.col(TICK)
-        df = df.where(keep).drop(TICK)
     return df
+
+
+def without_ticks(df: DataFrame, column: str | None = None) -> DataFrame:
+    """A stage read's data rows. A TICK row always has its event time; naming the column keeps
+    Spark from pushing the filter below the watermark (it pushes only conditions that do not
+    read the event-time column)."""
+    if TICK not in df.columns:
+        return df
+    keep = ~F.col(TICK) | col(column).isNull() if column else ~F.col(TICK)
+    return df.where(keep).drop(TICK)
 
 
 def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, name: str, checkpoint: str,

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Hashable
 from typing import Any
 
-from dslc.runtime.calls.base import EnrichCall, check_result_types
+from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.job_rate import JobRate
@@ -166,10 +166,13 @@ class BatchingCall(DelegatingCall):
             for slot in batch:
                 self._settle(slot, error=exc)
         else:
-            check = self.result_check
+            item = self.inner.batch_item
             for slot, answer in zip(batch, answers):
+                if isinstance(answer, BaseException):    # the kind failed this item alone
+                    self._settle(slot, error=answer)
+                    continue
                 try:
-                    self._settle(slot, value=check_result_types(answer, check))
+                    self._settle(slot, value=item(answer))
                 except Exception as exc:  # noqa: BLE001 - a bad item fails its element only
                     self._settle(slot, error=exc)
         finally:

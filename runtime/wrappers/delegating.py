@@ -21,6 +21,10 @@ class DelegatingCall(EnrichCall):
     def timeout_handler(self) -> Any:  # type: ignore[override]
         return self.inner.timeout_handler
 
+    def bind_metrics(self, metrics: Any) -> None:
+        self.metrics = metrics
+        self.inner.bind_metrics(metrics)
+
     def open(self) -> None:
         self.inner.open()
 
@@ -35,3 +39,6 @@ class DelegatingCall(EnrichCall):
 
     async def aclose_clients(self) -> None:
         await self.inner.aclose_clients()
+
+    def batch_item(self, answer: Any) -> Any:
+        return self.inner.batch_item(answer)

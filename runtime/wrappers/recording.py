@@ -26,25 +26,22 @@ import asyncio
 import datetime as dt
 import json
 import os
-import re
 import threading
 import time
-import urllib.parse
 import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from dslc.runtime.calls.base import CallError, EnrichCall, check_result_types
+from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
-from dslc.runtime.config import Enrich, HttpCall
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
+from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
 
 RECORD_PROPERTY, REPLAY_PROPERTY = "dslc.record", "dslc.replay"
 RECORD_ENV, REPLAY_ENV = "DSLC_RECORD", "DSLC_REPLAY"
 PARTS = ".parts"
-REDACTED = "***"
-_SECRET_NAME = re.compile(r"key|token|secret|passw|pwd|auth|sig|credential|session|cookie", re.IGNORECASE)
 
 
 class NotRecorded(BaseException):
@@ -95,8 +92,11 @@ def wrap(call: EnrichCall, config: Enrich) -> EnrichCall:
 
 
 def key_columns(config: Enrich) -> tuple[str, ...]:
-    """The call key: the URL's placeholders for HTTP (else a POST's BODY columns), the
-    operator's key columns for PYTHON or when the request names no column."""
+    """The call key: the URL's placeholders for HTTP (else a POST's BODY columns), the filled
+    prompt for MODEL (`prompt`, and `system` when it has placeholders) and the filled input for
+    EMBEDDING (`input`), the operator's key columns for PYTHON or when the request names no column."""
+    if isinstance(config.call, (ModelCall, EmbeddingCall)):
+        return config.call.key_names
     if isinstance(config.call, HttpCall):
         found = tuple(placeholders(config.call.url)) or tuple(getattr(config.call, "body", None) or ())
         if found:
@@ -124,17 +124,15 @@ def canonical_key(key: dict[str, Any]) -> str:
     return json.dumps([[c, None if v is None else str(plain(v))] for c, v in key.items()], ensure_ascii=False)
 
 
-def redact_url(url: str) -> str:
-    """The URL without user:password and with credential-like query values masked."""
-    parts = urllib.parse.urlsplit(url)
-    netloc = parts.netloc.rpartition("@")[2]
-    query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
-    masked = [(k, REDACTED if _SECRET_NAME.search(k) else v) for k, v in query]
-    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path,
-                                    urllib.parse.urlencode(masked, safe="*/{}:"), ""))
+#: A request line's URL as a recording shows it (the one masking of runtime/secrets.py).
+redact_url = mask_url
 
 
 def _request(config: Enrich, row: dict[str, Any]) -> str:
+    if isinstance(config.call, ModelCall):
+        return f"MODEL {config.call.model} POST {redact_url(config.call.base_url)}/chat/completions"
+    if isinstance(config.call, EmbeddingCall):
+        return f"EMBEDDING {config.call.model} POST {redact_url(config.call.base_url)}/embeddings"
     if isinstance(config.call, HttpCall):
         try:
             return f"{config.call.method} {redact_url(fill_url(config.call.url, row))}"
@@ -152,6 +150,9 @@ class _Wrapper(DelegatingCall):
         self.columns = key_columns(config)
 
     def key(self, row: dict[str, Any]) -> dict[str, Any]:
+        call = self.config.call
+        if isinstance(call, (ModelCall, EmbeddingCall)):     # the filled prompt or input
+            return call.call_key(row)
         return {c: row.get(c) for c in self.columns}
 
 
@@ -171,7 +172,8 @@ class RecordingCall(_Wrapper):
         entry = {"operator": self.config.name, "line": self.config.line, "key": plain(self.key(row)),
                  "request": _request(self.config, row), **outcome,
                  "latency_ms": round((time.perf_counter() - started) * 1000, 3), "at": time.time()}
-        text = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+        # an error or an answer that echoes a secret or a URL's credentials: never written
+        text = scrub(json.dumps(entry, ensure_ascii=False, default=str), self.config.secrets) + "\n"
         with self._lock:
             self.part.parent.mkdir(parents=True, exist_ok=True)
             with open(self.part, "a", encoding="utf-8") as handle:
@@ -185,13 +187,20 @@ class RecordingCall(_Wrapper):
             self._write(row, started, timeout=True)
             raise
         except Exception as exc:
-            self._write(row, started, error=str(exc), error_type=type(exc).__name__)
+            self._write_error(row, started, exc)
             raise
         self._write_result(row, started, result)
         return result
 
+    def _write_error(self, row: dict[str, Any], started: float, exc: BaseException) -> None:
+        raw = getattr(exc, "raw", None)      # a model's content that was the problem
+        self._write(row, started, error=str(exc), error_type=type(exc).__name__,
+                    **({"raw": raw} if raw is not None else {}))
+
     def _write_result(self, row: dict[str, Any], started: float, result: Any) -> None:
-        if result is None or result == []:
+        if isinstance(result, BaseException):   # a batch item the kind failed alone
+            self._write_error(row, started, result)
+        elif result is None or result == []:
             self._write(row, started, miss=True)
         else:
             self._write(row, started, answer=plain(result))
@@ -207,10 +216,13 @@ class RecordingCall(_Wrapper):
             raise
         except Exception as exc:
             for row in rows:
-                self._write(row, started, error=str(exc), error_type=type(exc).__name__)
+                self._write_error(row, started, exc)
             raise
         for row, result in zip(rows, results):
-            self._write_result(row, started, result)
+            if type(result) is BadItem:     # that row's error only
+                self._write(row, started, error=result.message, error_type="CallError")
+            else:
+                self._write_result(row, started, result)
         return results
 
 
@@ -348,7 +360,7 @@ class ReplayCall(_Wrapper):
                 await asyncio.sleep(max(waits))
         for call in calls:
             if call and call.get("error") is not None:
-                raise _error_class(call.get("error_type", "CallError"))(call["error"])
+                raise _error_class(call.get("error_type", "CallError"))(call["error"], raw=call.get("raw"))
 
     def open(self) -> None:
         """The adapter is never opened: replaying makes no connection and runs no user open()."""
@@ -365,6 +377,10 @@ class ReplayCall(_Wrapper):
         await self._outcome([call])
         answer = self._answer(call)
         return None if answer is None else check_result_types(answer, self.result_check)
+
+    def batch_item(self, answer: Any) -> Any:
+        """A recorded answer is already a result (ANSWER and PATH were applied when it was recorded)."""
+        return EnrichCall.batch_item(self, answer)
 
     async def call_batch(self, rows: list[dict[str, Any]]) -> list[Any]:
         """BATCH: each row answered from its own recorded call; one recorded error or timeout

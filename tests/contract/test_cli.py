@@ -70,3 +70,53 @@ def test_run_takes_its_options_after_the_file_and_passes_only_what_follows_dashd
     assert result.returncode == 0, result.stderr[-3000:]
     assert sorted(r["id"] for r in flow.read("out/o", "json")) == ["o1", "o2"]
     assert not (flow.folder / "chk").exists()          # --mode batch: no streaming query ran
+
+
+FAILING = """PIPELINE failing MODE BATCH;
+SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, key STRING);
+STREAM e = ENRICH orders WITH HTTP GET 'http://127.0.0.1:9/kv/{key}' RETURNS (value STRING) TIMEOUT 2s;
+SINK e TO PARQUET 'out/e';
+"""
+
+
+def _dslc(flow, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    env.pop("DSLC_FLOW_FOLDER", None)
+    return subprocess.run([sys.executable, "-m", "dslc.compiler.cli", *args], cwd=flow.folder, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_failing_run_shows_the_clear_line_and_where_the_log_is_not_tracebacks(flow):
+    """docs/language.md: run-time errors name the operator, its line and the element's key. A
+    failing `dslc run` shows that line and where Spark's full log is; the tracebacks (Spark's
+    executors', the job's) are in the log only (#33 item 6: six worker tracebacks came first)."""
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "key": "a"}])
+    path = flow.write(FAILING)
+    result = _dslc(flow, "run", str(path), "--master", "local[1]")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown[-3000:]
+    assert "Traceback" not in shown and "PythonException" not in shown, shown[-3000:]
+    assert "dslc: error: operator 'e' (line 3) failed on element key='a': ClientConnectorError" in shown
+    log = re.search(r"Spark's full log: (\S+)", shown).group(1)
+    text = open(log).read()
+    assert "Traceback" in text and "ElementFailure" in text and "Executor" in text
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_failing_dslc_test_case_shows_its_clear_line_not_task_tracebacks(flow):
+    """`dslc test`: a case whose ENRICH fails reports the clear line; the task's traceback goes to
+    Spark's log, whose path the report gives (#33 item 6: printed twice above the report)."""
+    flow.write(FAILING)
+    (flow.folder / "pipeline.test.yaml").write_text(
+        "cases:\n  - name: fails\n    sources:\n      orders:\n        - {id: o1, key: a}\n"
+        "    enrich:\n      e:\n        - {key: a, error: HTTP 500 boom}\n    expect:\n      e: []\n")
+    result = _dslc(flow, "test", str(flow.folder / "pipeline.test.yaml"))
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown[-3000:]
+    assert "ERROR fails" in shown and "failed on element key='a'" in shown, shown[-3000:]
+    assert "Traceback" not in shown and "PythonException" not in shown, shown[-3000:]
+    log = re.search(r"Spark's full log: (\S+)", shown).group(1)
+    assert "ElementFailure" in open(log).read()

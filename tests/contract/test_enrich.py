@@ -2,6 +2,7 @@
 STREAMING, against a real HTTP service that counts its calls."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -252,3 +253,80 @@ def test_modules_beside_the_flow_file_come_first(flow):
     flow.run(SOURCE + """STREAM e = ENRICH orders WITH PYTHON 'colorsys:lookup' RETURNS (value STRING);
 SINK e TO PARQUET 'out/e';""", "BATCH")
     assert flow.read("out/e") == [{"id": "o1", "key": "k", "value": "beside"}]
+
+
+def test_iso_time_text_is_parsed_and_a_string_is_not_an_array(flow, service, mode):
+    """docs/language.md (RETURNS types): TIMESTAMP and DATE answer fields may be ISO 8601 text, as
+    JSON carries time; text that is not a time, and a string where an ARRAY is declared, are that
+    element's error (ON ERROR), never the whole job's (#33 item 4: a ValueError from the Arrow
+    conversion failed the job; "vip" became ["v", "i", "p"])."""
+    service.script("a", Reply(body={"at": "2026-11-01T12:30:00Z", "day": "2026-11-01", "tags": ["vip"]}))
+    service.script("b", Reply(body={"at": "2026-11-01T14:30:00+02:00", "day": "2026-11-02T08:00:00", "tags": []}))
+    service.script("c", Reply(body={"at": "2026-11-01 12:30:00", "day": "2026-11-03", "tags": "vip"}))
+    service.script("d", Reply(body={"at": "yesterday", "day": "2026-11-04", "tags": ["x"]}))
+    service.script("e", Reply(body={"at": None, "day": "1 Nov 2026", "tags": None}))
+    flow.rows_file("in/orders/1.json", [{"id": f"o{k}", "key": k} for k in "abcde"])
+    flow.run(SOURCE + f"""
+STREAM enriched = ENRICH orders WITH HTTP GET '{service.url}/kv/{{key}}'
+  RETURNS (at TIMESTAMP, day DATE, tags ARRAY<STRING>) ON ERROR DEAD LETTER 'dlq';
+SINK enriched TO PARQUET 'out/e';""", mode)
+    rows = {r["id"]: r for r in flow.read("out/e")}
+    assert sorted(rows) == ["oa", "ob"]
+    utc = dt.timezone.utc
+    assert rows["oa"]["at"].astimezone(utc) == dt.datetime(2026, 11, 1, 12, 30, tzinfo=utc)
+    assert rows["ob"]["at"].astimezone(utc) == dt.datetime(2026, 11, 1, 12, 30, tzinfo=utc)
+    assert (rows["oa"]["day"], rows["ob"]["day"]) == (dt.date(2026, 11, 1), dt.date(2026, 11, 2))
+    assert (rows["oa"]["tags"], rows["ob"]["tags"]) == (["vip"], [])
+    letters = {json.loads(line)["key"]["key"]: json.loads(line)["error"]
+               for p in sorted((flow.folder / "dlq").rglob("part-*")) for line in p.read_text().splitlines()}
+    assert sorted(letters) == ["c", "d", "e"]
+    assert "field 'tags' is declared ARRAY<STRING> but got str 'vip'" in letters["c"]
+    assert "field 'at' is declared TIMESTAMP but got str 'yesterday'" in letters["d"]
+    assert "field 'day' is declared DATE but got str '1 Nov 2026'" in letters["e"]
+
+
+def _redirect_loop(serve_app):
+    """GET /loop/{key}: a redirect to itself, for ever (aiohttp gives up with TooManyRedirects,
+    whose text carries the URL it followed)."""
+    from aiohttp import web
+
+    async def loop(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(str(request.rel_url))
+
+    app = web.Application()
+    app.router.add_get("/loop/{key}", loop)
+    return serve_app(app)
+
+
+@pytest.mark.parametrize("policy", ["DEAD LETTER 'dlq'", "FAIL"])
+def test_credentials_in_a_url_never_reach_an_error_a_dead_letter_or_a_recording(flow, serve_app, policy):
+    """docs/operations.md: a URL's user:password and credential-like query values are masked in
+    every text that leaves a call: its recording (request and error), the dead letter, the task
+    failure (#33 item 5: masked in the recording's request line only)."""
+    from dslc.runtime.wrappers import recording
+
+    server = _redirect_loop(serve_app)
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "key": "a"}])
+    url = f"http://robot:pa55word@127.0.0.1:{server.port}/loop/{{key}}?api_key=s3cr3tkey&lang=en"
+    folder = flow.folder / "rec"
+    context = flow.spark.sparkContext
+    context.setLocalProperty(recording.RECORD_PROPERTY, recording.setting_json(folder))
+    try:
+        text = SOURCE + f"""STREAM e = ENRICH orders WITH HTTP GET '{url}' RETURNS (value STRING) ON ERROR {policy};
+SINK e TO PARQUET 'out/e';"""
+        if policy == "FAIL":
+            with pytest.raises(Exception) as failed:
+                flow.run(text, "BATCH")
+            shown = str(failed.value)
+            assert "operator 'e'" in shown and "TooManyRedirects" in shown
+        else:
+            flow.run(text, "BATCH")
+            shown = "".join(p.read_text() for p in (flow.folder / "dlq").rglob("part-*"))
+            assert "TooManyRedirects" in shown and "api_key=***" in shown
+    finally:
+        context.setLocalProperty(recording.RECORD_PROPERTY, None)
+    recorded = json.dumps(recording.entries(folder))
+    assert "TooManyRedirects" in recorded and "api_key=***" in recorded
+    for secret in ("pa55word", "s3cr3tkey", "robot:"):
+        assert secret not in shown, shown[-2000:]
+        assert secret not in recorded, recorded[-2000:]

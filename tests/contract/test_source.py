@@ -125,3 +125,23 @@ def test_python_source_streaming_reads_each_split_once_across_runs(flow):
     flow.text_file("raw/b.txt", "3\n")
     flow.run(text, "STREAMING")
     assert by(flow.read("out/f"), "split", "line") == [("a.txt", "1"), ("a.txt", "2"), ("b.txt", "3")]
+
+
+def test_a_malformed_json_line_fails_the_job_with_sparks_message(flow, mode):
+    """docs/language.md: malformed input records of a source fail the job with Spark's message
+    (#33 item 4: they became all-NULL rows silently)."""
+    flow.text_file("in/orders/1.json", '{"id": "o1", "amount": 1.5}\n{"id": "o2", "amount": \n')
+    with pytest.raises(Exception, match="(?i)malformed"):
+        flow.run("SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, amount DOUBLE);\n"
+                 "SINK orders TO PARQUET 'out/o';", mode)
+    assert flow.read("out/o") == []
+
+
+def test_permissive_json_keeps_the_malformed_line_in_corrupt_record(flow, mode):
+    """`OPTIONS (mode = 'PERMISSIVE')` chosen knowingly: the malformed line is a row whose
+    `_corrupt_record` holds it whole (added to the SCHEMA when not declared)."""
+    flow.text_file("in/orders/1.json", '{"id": "o1", "amount": 1.5}\n{"id": "o2", "amount": \n')
+    flow.run("SOURCE orders FROM JSON 'in/orders/' OPTIONS (mode = 'PERMISSIVE') SCHEMA (id STRING, amount DOUBLE);\n"
+             "SINK orders TO PARQUET 'out/o';", mode)
+    assert by(flow.read("out/o"), "id", "amount", "_corrupt_record") == [
+        ("o1", 1.5, None), (None, None, '{"id": "o2", "amount": ')]

@@ -70,17 +70,18 @@ def _outputs(spark, folder: Path) -> tuple[list, dict]:
 def _passed_watermark(input_ts: list, counts: dict) -> dict:
     """The windows an append-mode streaming aggregation has written: those whose end the
     watermark has passed. The count reads the MATCH's stage folder, where the WATERMARK is declared
-    again; the stage carries the latest event time of every row the MATCH read (its TICK rows), so
-    the watermark is the latest ts of the paid orders - 30s DELAY, as in one query."""
+    again; the stage carries the latest event time of every row the SOURCE read (its TICK rows,
+    taken before the `amount > 0` filter), so the watermark is the latest ts of all orders - 30s
+    DELAY."""
     watermark = max(input_ts) - dt.timedelta(seconds=30)
     return {k: n for k, n in counts.items() if k[1] + dt.timedelta(minutes=1) <= watermark}
 
 
-def _match_input_ts(folder: Path) -> list:
-    """The ts of the rows the MATCH reads: the paid orders (the service answers every one)."""
+def _source_ts(folder: Path) -> list:
+    """The ts of every order the SOURCE reads, paid or not."""
     orders = [json.loads(line) for path in sorted((folder / "data" / "orders").glob("*.json"))
               for line in path.read_text().splitlines() if line.strip()]
-    return [dt.datetime.fromisoformat(o["ts"]).replace(tzinfo=None) for o in orders if o["amount"] > 0]
+    return [dt.datetime.fromisoformat(o["ts"]).replace(tzinfo=None) for o in orders]
 
 
 @pytest.mark.parametrize("mode", ["batch", "streaming"])
@@ -94,7 +95,7 @@ def test_fraud_example_matches_independent_computation(spark, serve_app, tmp_pat
 
     expected_flagged, expected_counts = _expected(folder, service)
     if mode == "streaming":
-        expected_counts = _passed_watermark(_match_input_ts(folder), expected_counts)
+        expected_counts = _passed_watermark(_source_ts(folder), expected_counts)
         assert expected_counts, "the example data should close some windows"
         assert not list((folder / "target/out/flagged").glob("batch_id=*")), "the user's layout, no batch_id"
         assert (folder / "target/out/flagged/_spark_metadata").is_dir()
@@ -118,4 +119,4 @@ def test_fraud_example_gives_the_same_rows_in_both_modes(spark, serve_app, tmp_p
     batch_flagged, batch_counts = _outputs(spark, batch_flow.parent)
     streaming_flagged, streaming_counts = _outputs(spark, streaming_flow.parent)
     assert streaming_flagged == batch_flagged                  # every column of every row
-    assert streaming_counts == _passed_watermark(_match_input_ts(batch_flow.parent), batch_counts)
+    assert streaming_counts == _passed_watermark(_source_ts(batch_flow.parent), batch_counts)

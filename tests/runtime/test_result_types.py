@@ -35,4 +35,20 @@ def test_a_value_that_does_not_fit_is_named_with_its_column(row: dict[str, Any],
 
 
 def test_returns_without_a_checked_type_need_no_check() -> None:
-    assert checker((Column("s", "STRING"), Column("a", "ARRAY<INT>"))) is None
+    assert checker((Column("s", "STRING"), Column("b", "BINARY"))) is None
+
+
+def test_iso_text_becomes_a_time_and_a_string_is_no_array() -> None:
+    """#33 item 4: ISO 8601 text for TIMESTAMP/DATE is parsed in place; other text, and a string
+    for an ARRAY, is a mismatch naming the column."""
+    import datetime as dt
+
+    check = checker((Column("at", "TIMESTAMP"), Column("day", "DATE"), Column("tags", "ARRAY<STRING>"),
+                     Column("ats", "ARRAY<TIMESTAMP_NTZ>")))
+    row = {"at": "2026-11-01T14:30:00+02:00", "day": "2026-11-01", "tags": ["vip"], "ats": ["2026-11-01T01:02:03Z"]}
+    assert check(row) is None
+    assert row["at"] == dt.datetime(2026, 11, 1, 12, 30, tzinfo=dt.timezone.utc)
+    assert row["day"] == dt.date(2026, 11, 1) and row["ats"] == [dt.datetime(2026, 11, 1, 1, 2, 3)]
+    assert check({"tags": "vip"}) == "field 'tags' is declared ARRAY<STRING> but got str 'vip'"
+    assert check({"at": "soon"}) == "field 'at' is declared TIMESTAMP but got str 'soon'"
+    assert check({"ats": ["2026-13-01"]}) == "field 'ats' is declared ARRAY<TIMESTAMP_NTZ> but got list ['2026-13-01']"

@@ -133,3 +133,55 @@ def test_a_pipeline_that_does_not_compile_is_reported_with_its_diagnostics(spark
 def test_no_test_files_is_an_error(tmp_path):
     code, out = _run(tmp_path)
     assert code == 1 and "no *.test.yaml files" in out
+
+
+WINDOWED = """\
+PIPELINE shop MODE STREAMING CHECKPOINT 'target/chk';
+
+SOURCE orders FROM JSON 'data/orders/'
+  SCHEMA (id STRING, customer STRING, amount DOUBLE, ts TIMESTAMP)
+  WATERMARK ts DELAY 10s;
+
+STREAM big = SELECT id, customer, amount, ts FROM orders WHERE amount > 10;
+
+STREAM enriched = ENRICH big
+  WITH HTTP GET 'http://127.0.0.1:9/customers/{customer}'
+  RETURNS (tier STRING)
+  ON ERROR DEAD LETTER 'target/dlq';
+
+STREAM per_minute = SELECT tier, window(ts, '1 minute') AS w, count(*) AS n
+  FROM enriched GROUP BY tier, window(ts, '1 minute');
+
+SINK per_minute TO PARQUET 'target/out/per_minute';
+"""
+
+
+def test_a_streaming_case_with_a_dead_letter_emits_every_window(spark, shop, tmp_path):
+    """docs/testing.md: "every window of the case is emitted", also when the ENRICH has a DEAD
+    LETTER (a stage in STREAMING): the end-of-input rows, dropped right after the read, still
+    move the stage readers' watermark (#33 item 1: 0 of 2 windows were written)."""
+    (tmp_path / "shop.flow").write_text(WINDOWED)
+    path = shop("""
+    cases:
+      - name: two windows
+        sources:
+          orders:
+            - {id: o1, customer: c1, amount: 20.0, ts: 2026-11-01 12:00:00}
+            - {id: o2, customer: c2, amount: 30.0, ts: 2026-11-01 12:01:10}
+            - {id: o3, customer: c3, amount: 40.0, ts: 2026-11-01 12:01:20}
+        enrich:
+          enriched:
+            - {key: c1, answer: {tier: gold}}
+            - {key: c2, answer: {tier: gold}}
+            - {key: c3, error: HTTP 500 boom}
+        expect:
+          per_minute:
+            - {tier: gold, w: {start: 2026-11-01 12:00:00, end: 2026-11-01 12:01:00}, n: 1}
+            - {tier: gold, w: {start: 2026-11-01 12:01:00, end: 2026-11-01 12:02:00}, n: 1}
+        dead_letters:
+          enriched:
+            - {kind: error, key: {customer: c3}, error: "CallError: HTTP 500 boom", attempts: 1}
+    """)
+    code, text = _run(path)
+    assert code == 0, text
+    assert "PASS  two windows" in text, text

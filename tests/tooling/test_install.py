@@ -20,7 +20,7 @@ def _bin(folder: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-def _system_step(tmp_path: Path, java_version: str | None) -> list[str]:
+def _system_step(tmp_path: Path, java_version: str | None, node: bool = True) -> list[str]:
     """Run `.ci/install system` with a PATH holding only stand-ins; the apt-get calls it made."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -29,6 +29,9 @@ def _system_step(tmp_path: Path, java_version: str | None) -> list[str]:
     _bin(bin_dir, "id", "echo 0")
     _bin(bin_dir, "dirname", '/usr/bin/dirname "$@"')
     _bin(bin_dir, "python3", f'exec {sys.executable} "$@"')     # a Python with venv and ensurepip
+    if node:    # Node.js and npm are there (the tests of editors/vscode need them)
+        _bin(bin_dir, "node", "echo v20.0.0")
+        _bin(bin_dir, "npm", "echo 10.0.0")
     if java_version is not None:
         _bin(bin_dir, "java", f"echo 'openjdk version \"{java_version}\" 2024-01-01' >&2")
     result = subprocess.run(["/bin/bash", str(ROOT / ".ci/install"), "system"], env={"PATH": str(bin_dir)},
@@ -38,17 +41,22 @@ def _system_step(tmp_path: Path, java_version: str | None) -> list[str]:
 
 
 @pytest.mark.parametrize("java_version", [None, "11.0.2", "1.8.0_402"])
-def test_a_machine_without_java_17_graphviz_or_redis_gets_them_from_apt(tmp_path, java_version):
+def test_a_machine_without_java_17_graphviz_redis_or_chromium_gets_them_from_apt(tmp_path, java_version):
     calls = _system_step(tmp_path, java_version)
     assert calls[0] == "update -qq"
     installed = [c.split()[-1] for c in calls[1:]]
-    assert installed == ["openjdk-17-jre-headless", "graphviz", "redis-server"]
+    assert installed == ["openjdk-17-jre-headless", "graphviz", "redis-server", "chromium"]
     assert all(c.startswith("install -y") for c in calls[1:])
+
+
+def test_a_machine_without_node_gets_debians_nodejs_and_npm(tmp_path):
+    calls = _system_step(tmp_path, "17.0.15", node=False)
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium", "nodejs", "npm"]
 
 
 def test_java_17_or_newer_is_kept(tmp_path):
     calls = _system_step(tmp_path, "21.0.1")
-    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server"]
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium"]
 
 
 def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():

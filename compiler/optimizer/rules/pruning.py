@@ -4,7 +4,7 @@
     STREAM out = SELECT id, tier FROM e;
     => the chain reads only `id` from `wide` (df.select('id') before mapInArrow)
 
-Only chains of HTTP enrichments are pruned: a Python function sees the whole row, so every
+Only chains of HTTP, MODEL and EMBEDDING enrichments are pruned: a Python function sees the whole row, so every
 column may matter to it. Pruning is part of the step from the logical to the physical plan
 (`chaining.chain_operators` asks it for each chain's input) and noted there.
 """
@@ -15,6 +15,8 @@ from sqlglot import exp
 from dslc.compiler.plan import logical as plan
 
 NAME = "prune_columns"
+# calls whose requests carry only the columns they name (a MODEL's or EMBEDDING's placeholders)
+_NAMED_CALLS = (plan.HttpCall, plan.ModelCall, plan.EmbeddingCall)
 
 # Readers that need every column of what they read, and why:
 NEEDS_ALL = (
@@ -46,7 +48,7 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
                 return None
             needed |= columns
         elif isinstance(reader, plan.Enrich):
-            if not isinstance(reader.call, plan.HttpCall) or reader.call.columns is None:
+            if not isinstance(reader.call, _NAMED_CALLS) or reader.call.columns is None:
                 return None
             downstream = required_columns(p, reader.name, _seen | {name.lower()})
             if downstream is None:
@@ -57,7 +59,7 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
 
 def pruned_input(p: plan.Plan, operators: tuple[plan.Enrich | plan.Process, ...]) -> tuple[str, ...] | None:
     """The input columns a chain must read, or None when it must read them all."""
-    if not all(isinstance(op, plan.Enrich) and isinstance(op.call, plan.HttpCall) and op.call.columns is not None
+    if not all(isinstance(op, plan.Enrich) and isinstance(op.call, _NAMED_CALLS) and op.call.columns is not None
                for op in operators):
         return None
     needed = required_columns(p, operators[-1].name)

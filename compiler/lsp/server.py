@@ -1,0 +1,282 @@
+"""`dslc lsp`: the server's wiring. pygls speaks the protocol over stdio; each open document is
+checked by the compiler on one worker thread (so the protocol keeps flowing while a long file is
+checked), a short pause after the last keystroke, and its diagnostics are published when the
+check of the newest version ends. Requests (completion, hover, ...) use the newest version's
+analysis, waiting for it when typing got ahead. A failure inside a feature is logged and answered
+with nothing: the server outlives any input."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import wraps
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
+from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
+from dslc.compiler.lsp.positions import LineIndex
+
+DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
+COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
+log = logging.getLogger("dslc.lsp")
+
+
+@dataclass
+class Document:
+    """An open document, the version last checked, and the check under way."""
+
+    uri: str
+    path: Path | None               # None: not a file on disk (untitled:, ...)
+    base: str                       # where PYTHON 'module:fn' and relative paths resolve
+    checked: tuple[int, Analysis, LineIndex] | None = None
+    running: tuple[int, asyncio.Future] | None = None
+    timer: asyncio.Task | None = field(default=None, repr=False)
+    salvaged: Analysis | None = None    # the newest analysis whose program and plan are computed
+
+
+class FlowServer(LanguageServer):
+    """The LanguageServer plus the open documents and the checking thread."""
+
+    def __init__(self) -> None:
+        try:
+            release = version("dslc")
+        except PackageNotFoundError:
+            release = "0"
+        super().__init__("dslc", release, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        self.documents: dict[str, Document] = {}
+        self.checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dslc-check")
+
+    # ---- documents
+    def document(self, uri: str) -> Document:
+        doc = self.documents.get(uri)
+        if doc is None:
+            path = to_fs_path(uri)
+            fs_path = Path(path) if path else None
+            base = str(fs_path.parent) if fs_path else self._workspace_folder()
+            doc = self.documents[uri] = Document(uri, fs_path, base)
+        return doc
+
+    def _workspace_folder(self) -> str:
+        for folder in self.workspace.folders.values():
+            path = to_fs_path(folder.uri)
+            if path and Path(path).is_dir():
+                return path
+        root = self.workspace.root_path
+        return root if root and Path(root).is_dir() else os.getcwd()
+
+    def opened(self, uri: str) -> Document | None:
+        """The open document of a request (None: the client never opened it, or closed it)."""
+        if uri in self.documents and uri in self.workspace.text_documents:
+            return self.documents[uri]
+        return None
+
+    def text(self, doc: Document) -> tuple[int, str]:
+        document = self.workspace.get_text_document(doc.uri)
+        return document.version or 0, document.source
+
+    async def analysis(self, doc: Document, *, salvage: bool = False) -> tuple[Analysis, LineIndex]:
+        """The analysis of the newest version (checked now, or awaited when a check is running);
+        `salvage` also computes the program and plan of the statements that check."""
+        number, text = self.text(doc)
+        if doc.checked is None or doc.checked[0] != number:
+            if doc.running is None or doc.running[0] != number:
+                path = str(doc.path) if doc.path else doc.uri
+                encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+                future = asyncio.get_running_loop().run_in_executor(
+                    self.checker, _check, text, path, doc.base, encoding)
+                doc.running = (number, future)
+            result = await asyncio.shield(doc.running[1])
+            if doc.checked is None or doc.checked[0] < number:
+                doc.checked = (number, *result)
+            if doc.running and doc.running[0] == number:
+                doc.running = None
+            analysis, index = result
+        else:
+            _, analysis, index = doc.checked
+        if salvage:
+            await asyncio.get_running_loop().run_in_executor(self.checker, _salvage, analysis)
+            doc.salvaged = analysis
+        return analysis, index
+
+    async def names(self, doc: Document) -> tuple[Analysis, LineIndex]:
+        """For completion, which must not lag behind typing in a long file: the newest version's
+        analysis if it is ready soon, else the last one ready (its names and schemas; the text
+        around the cursor is always the newest, in the LineIndex returned)."""
+        newest = asyncio.ensure_future(self.analysis(doc, salvage=True))
+        try:
+            return await asyncio.wait_for(asyncio.shield(newest), COMPLETION_WAIT_S)
+        except asyncio.TimeoutError:
+            if doc.salvaged is None:
+                return await newest
+            _, text = self.text(doc)
+            encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+            return doc.salvaged, LineIndex(text, encoding)
+
+    async def publish(self, doc: Document) -> None:
+        """Check the newest version and publish its diagnostics, unless a newer one came meanwhile."""
+        number, _ = self.text(doc)
+        analysis, index = await self.analysis(doc)
+        if self.documents.get(doc.uri) is doc and self.text(doc)[0] == number:
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                doc.uri, diagnostics.to_lsp(analysis, doc.uri, index), version=number))
+
+    def schedule(self, doc: Document, delay: float) -> None:
+        """(Re)start the pause before checking: only the last of a burst of edits is checked."""
+        if doc.timer is not None and not doc.timer.done():
+            doc.timer.cancel()
+
+        async def later() -> None:
+            await asyncio.sleep(delay)
+            try:
+                await self.publish(doc)
+            except asyncio.CancelledError:
+                raise
+            except Exception:      # never let a check take the server down
+                log.error("checking %s failed:\n%s", doc.uri, traceback.format_exc())
+
+        doc.timer = asyncio.get_running_loop().create_task(later())
+
+
+def _check(text: str, path: str, base: str, encoding: str) -> tuple[Analysis, LineIndex]:
+    """Runs on the checking thread. A compiler bug becomes one diagnostic, not a dead server."""
+    index = LineIndex(text, encoding)
+    try:
+        return analyze(text, path, base), index
+    except RecursionError:
+        return _internal(text, path, base, "the file nests too deeply to check"), index
+    except Exception as exc:  # a bug in dslc: say so where the user looks
+        log.error("dslc check failed on %s:\n%s", path, traceback.format_exc())
+        return _internal(text, path, base, f"internal error in dslc ({type(exc).__name__}: {exc}); please report it"), index
+
+
+def _internal(text: str, path: str, base: str, message: str) -> Analysis:
+    return Analysis(DocumentSource(path, text, base=base), [], failure=message)
+
+
+def _salvage(analysis: Analysis) -> None:
+    try:
+        analysis.program, analysis.plan
+    except Exception:
+        log.error("salvaging a plan failed:\n%s", traceback.format_exc())
+
+
+def _answer_none_on_failure(handler):
+    """A feature that fails answers with nothing and logs why (the server keeps serving)."""
+    @wraps(handler)
+    async def guarded(*args, **kwargs):
+        try:
+            return await handler(*args, **kwargs)
+        except Exception:
+            log.error("%s failed:\n%s", handler.__name__, traceback.format_exc())
+            return None
+    return guarded
+
+
+def build_server() -> FlowServer:
+    """A server with every feature registered."""
+    server = FlowServer()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.schedule(ls.document(params.text_document.uri), 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    async def did_change(ls: FlowServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(ls.document(params.text_document.uri), DEBOUNCE_S)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+    async def did_save(ls: FlowServer, params: types.DidSaveTextDocumentParams) -> None:
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return
+        doc.checked = doc.running = None    # a module beside the file may have appeared meanwhile
+        ls.schedule(doc, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    async def did_close(ls: FlowServer, params: types.DidCloseTextDocumentParams) -> None:
+        doc = ls.documents.pop(params.text_document.uri, None)
+        if doc is not None and doc.timer is not None:
+            doc.timer.cancel()
+        ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(params.text_document.uri, []))
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
+    @_answer_none_on_failure
+    async def complete(ls: FlowServer, params: types.CompletionParams):
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.names(doc)
+        return completion.completions(analysis, index, index.offset(params.position))
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @_answer_none_on_failure
+    async def on_hover(ls: FlowServer, params: types.HoverParams):
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
+        return hover.hover(analysis, index, index.offset(params.position))
+
+    @server.feature(types.TEXT_DOCUMENT_DEFINITION)
+    @_answer_none_on_failure
+    async def on_definition(ls: FlowServer, params: types.DefinitionParams):
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
+        return symbols.definition(analysis, index, params.text_document.uri, index.offset(params.position))
+
+    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    @_answer_none_on_failure
+    async def on_symbols(ls: FlowServer, params: types.DocumentSymbolParams):
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc, salvage=True)
+        return symbols.document_symbols(analysis, index)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
+    @_answer_none_on_failure
+    async def on_code_lens(ls: FlowServer, params: types.CodeLensParams):
+        doc = ls.opened(params.text_document.uri)
+        if doc is None:
+            return None
+        analysis, index = await ls.analysis(doc)
+        return lenses.code_lenses(analysis, index, doc.uri, doc.path)
+
+    @server.command(lenses.EXPLAIN)
+    async def explain(ls: FlowServer, uri: str) -> dict:
+        doc = ls.opened(uri)
+        if doc is None:
+            return {"ok": False, "text": f"{uri} is not open in the editor"}
+        analysis, _ = await ls.analysis(doc)
+        return await asyncio.get_running_loop().run_in_executor(ls.checker, lenses.explain, analysis)
+
+    @server.command(lenses.RUN_TESTS)
+    async def run_tests(ls: FlowServer, uri: str) -> dict:
+        path = to_fs_path(uri)
+        if not path:
+            return {"ok": False, "text": "save the file first: dslc test runs the test files beside it"}
+        return await lenses.run_tests(Path(path))
+
+    return server
+
+
+def main() -> int:
+    """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
+    stderr: stdout carries the protocol only."""
+    logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
+                        format="dslc lsp: %(levelname)s %(message)s")
+    protocol_out = sys.stdout.buffer
+    sys.stdout = sys.stderr
+    build_server().start_io(sys.stdin.buffer, protocol_out)
+    return 0

@@ -1,0 +1,106 @@
+"""One self-contained HTML page of a run (`dslc run --report`, `dslc report`): the diagnosis, the
+plan picture with each operator's figures, a table of every figure, latency histograms, in
+flight and throughput over time, dead letters and their first error, STREAMING micro-batches.
+Everything is inline (CSS, SVG); the page loads nothing."""
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from dslc.runtime.live_view import extra_columns
+
+from . import charts
+from .plan import plan_svg
+
+FIGURES = ("elements_in", "elements_out", "calls", "mean_batch_size", "retries", "timeouts", "misses", "errors",
+           "dead_letters", "dropped", "cache_hits", "coalesced", "pushed_back", "max_in_flight", "capacity",
+           "blocked_seconds", "p50_ms", "p95_ms", "p99_ms")
+
+STYLE = """
+body { font-family: sans-serif; margin: 24px; color: #222; background: #fff; }
+h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 7px; }
+td.n { text-align: right; } .diagnosis { padding: 8px 12px; margin: 6px 0; border-left: 6px solid #888; background: #f5f5f5; }
+.diagnosis.capacity { border-color: #e69b00; } .diagnosis.service { border-color: #c62828; }
+.diagnosis.rate { border-color: #6a4fc7; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
+.cause { font-weight: bold; text-transform: uppercase; } .plan svg { max-width: 100%; height: auto; }
+.charts { display: flex; flex-wrap: wrap; gap: 12px; } .warning { color: #b71c1c; } .wide { overflow-x: auto; }
+"""
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(
+        f'<td class="n">{escape(str(v))}</td>' if isinstance(v, (int, float)) else f"<td>{escape('-' if v is None else str(v))}</td>"
+        for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _timeline_charts(name: str, timeline: list[dict[str, Any]]) -> str:
+    points = [(p["t"], p["operators"].get(name)) for p in timeline if p["operators"].get(name)]
+    if len(points) < 2:
+        return ""
+    xs = [t for t, _ in points]
+    in_flight = charts.lines(f"{name}: in flight", xs, {
+        "in flight": [m.get("in_flight") for _, m in points], "limit": [m.get("limit") for _, m in points]})
+    throughput = [None] + [max(0.0, (b.get("elements_out") or 0) - (a.get("elements_out") or 0)) / max(1e-9, tb - ta)
+                           for (ta, a), (tb, b) in zip(points, points[1:])]
+    out = charts.lines(f"{name}: throughput", xs, {
+        "rows out / s": throughput, "calls / s": [m.get("calls_per_s") for _, m in points]})
+    return in_flight + out
+
+
+def render(document: dict[str, Any]) -> str:
+    """The page of one metrics document (runtime/spark/metrics.publish)."""
+    operators: dict[str, dict[str, Any]] = document.get("operators") or {}
+    diagnoses = document.get("diagnosis") or []
+    causes = {d["operator"]: d["cause"] for d in diagnoses}
+    timeline = document.get("timeline") or []
+    title = f"dslc run: {document.get('pipeline', '?')}"
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{escape(title)}</title>"
+             f"<style>{STYLE}</style></head><body>",
+             f"<h1>{escape(title)}</h1>",
+             f"<p>finished {escape(str(document.get('finished_at', '?')))}, application "
+             f"{escape(str(document.get('application_id') or '-'))}</p>"]
+    parts.append('<h2 id="diagnosis">What limits each ENRICH</h2>')
+    if diagnoses:
+        for d in diagnoses:
+            parts.append(f'<div class="diagnosis {escape(d["cause"])}"><span class="cause">{escape(d["cause"])}</span> '
+                         f'<b>{escape(d["operator"])}</b>: {escape(d["why"])}. <i>{escape(d["advice"])}</i></div>')
+    else:
+        parts.append("<p>No ENRICH saw any element.</p>")
+    for warning in document.get("warnings") or []:
+        parts.append(f'<p class="warning">warning: {escape(warning)}</p>')
+    parts.append('<h2 id="plan">Plan</h2>')
+    svg = plan_svg(document.get("plan_dot") or "", operators, causes)
+    parts.append(f'<div class="plan">{svg}</div>' if svg else
+                 "<p>(no plan picture: the metrics file holds none, or Graphviz's <code>dot</code> is missing)</p>")
+    parts.append('<h2 id="figures">Figures per operator</h2>')
+    extras = extra_columns(list(operators.values()))
+    keys = [k for k in FIGURES if any(k in m for m in operators.values())] + extras
+    parts.append('<div class="wide">' + _table(["operator", *keys], [[name, *(m.get(k) for k in keys)]
+                                                                     for name, m in sorted(operators.items())]) + "</div>")
+    parts.append('<h2 id="latency">Latency</h2><div class="charts">')
+    histograms = document.get("latency_histograms") or {}
+    for name in sorted(operators):
+        if histograms.get(name):
+            parts.append(charts.histogram(f"{name}: latency", histograms[name]))
+    parts.append("</div>")
+    parts.append('<h2 id="over-time">In flight and throughput over time</h2><div class="charts">')
+    for name in sorted(operators):
+        parts.append(_timeline_charts(name, timeline))
+    parts.append("</div>" + ("" if len(timeline) >= 2 else "<p>(the run was too short for a timeline)</p>"))
+    parts.append('<h2 id="dead-letters">Dead letters and errors</h2>')
+    rows = [[name, m.get("dead_letters", 0), m.get("errors", 0), m.get("timeouts", 0), m.get("first_error") or "-"]
+            for name, m in sorted(operators.items()) if m.get("dead_letters") or m.get("errors") or m.get("timeouts")]
+    parts.append(_table(["operator", "dead letters", "errors", "timeouts", "first error"], rows) if rows
+                 else "<p>None: every element was answered.</p>")
+    batches = document.get("micro_batches") or []
+    if batches:
+        parts.append('<h2 id="micro-batches">STREAMING micro-batches</h2>')
+        keys = sorted({k for b in batches for figures in b["figures"].values() for k in figures})
+        parts.append(_table(["query", "batch", "input rows", *keys], [
+            [b.get("query"), b.get("batch_id"), b.get("input_rows"),
+             *(next((f[k] for f in b["figures"].values() if k in f), None) for k in keys)] for b in batches]))
+    parts.append("</body></html>\n")
+    return "".join(parts)

@@ -1,0 +1,65 @@
+"""ENRICH WITH EMBEDDING: `POST {AT}/embeddings` of an OpenAI-compatible API, the element's INPUT
+text in, its vector out as the one RETURNS column. With BATCH one request carries the inputs of
+the batch, and each answer item is matched to its input by `index` (not by position)."""
+from __future__ import annotations
+
+from typing import Any
+
+from dslc.runtime.config import EmbeddingCall, Enrich
+from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.tokens import text_tokens
+
+from .base import CallError, UnsendableRequest
+from .openai_api import OpenAICompatibleCall
+
+
+class EmbeddingEnrichCall(OpenAICompatibleCall):
+    """One vector per element, or one request per batch."""
+
+    def __init__(self, config: Enrich) -> None:
+        assert isinstance(config.call, EmbeddingCall)
+        super().__init__(config)
+        self.call = config.call
+        self.column = config.returns[0].name
+
+    async def __call__(self, row: Row) -> Any:
+        text = self.fill(self.call.input, row)
+        vectors = await self._embed([text])
+        return {self.column: vectors[0]}
+
+    async def call_batch(self, rows: list[Row]) -> list[Any]:
+        """BATCH: the fillable inputs in one request; a row whose input cannot be filled gets its
+        own error as its item (the batching wrapper fails that element alone)."""
+        items: list[Any] = [None] * len(rows)
+        texts: list[str] = []
+        positions: list[int] = []
+        for i, row in enumerate(rows):
+            try:
+                texts.append(self.fill(self.call.input, row))
+                positions.append(i)
+            except UnsendableRequest as exc:
+                items[i] = exc
+        if texts:
+            for i, vector in zip(positions, await self._embed(texts)):
+                items[i] = {self.column: vector}
+        return items
+
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        body = {"model": self.call.model, "input": texts[0] if len(texts) == 1 else texts, "encoding_format": "float"}
+        answer = await self.post("/embeddings", body, sum(text_tokens(t) for t in texts), completes=False)
+        data = answer.get("data")
+        if not isinstance(data, list):
+            raise CallError("the embeddings answer has no data list")
+        by_index: dict[int, list[float]] = {}
+        for item in data:
+            index = item.get("index") if isinstance(item, dict) else None
+            vector = item.get("embedding") if isinstance(item, dict) else None
+            if not isinstance(index, int) or not 0 <= index < len(texts) or index in by_index:
+                raise CallError(f"the embeddings answer has an item with index {index!r} for {len(texts)} inputs")
+            if not isinstance(vector, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                       for v in vector):
+                raise CallError(f"the embedding at index {index} is not a list of numbers")
+            by_index[index] = [float(v) for v in vector]
+        if len(by_index) != len(texts):
+            raise CallError(f"the embeddings answer has {len(by_index)} vectors for {len(texts)} inputs")
+        return [by_index[i] for i in range(len(texts))]

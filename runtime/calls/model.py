@@ -1,0 +1,80 @@
+"""ENRICH WITH MODEL: one chat completion per element from an OpenAI-compatible API, asked for
+JSON that fits RETURNS (structured output: `response_format` of type `json_schema`, strict).
+
+The answer's message content is parsed and checked against the schema. A refusal, a truncated
+answer (`finish_reason` `length`), content that is not JSON or does not fit RETURNS is a
+CallError that keeps the content (`raw`), so ON ERROR decides and a dead letter shows what the
+model said. Empty content with no refusal is an error too; a model has no "miss".
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from dslc.runtime.config import Enrich, ModelCall
+from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.tokens import message_tokens
+from dslc.runtime.schema.json_schema import mismatch, returns_schema
+
+from .base import CallError, check_result_types
+from .openai_api import OpenAICompatibleCall
+
+
+def schema_name(operator: str) -> str:
+    """The json_schema `name` (letters, digits, _ and -, at most 64) for an operator."""
+    return (re.sub(r"[^A-Za-z0-9_-]", "_", operator) or "result")[:64]
+
+
+class ModelEnrichCall(OpenAICompatibleCall):
+    """`POST {AT}/chat/completions` with the SYSTEM and PROMPT messages and RETURNS as the schema."""
+
+    def __init__(self, config: Enrich) -> None:
+        assert isinstance(config.call, ModelCall)
+        super().__init__(config)
+        self.call = config.call
+        self.schema = returns_schema(config.returns)
+        self.response_format = {"type": "json_schema", "json_schema": {
+            "name": schema_name(config.name), "strict": True, "schema": self.schema}}
+
+    def messages(self, row: Row) -> list[dict[str, str]]:
+        """The request's messages for a row (UnsendableRequest when a placeholder is null)."""
+        out = []
+        if self.call.system is not None:
+            out.append({"role": "system", "content": self.fill(self.call.system, row)})
+        out.append({"role": "user", "content": self.fill(self.call.prompt, row)})
+        return out
+
+    async def __call__(self, row: Row) -> Any:
+        messages = self.messages(row)
+        body = {"model": self.call.model, "messages": messages, "response_format": self.response_format}
+        answer = await self.post("/chat/completions", body, message_tokens([m["content"] for m in messages]),
+                                 completes=True)
+        return check_result_types(self.result(answer), self.result_check)
+
+    def result(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The RETURNS values of a chat completion, else CallError keeping the content."""
+        choices = answer.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise CallError("the answer has no choices")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        content = message.get("content")
+        refusal = message.get("refusal")
+        if refusal:
+            raise CallError(f"the model refused: {str(refusal)[:200]}", raw=str(refusal))
+        finish = choice.get("finish_reason")
+        if finish == "length":
+            raise CallError("the model's answer was cut short (finish_reason length)", raw=content)
+        if finish == "content_filter":
+            raise CallError("the model's answer was withheld (finish_reason content_filter)", raw=content)
+        if not isinstance(content, str) or not content.strip():
+            raise CallError("the model answered no content", raw=content if isinstance(content, str) else None)
+        try:
+            value = json.loads(content)
+        except ValueError as exc:
+            raise CallError(f"the model's content is not JSON: {exc}", raw=content) from None
+        problem = mismatch(value, self.schema)
+        if problem:
+            raise CallError(f"the model's content does not fit RETURNS: {problem}", raw=content)
+        return value

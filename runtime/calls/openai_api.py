@@ -1,0 +1,135 @@
+"""What MODEL and EMBEDDING share: one request to an OpenAI-compatible API, its limits and its
+tokens.
+
+`OpenAICompatibleCall.post(path, body, prompt_tokens)` takes the request's estimated tokens from
+the task's `TokenLimiter` (limits/tokens.py), sends the JSON body on the operator's session
+(calls/sessions.py, as HTTP does), and returns the JSON answer. Every answer's `usage` is counted
+in the operator's metrics (`prompt_tokens`, `completion_tokens`, `total_tokens`) before the
+answer is judged, since a refused or truncated answer is paid as well; a 429 is counted as
+`throttled`, gives its tokens back and holds the task's requests for its Retry-After.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import yarl
+from dslc.runtime.config import Enrich
+from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.tokens import TokenLimiter, retry_after
+from dslc.runtime.secrets import Secrets
+
+from . import sessions
+from .base import CallError, EnrichCall, UnsendableRequest, hashable_key, to_json
+from .prompt import UnfillableText, fill
+from .url import redact_url
+
+_JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+class OpenAICompatibleCall(EnrichCall):
+    """The request half of MODEL and EMBEDDING (a subclass builds bodies and reads answers)."""
+
+    def __init__(self, config: Enrich) -> None:
+        self.config = config
+        self.base_url = config.call.base_url.rstrip("/")
+        rate = config.rate
+        self.tokens = TokenLimiter(rate.task_tokens_per_second if rate is not None else None)
+        # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
+        # never in an error message, a recording or a dead letter
+        secrets = self.secrets = config.secrets or Secrets()
+        self.headers = {**_JSON_HEADERS, **{name: secrets.fill(value) for name, value in config.call.headers}}
+        self.base_url = secrets.fill(self.base_url)
+        self.shown_url = redact_url(config.call.base_url.rstrip("/"))     # as written: ${NAME}, no user:password
+        self._session = None
+
+    def cache_key(self, row: Row) -> Hashable | None:
+        key = self.config.call.call_key(row)
+        return None if None in key.values() else hashable_key(tuple(key.values()))
+
+    def fill(self, template: str, row: Row) -> str:
+        """A prompt or input filled from the row; a null placeholder is the element's error."""
+        try:
+            return fill(template, row)
+        except UnfillableText as exc:
+            raise UnsendableRequest(str(exc)) from None
+
+    def _client(self):
+        session = self._session
+        if session is None or session.closed:
+            session = self._session = sessions.session_for(self.config.name, self.config.capacity)   # system CAs
+        return session
+
+    def count_usage(self, usage: Any) -> tuple[int | None, int | None]:
+        """Add an answer's usage to the operator's token counts; (prompt, completion) tokens."""
+        if not isinstance(usage, Mapping):
+            return None, None
+        prompt = _count(usage.get("prompt_tokens"))
+        completion = _count(usage.get("completion_tokens"))
+        total = _count(usage.get("total_tokens"))
+        if total is None and (prompt is not None or completion is not None):
+            total = (prompt or 0) + (completion or 0)
+        metrics = self.metrics
+        if metrics is not None:
+            counters = metrics.counters
+            counters["prompt_tokens"] += prompt or 0
+            counters["completion_tokens"] += completion or 0
+            counters["total_tokens"] += total or 0
+        return prompt, completion
+
+    async def post(self, path: str, body: dict[str, Any], prompt_tokens: int, completes: bool) -> dict[str, Any]:
+        """POST `body` to `{AT}{path}` within the task's token budget; the JSON answer (a 2xx),
+        else CallError (429 and 503 as overload, with the wait the service asked for)."""
+        limiter = self.tokens
+        estimate = limiter.estimate(prompt_tokens, completes)
+        await limiter.acquire(estimate)
+        url = self.base_url + path
+        try:
+            async with self._client().post(yarl.URL(url, encoded=True), data=to_json(body), headers=self.headers,
+                                           allow_redirects=True) as response:
+                status = response.status
+                headers = response.headers
+                limiter.observe(headers)
+                if not 200 <= status < 300:
+                    text = (await response.content.read(300)).decode("utf-8", "replace")
+                    wait = retry_after(headers) if status in (429, 503) else None
+                    raise CallError(f"HTTP {status} from {self.shown_url}{path}: {self.secrets.mask(_error_message(text))}",
+                                    status, wait)
+                raw = await sessions.read_body(response)
+        except CallError as exc:
+            limiter.refund(estimate)            # nothing was answered, nothing charged
+            if exc.status == 429:
+                if self.metrics is not None:
+                    self.metrics.add("throttled")
+                limiter.pause(exc.retry_after_s or 0.0)
+            raise
+        try:
+            answer = json.loads(raw)
+        except ValueError as exc:
+            limiter.settle(estimate, None, None)
+            raise CallError(f"response body is not JSON: {exc}") from None
+        if not isinstance(answer, dict):
+            raise CallError(f"response body is JSON {type(answer).__name__}, expected an object")
+        prompt, completion = self.count_usage(answer.get("usage"))
+        limiter.settle(estimate, prompt, completion if completes else 0)
+        return answer
+
+    async def aclose_clients(self) -> None:
+        self._session = None
+        await sessions.close_session(self.config.name)
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _error_message(text: str) -> str:
+    """The `error.message` of an OpenAI error body, else the body's start."""
+    try:
+        message = json.loads(text)["error"]["message"]
+        if isinstance(message, str):
+            return message[:200]
+    except (ValueError, KeyError, TypeError):
+        pass
+    return text[:200]

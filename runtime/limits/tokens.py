@@ -1,0 +1,161 @@
+"""TOKENS PER MINUTE, and the limits a model service states in its answers.
+
+A model service limits requests and tokens per minute. RATE's request bucket (limits/rate.py)
+holds the first; `TokenLimiter` holds the second for one task: before a request is sent its
+tokens are estimated (the prompt's, from its length or with `tiktoken` when it is installed and
+has its encoding at hand, plus the completion tokens answers have been taking) and taken from a
+bucket that refills at the task's share of the limit and holds two seconds of it (services hold
+a minute; two seconds let a task use a service's burst without a spike of its own); the answer's `usage` then corrects the
+estimate, and a 429 gives the tokens back (the service charged nothing).
+
+What the service says is honoured for every request of the task, not only the one it answered:
+`Retry-After` (or `retry-after-ms`) on a 429, and `x-ratelimit-remaining-requests|tokens` of 0,
+hold every request until `x-ratelimit-reset-*` has passed; a remaining token count below the
+bucket's lowers it, so a service shared with others is not overrun.
+
+Per task for now: the job-wide limiter arrives with the answer store (RATE with ANSWERS).
+"""
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections.abc import Mapping
+
+_MESSAGE_OVERHEAD = 4       # tokens a chat message costs beyond its text (role, separators)
+_FIRST_COMPLETION_GUESS = 16
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def _tiktoken_encoder():
+    """cl100k_base when tiktoken is installed and its encoding file is at hand (no network)."""
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding("cl100k_base")
+    except Exception:  # noqa: BLE001 - not installed, or it would have to download its file
+        return None
+
+
+_encoder = None
+_encoder_looked_up = False
+
+
+def text_tokens(text: str) -> int:
+    """Tokens of a text: tiktoken's count when available, else 4 characters a token."""
+    global _encoder, _encoder_looked_up
+    if not _encoder_looked_up:
+        _encoder, _encoder_looked_up = _tiktoken_encoder(), True
+    if _encoder is not None:
+        return len(_encoder.encode(text, disallowed_special=()))
+    return max(1, math.ceil(len(text) / 4))
+
+
+def message_tokens(texts: list[str]) -> int:
+    """Prompt tokens of chat messages with these texts."""
+    return sum(text_tokens(t) + _MESSAGE_OVERHEAD for t in texts)
+
+
+def reset_seconds(text: str | None) -> float | None:
+    """An `x-ratelimit-reset-*` value in seconds: `20ms`, `1.5s`, `6m0s`, `1h2m` (None if absent)."""
+    if not text:
+        return None
+    found = _DURATION.findall(text)
+    if not found:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[unit] for n, unit in found)
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a 429 asks to wait: `retry-after-ms` (OpenAI's, precise), else `Retry-After`."""
+    from dslc.runtime.calls.base import retry_after_s
+
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    return retry_after_s(headers.get("Retry-After"))
+
+
+class TokenLimiter:
+    """One task's token budget (`per_second`, None: no TOKENS PER MINUTE) and the pauses the
+    service asks for; on one event loop, no lock needed."""
+
+    def __init__(self, per_second: float | None, burst_s: float = 2.0) -> None:
+        self.rate = per_second
+        self.capacity = max(1.0, (per_second or 0.0) * burst_s)
+        self.level = self.capacity
+        self._stamp = time.monotonic()
+        self.not_before = 0.0
+        self.completion_mean = float(_FIRST_COMPLETION_GUESS)
+        self.waited_seconds = 0.0
+
+    def estimate(self, prompt_tokens: int, completes: bool = True) -> int:
+        """A request's tokens before it is sent: its prompt and the completion answers take."""
+        return prompt_tokens + (math.ceil(self.completion_mean) if completes else 0)
+
+    def _refill(self, now: float) -> None:
+        if self.rate is not None:
+            self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    async def acquire(self, tokens: int) -> None:
+        """Wait for any pause the service asked for, then take `tokens` (on credit: the balance
+        may go negative, and the caller sleeps until its tokens would have arrived)."""
+        started = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now < self.not_before:
+                await asyncio.sleep(self.not_before - now)
+                continue
+            if self.rate is None:
+                break
+            self._refill(now)
+            self.level -= tokens
+            if self.level < 0:
+                await asyncio.sleep(-self.level / self.rate)
+            break
+        self.waited_seconds += time.monotonic() - started
+
+    def settle(self, estimate: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """The answer's usage corrects the estimate (more spent: less left; less: given back)."""
+        if completion_tokens is not None:
+            self.completion_mean += (completion_tokens - self.completion_mean) * 0.2
+        if prompt_tokens is None and completion_tokens is None:
+            return
+        actual = (prompt_tokens or 0) + (completion_tokens or 0)
+        self._refill(time.monotonic())
+        self.level -= actual - estimate
+
+    def refund(self, estimate: int) -> None:
+        """A request the service refused (429) cost nothing."""
+        self._refill(time.monotonic())
+        self.level = min(self.capacity, self.level + estimate)
+
+    def pause(self, seconds: float) -> None:
+        """Send nothing more for `seconds` (Retry-After, a spent limit)."""
+        if seconds > 0:
+            self.not_before = max(self.not_before, time.monotonic() + seconds)
+
+    def observe(self, headers: Mapping[str, str]) -> None:
+        """What the service says of its limits in an answer's `x-ratelimit-*` headers."""
+        for kind in ("requests", "tokens"):
+            remaining = headers.get(f"x-ratelimit-remaining-{kind}")
+            if remaining is None:
+                continue
+            try:
+                left = float(remaining)
+            except ValueError:
+                continue
+            if left <= 0:
+                self.pause(reset_seconds(headers.get(f"x-ratelimit-reset-{kind}")) or 1.0)
+            elif kind == "tokens" and self.rate is not None and left < self.level:
+                self._refill(time.monotonic())
+                self.level = min(self.level, left)

@@ -1,0 +1,71 @@
+"""What live progress shows per operator, from the figures the driver's collector added up: the
+rows of the refreshing table (`dslc run` on a terminal) and the line printed every 10 s otherwise.
+
+No Spark here: `dslc run` renders the same rows the job's driver computed (compiler/cli/live.py).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from dslc.runtime.metrics import extra_counters, percentile_ms
+
+# (key, heading) of the table, in order; counters other parts of the runtime report (answer-store
+# hits, tokens) follow as extra columns when an operator has them, see `extra_columns`
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("elements_in", "in"), ("elements_out", "out"), ("in_flight", "in flight"), ("calls", "calls"),
+    ("calls_per_s", "calls/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("errors", "errors"),
+    ("retries", "retries"), ("cache_hits", "cache hits"),
+)
+_SHOWN = {key for key, _ in COLUMNS} | {"limit"}
+# figures every operator has that are not worth a live column
+_HIDDEN = {"elements_called", "timeouts", "prompt_tokens", "completion_tokens", "misses", "dead_letters", "dropped", "failures", "cache_misses",
+           "coalesced", "pushed_back", "max_in_flight", "capacity", "blocked_seconds", "latency_seconds",
+           "rate_wait_seconds", "task_seconds", "cpu_seconds", "tasks_running"}
+
+
+def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, calls_per_s: float) -> dict[str, Any]:
+    """One operator's live figures (totals: its tasks' metrics added up, runtime/metrics.merge)."""
+    histogram = totals.get("latency_histogram") or {}
+    row = {**{k: v for k, v in totals.items() if k != "latency_histogram"}, "operator": name}
+    row.update(in_flight=in_flight, limit=limit, calls_per_s=round(calls_per_s, 1),
+               p50_ms=percentile_ms(histogram, 0.50), p99_ms=percentile_ms(histogram, 0.99))
+    return row
+
+
+# counters of some kinds of ENRICH only (the answer store, MODEL / EMBEDDING): a column when an
+# operator has a non-zero one
+OPTIONAL: tuple[str, ...] = ("store_hits", "unanswered", "throttled", "total_tokens")
+
+
+def extra_columns(rows: list[dict[str, Any]]) -> list[str]:
+    """Columns beyond the standard ones: the OPTIONAL counters some operator has, then counters no
+    one here knows (whatever a kind of call or wrapper adds), as they come."""
+    optional = [k for k in OPTIONAL if any(row.get(k) for row in rows)]
+    unknown = [k for k in extra_counters(*rows) if k not in _SHOWN and k not in _HIDDEN and k not in OPTIONAL]
+    return optional + unknown
+
+
+def cell(row: dict[str, Any], key: str) -> str:
+    """A figure as the table shows it; in flight against the limit as 'n/limit'."""
+    if key == "in_flight":
+        limit = row.get("limit")
+        return f"{row.get('in_flight', 0)}/{limit}" if limit else "-"
+    value = row.get(key)
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def format_elapsed(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def format_line(view: dict[str, Any]) -> str:
+    """The line printed every 10 s when the output is not a terminal."""
+    rows = view.get("rows") or []
+    keys = [k for k, _ in COLUMNS] + extra_columns(rows)
+    parts = [f"{row['operator']} " + " ".join(f"{k}={cell(row, k)}" for k in keys) for row in rows]
+    return f"dslc: progress {format_elapsed(view.get('elapsed', 0))} " + ("; ".join(parts) or "waiting for tasks")

@@ -1,0 +1,55 @@
+"""A failed job ends with dslc's one clear line, not Spark's tracebacks.
+
+Spark wraps a Python worker's error in a Py4J/PythonException whose text holds the worker's
+whole traceback (and a streaming query's failure wraps that again); what the user needs is its
+last line from dslc's runtime (`operator 'x' (line N) failed on element ...`). Under `dslc run`
+(DSLC_RUN_LOG set) the full traceback goes to the run's log file and the job prints the line;
+run as `python job.py` or spark-submit by hand, the error is raised as usual.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import traceback
+from typing import Callable
+
+#: The log file `dslc run` keeps Spark's output in; the traceback of a failed job is added to it.
+LOG_ENV = "DSLC_RUN_LOG"
+
+_DSLC_ERROR = re.compile(r"^dslc\.runtime\.[\w.]+: (.+)$", re.MULTILINE)
+_ANY_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception|Failure)): (.+)$", re.MULTILINE)
+
+
+def clear_line(error: BaseException) -> str:
+    """The line a user needs: the innermost error dslc's runtime raised, else the innermost
+    error of the text (a Python worker's), else the first line of the message (Spark's own
+    errors: `[PATH_NOT_FOUND] Path does not exist: ...`)."""
+    text = str(error)
+    found = _DSLC_ERROR.findall(text)
+    if found:
+        return found[-1].strip()
+    if "Traceback (most recent call last)" in text:
+        found = _ANY_ERROR.findall(text)
+        if found:
+            name, message = found[-1]
+            return f"{name}: {message.strip()}"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def run_main(main: Callable[[], object]) -> None:
+    """`main()` of a generated job; under `dslc run`, a failure is one line on stderr (the
+    traceback in the run's log) and exit status 1."""
+    log = os.environ.get(LOG_ENV)
+    if not log:
+        main()
+        return
+    try:
+        main()
+    except Exception as error:  # noqa: BLE001 - every failure ends the job the same way
+        with open(log, "a", encoding="utf-8") as file:
+            file.write("\n--- the job's traceback ---\n")
+            traceback.print_exc(file=file)
+        print(f"dslc: error: {clear_line(error)}", file=sys.stderr, flush=True)
+        sys.exit(1)

@@ -1,0 +1,30 @@
+"""bench/lsp_latency.py runs through the protocol and writes only its own section of RESULTS.md
+(no timing is asserted here: figures live in bench/RESULTS.md)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from bench import lsp_latency  # noqa: E402
+
+
+def test_the_latency_bench_measures_every_file_through_the_protocol(tmp_path):
+    section = lsp_latency.section(tmp_path, edits=3)
+    rows = section.tables[0].rows
+    examples = sorted(p.parent.name for p in (ROOT / "examples").glob("*/pipeline.flow"))
+    assert [r[0] for r in rows] == [f"example {name}" for name in examples] + ["generated, 300 statements"]
+    assert [r[1] for r in rows][-1] == "300" and all(r[2] == "3" for r in rows) and len(rows[0]) == 11
+    assert len(section.targets) == len(examples) + 1 and all(t.measured.endswith(" ms") for t in section.targets)
+
+
+def test_writing_the_section_leaves_the_others_as_they_were(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\nhead\n\n## 1. One\n\nfirst\n\n## 2. Two\n\nsecond\n")
+    lsp_latency.write_section(f"## {lsp_latency.TITLE}\n\nv1\n", results)
+    lsp_latency.write_section(f"## {lsp_latency.TITLE}\n\nv2\n", results)
+    text = results.read_text()
+    assert text == ("# Benchmark results\n\nhead\n\n## 1. One\n\nfirst\n\n## 2. Two\n\nsecond\n\n"
+                    f"## {lsp_latency.TITLE}\n\nv2\n")

@@ -1,0 +1,50 @@
+"""A diagnosis line per ENRICH names what limits it: each of the five causes induced with a real
+local service and settings (the cases of bench/diagnosis.py), run on the test session."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from bench.diagnosis import CASES, Service, induce  # noqa: E402
+
+from dslc.runtime.diagnosis import diagnose  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def service():
+    running = Service()
+    yield running
+    running.stop()
+
+
+@pytest.mark.parametrize("cause", CASES)
+def test_the_line_names_the_induced_cause(cause, tmp_path, spark, service, capsys):
+    document = induce(cause, tmp_path, service.port)
+    [line] = [d for d in document["diagnosis"] if d["operator"] == "enriched"]
+    assert line["cause"] == cause, line
+    printed = [text for text in capsys.readouterr().err.splitlines() if text.startswith("dslc: enriched: ")]
+    assert printed == [line["line"]] and printed[0].startswith(f"dslc: enriched: {cause}: ")
+    table = document["operators"]["enriched"]
+    assert line["figures"]["calls"] == table["calls"] and line["figures"]["capacity"] == table["capacity"]
+
+
+def test_latency_that_grows_with_load_is_the_service():
+    """The timeline's busiest seconds answered 4x slower than its quietest: the service, not CAPACITY."""
+    timeline, out, spent = [], 0, 0.0
+    for second, in_flight in enumerate([1, 1, 2, 8, 8, 8, 8, 8, 2, 1]):
+        latency_ms = 20 if in_flight <= 2 else 80
+        out += 10
+        spent += 10 * latency_ms / 1000
+        timeline.append({"t": second, "operators": {"e": {"elements_out": out, "latency_seconds": spent,
+                                                          "in_flight": in_flight}}})
+    m = {"task_seconds": 1.0, "latency_seconds": spent, "calls": 100, "elements_in": 100, "capacity": 8,
+         "cpu_seconds": 0.5, "p50_ms": 80.0}
+    verdict = diagnose("e", m, timeline)
+    assert verdict["cause"] == "service" and verdict["figures"]["latency_busy_ms"] == 80.0
+    assert diagnose("e", m, [])["cause"] == "capacity"   # the same figures without the timeline

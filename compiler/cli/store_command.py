@@ -37,7 +37,8 @@ def _when(seconds: float | None) -> str:
 
 
 async def _stats(where: str, operators: list[str] | None) -> list[str]:
-    from dslc.runtime.store.base import is_redis, make_store
+    from dslc.runtime.store.base import is_redis
+    from dslc.runtime.store.open_stores import make_store
     from dslc.runtime.store.sqlite import file_size
 
     store = make_store(where)
@@ -58,7 +59,8 @@ async def _stats(where: str, operators: list[str] | None) -> list[str]:
 
 
 async def _clear(where: str, operators: list[str] | None) -> str:
-    from dslc.runtime.store.base import StoreError, make_store
+    from dslc.runtime.store.base import StoreError
+    from dslc.runtime.store.open_stores import make_store
 
     store = make_store(where)
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
-from dslc.runtime.store.base import store_for
+from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep
 
 

@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 
 from dslc.runtime import config as C
-from dslc.runtime.store.base import StoreError, check_location, is_redis
+from dslc.runtime.store.base import StoreError, is_redis
+from dslc.runtime.store.open_stores import check_location
 from dslc.runtime.wrappers.stored import budget_message
 
 BUDGET_EXIT = 3
@@ -64,13 +65,12 @@ def check(where: str) -> None:
     _checked.add(where)
 
 
-def stop_when_spent(df, chain: C.Chain, metrics):
-    """BATCH: compute a chain with a BUDGET now and stop the job (exit 3) if rows were left
-    unanswered; other chains pass unchanged."""
+def stop_when_spent(df, chain: C.Chain, metrics, keep):
+    """BATCH: compute a chain with a BUDGET now (`keep`: chains.keep) and stop the job (exit 3)
+    if rows were left unanswered; other chains pass unchanged."""
     budgeted = [op for op in chain.operators if isinstance(op, C.Enrich) and op.budget is not None]
     if not budgeted or df.isStreaming or metrics is None:
         return df
-    from .chains import keep
     df = keep(df)
     df._dslc_kept = True
     totals = metrics.value()

@@ -65,12 +65,14 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
     if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):
         # Spark Connect: no accumulator; STREAMING: each micro-batch's figures are observed
-        return answers.stop_when_spent(metrics.chain_with_metrics(df, chain, states or {}, out_schema), chain, metrics)
+        out = metrics.chain_with_metrics(df, chain, states or {}, out_schema)
+        return answers.stop_when_spent(out, chain, metrics, keep)
     sink = metrics.sink() if metrics else None
     address = metrics.progress_address if metrics else None
     function = _PinnedChain(chain, states, sink, address) if isinstance(states, PinnedStates) else \
         ChainFunction(chain, states or {}, sink, progress=address)
-    return answers.stop_when_spent(df.mapInArrow(worker_function(df, function), out_schema), chain, metrics)
+    out = df.mapInArrow(worker_function(df, function), out_schema)
+    return answers.stop_when_spent(out, chain, metrics, keep)
 
 
 class _PinnedChain:

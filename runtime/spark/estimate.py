@@ -97,7 +97,7 @@ class _StoredKeys:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from dslc.runtime.calls.factory import KINDS
-        from dslc.runtime.store.base import make_store
+        from dslc.runtime.store.open_stores import make_store
 
         call = KINDS[type(self.op.call)](self.op)
 

@@ -9,13 +9,10 @@ round trip for all the keys a loop step asks about.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import datetime as dt
 import decimal
 import json
-import os
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -106,53 +103,6 @@ class AnswerStore:
 def is_redis(location: str) -> bool:
     """True for a `redis://` (or `rediss://`) location."""
     return location.startswith(("redis://", "rediss://"))
-
-
-def make_store(location: str) -> AnswerStore:
-    """A new, unopened store for a location: a file path (SQLite) or `redis://host:port/db`."""
-    if is_redis(location):
-        from .redis import RedisStore
-        return RedisStore(location)
-    from .sqlite import SqliteStore
-    return SqliteStore(location)
-
-
-_stores: dict[tuple[int, int, str], tuple[AnswerStore, asyncio.Lock]] = {}
-_stores_lock = threading.Lock()
-
-
-async def store_for(location: str) -> AnswerStore:
-    """The worker's open store for a location on the running loop (opened on first use and shared
-    by every operator and task of the process)."""
-    loop = asyncio.get_running_loop()
-    key = (os.getpid(), id(loop), location)
-    with _stores_lock:
-        entry = _stores.get(key)
-        if entry is None:
-            entry = _stores[key] = (make_store(location), asyncio.Lock())
-    store, lock = entry
-    if not getattr(store, "_opened", False):
-        async with lock:
-            if not getattr(store, "_opened", False):
-                await store.open()
-                store._opened = True   # type: ignore[attr-defined]
-    return store
-
-
-def forget_store(location: str) -> None:
-    """Drop the worker's store of a location (after a failure: its connection may be broken)."""
-    with _stores_lock:
-        for key in [k for k in _stores if k[2] == location and k[0] == os.getpid()]:
-            _stores.pop(key, None)
-
-
-async def check_location(location: str) -> None:
-    """Open a store once and check it (the driver, before any call); raises StoreError."""
-    store = make_store(location)
-    try:
-        await store.open(check=True)
-    finally:
-        await store.close()
 
 
 # ------------------------------------------------------------------ values

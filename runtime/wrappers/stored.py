@@ -31,7 +31,8 @@ from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.store.base import AnswerStore, Stored, store_for
+from dslc.runtime.store.base import AnswerStore, Stored
+from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 

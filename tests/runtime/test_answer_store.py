@@ -10,7 +10,8 @@ import sqlite3
 import time
 
 import pytest
-from dslc.runtime.store.base import SCHEMA_VERSION, StoreError, check_location, decode, encode, make_store
+from dslc.runtime.store.base import SCHEMA_VERSION, StoreError, decode, encode
+from dslc.runtime.store.open_stores import check_location, make_store
 
 
 @pytest.fixture(params=["sqlite", "redis"])

@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 from dslc.compiler.cli.main import main
-from dslc.runtime.store.base import make_store
+from dslc.runtime.store.open_stores import make_store
 
 FLOW = """PIPELINE p MODE BATCH {answers};
 SOURCE s FROM JSON 'in/' SCHEMA (id STRING);

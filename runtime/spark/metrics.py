@@ -207,7 +207,8 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
             seconds = F.sum(figure("latency_seconds").cast("double"))
             answered = F.sum(figure("elements_in").cast("double"))
             out += [F.coalesce(F.max(figure("max_in_flight").cast("long")), F.lit(0)).alias(f"{op.name}.max_in_flight"),
-                    F.round(seconds * 1000 / answered, 3).alias(f"{op.name}.latency_ms")]
+                    # a micro-batch with no element (ANSI: x / 0 is DIVIDE_BY_ZERO) has no latency
+                    F.round(F.when(answered > 0, seconds * 1000 / answered), 3).alias(f"{op.name}.latency_ms")]
     return out
 
 

@@ -25,6 +25,7 @@ from . import (
     models,
     pushdown,
     report,
+    services,
     streaming_match,
     streaming_sinks,
 )
@@ -42,6 +43,7 @@ BENCHES = {
     "cpu": cpu_per_call.run,
     "adaptive": adaptive.run,
     "match": streaming_match.run,
+    "services": services.run,
     "models": models.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"

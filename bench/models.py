@@ -1,4 +1,4 @@
-"""11. Models: ENRICH WITH MODEL against a service that holds requests and tokens per minute, and
+"""12. Models: ENRICH WITH MODEL against a service that holds requests and tokens per minute, and
 EMBEDDING with BATCH 64.
 
 The local OpenAI-compatible service (dslc.testing.openai_service) runs in its own process and
@@ -187,7 +187,7 @@ def _embeddings(ctx: Context, base: str, n: int, batch: str, seconds: bool = Fal
 def run(ctx: Context) -> Section:
     started = time.perf_counter()
     n = 3000 if ctx.full else 1500
-    section = Section("11. Models: tokens per minute, and BATCH embeddings", __doc__.split("\n\n", 1)[1])
+    section = Section("12. Models: tokens per minute, and BATCH embeddings", __doc__.split("\n\n", 1)[1])
     service = _Service("--rpm", str(RPM), "--tpm", str(TPM), "--burst-s", str(BURST_S),
                        "--latency-ms", str(LATENCY_MS))
     try:

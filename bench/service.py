@@ -77,6 +77,11 @@ def _serve(pipe: Any) -> None:
                     await asyncio.sleep(delay)
             finally:
                 state["in_flight"] -= 1
+            if request.query.get("wrap"):   # as an API gateway answers, and only with a token
+                if not request.headers.get("Authorization", "").startswith("Bearer "):
+                    return web.Response(status=401, text="unauthorized")
+                return web.Response(text=json.dumps({"data": {"item": {"value": f"v-{key}"}}, "meta": {"v": 2}}),
+                                    content_type="application/json")
             return web.Response(text=json.dumps({"value": f"v-{key}"}), content_type="application/json")
         return handle
 

@@ -34,7 +34,11 @@ def main(argv: list[str]) -> int:
         service = subprocess.Popen([sys.executable, str(folder / "service.py"), "8765"], cwd=folder)
         _wait_for_port(8765)
     try:
-        command = [sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"), *argv[1:]]
+        extra = argv[1:]
+        if (folder / "secrets.env").is_file() and "--secrets" not in extra:
+            # the example's token for its own local service (a real one stays out of the repository)
+            extra = ["--secrets", str(folder / "secrets.env"), *extra]
+        command = [sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"), *extra]
         return subprocess.call(command)
     finally:
         if service is not None:

@@ -31,12 +31,16 @@ def spark():
 class AppServer:
     """An aiohttp Application served on its own loop in a daemon thread."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, port: int | None = None, ssl_context=None) -> None:
+        """`port`: serve there (a service started again where it was); `ssl_context`: HTTPS."""
         from aiohttp import web
 
         self.app = app
+        self.ssl_context = ssl_context
         with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
+            if port:        # the port was ours a moment ago: its old connections may linger
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port or 0))
             self.port = sock.getsockname()[1]
         self.loop = asyncio.new_event_loop()
         self.runner = web.AppRunner(app)
@@ -45,7 +49,8 @@ class AppServer:
         def serve() -> None:
             asyncio.set_event_loop(self.loop)
             self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
+            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port,
+                                                     ssl_context=self.ssl_context).start())
             ready.set()
             self.loop.run_forever()
 
@@ -54,7 +59,13 @@ class AppServer:
         ready.wait(10)
 
     def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        """Stop serving (closing the port); again is a no-op."""
+        if self.loop.is_closed() or not self.loop.is_running():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
+        except TimeoutError:     # a client's idle keep-alive connection held the shutdown up
+            pass
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
@@ -63,8 +74,8 @@ def serve_app() -> Iterator:
     """serve_app(app) starts a real server and returns it; all are stopped after the test."""
     servers: list[AppServer] = []
 
-    def start(app) -> AppServer:
-        server = AppServer(app)
+    def start(app, **options) -> AppServer:
+        server = AppServer(app, **options)
         servers.append(server)
         return server
 

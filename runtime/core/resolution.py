@@ -22,6 +22,7 @@ from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for
+from dslc.runtime.limits.outage import OutageBreaker, breaker_for, is_outage_error
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
 
@@ -144,7 +145,10 @@ class ElementResolver:
         self.bucket: TokenBucket | None = bucket_for(config.rate) if config.rate and not self.batched else None
         self._returns = tuple(c.name for c in config.returns)
         self.limit = limit          # CAPACITY n ADAPTIVE: told of answers and of push-back
-        self.admits = self.bucket is not None or limit is not None   # admit() may wait
+        # ON OUTAGE PAUSE | FAIL: told of every call's outcome; holds elements during an outage
+        self.breaker: OutageBreaker | None = breaker_for(config.outage, config.name, config.line)
+        self._holding: dict[int, int] = {}     # id(row) -> breaker.answered when it began to hold
+        self.admits = self.bucket is not None or limit is not None or self.breaker is not None
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
         # nothing comes between an element and its call; `start` then steps the first attempt
@@ -170,6 +174,8 @@ class ElementResolver:
             await self.bucket.acquire()
         if self.limit is not None:
             await self.limit.acquire()
+        if self.breaker is not None and self.breaker.open:
+            await self.breaker.admit()
 
     def start(self, row: Row, attempts: list[int]) -> Resolution | Coroutine[Any, Any, Resolution]:
         """Start the element's calls (it is admitted): its resolution when the first attempt
@@ -209,6 +215,8 @@ class ElementResolver:
         retries = self._retries
         asked = 0.0     # a Retry-After of the last answer: wait at least this long
         limit = self.limit
+        breaker = self.breaker
+        held = 0        # extra tries while a failure may be the service's (ON OUTAGE)
         while True:
             if first is None:
                 attempts[0] += 1
@@ -240,6 +248,13 @@ class ElementResolver:
                 if overload and limit is not None:
                     limit.overloaded(epoch)
                     limit.pause(asked)
+                if breaker is not None:
+                    if is_outage_error(exc):
+                        if await self._hold(breaker, row, attempts, held, exc):
+                            held += 1
+                            continue
+                    else:
+                        breaker.succeeded()     # the service answered, with an error of the element
                 if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
                     continue
                 self.metrics.add("errors")
@@ -247,6 +262,9 @@ class ElementResolver:
             finally:
                 if limit is not None:
                     limit.release()
+            if breaker is not None:
+                breaker.succeeded()
+                self._holding.pop(id(row), None)
             if limit is not None:
                 limit.succeeded()
             if results:
@@ -255,6 +273,26 @@ class ElementResolver:
                 continue
             self.metrics.add("misses")
             return self.policy(cfg.on_miss, "miss", "no result", row, attempts[0])
+
+    async def _hold(self, breaker: OutageBreaker, row: Row, attempts: list[int], held: int,
+                    exc: BaseException) -> bool:
+        """An attempt failed the way a service that is down fails: tell the breaker, and say
+        whether the element tries again (True: `attempts` reset, after waiting as the breaker
+        says) instead of its RETRY / ON ERROR going on (False: the failure is the element's).
+        Raises OutageStop when the breaker fails the task."""
+        breaker.failed(exc)
+        mark = self._holding.setdefault(id(row), breaker.answered)
+        if not breaker.open:
+            if attempts[0] <= self._retries:
+                return False            # RETRY goes on as usual
+            if breaker.answered_since(mark):
+                self._holding.pop(id(row), None)
+                return False            # others are answered: this element's failure, ON ERROR decides
+            await breaker.settle(held)
+        else:
+            await breaker.admit()
+        attempts[0] = 0
+        return True
 
     async def _cached_call(self, row: Row) -> Any:
         """One call through the cache (a row without a cache key calls directly)."""
@@ -276,14 +314,34 @@ class ElementResolver:
             counters["calls"] += 1
             counters["elements_called"] += 1
 
-    async def timed_out(self, row: Row, attempts: int) -> Resolution:
-        """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT."""
+    async def timed_out(self, row: Row, attempts: int, rounds: int = 0) -> Resolution:
+        """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT.
+        With ON OUTAGE a timeout may be the service's: the element is held and tried again (under
+        a TIMEOUT of its own), up to the breaker's threshold of times while it is not open."""
+        breaker = self.breaker
+        if breaker is not None:
+            holding = self._holding.pop(id(row), None)
+            if holding is None and not breaker.open:      # a call timed out (not a hold)
+                breaker.failed(f"timed out after {self.config.timeout_s:g}s")
+            if breaker.open or (rounds < breaker.config.threshold
+                                and not breaker.answered_since(holding if holding is not None else breaker.answered)):
+                await (breaker.admit() if breaker.open else breaker.settle(rounds))
+                return await self._again(row, rounds + 1)
         self.metrics.add("timeouts")
         handler = self.call.timeout_handler
         if handler is not None:
             return await self._answer_timeout(handler, row, attempts)
         cfg = self.config
         return self.policy(cfg.on_timeout, "timeout", f"timed out after {cfg.timeout_s}s", row, attempts)
+
+    async def _again(self, row: Row, rounds: int) -> Resolution:
+        """An element held by ON OUTAGE, resolved again from its first attempt."""
+        attempts = [0]
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                return await self.attempt(row, attempts)
+        except TimeoutError:
+            return await self.timed_out(row, attempts[0], rounds)
 
     async def _answer_timeout(self, handler: Any, row: Row, attempts: int) -> Resolution:
         """A user `timeout(row)` answers a timed-out element; its answer counts as a result."""
@@ -350,5 +408,9 @@ class ElementResolver:
         return {c: row.get(c) for c in self.config.key_columns}
 
     def failure(self, row: Row, cause: BaseException | str) -> ElementFailure:
-        """The task failure of this element."""
+        """The task failure of this element (its text masked when the call has secrets)."""
+        secrets = self.config.secrets
+        if secrets:
+            text = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
+            cause = secrets.mask(text)
         return ElementFailure(self.name, self.config.line, self.key(row), cause)

@@ -80,11 +80,6 @@ def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[str, 
     """Folder entries and `__init__.py` files first, so the zip importer sees the packages."""
     folders = sorted({f.parent.relative_to(root) for f in files}, key=lambda p: (len(p.parts), str(p)))
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, file in vendored:
-            info = zipfile.ZipInfo(name, _STAMP)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
-            archive.writestr(info, file.read_bytes())
         archive.writestr(zipfile.ZipInfo("dslc/", _STAMP), b"")
         archive.writestr(zipfile.ZipInfo("dslc/__init__.py", _STAMP), '"""dslc runtime, shipped to executors."""\n')
         for folder in folders:
@@ -92,6 +87,11 @@ def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[str, 
             archive.writestr(zipfile.ZipInfo(name, _STAMP), b"")
         for file in files:
             name = "/".join(("dslc", "runtime", *file.relative_to(root).parts))
+            info = zipfile.ZipInfo(name, _STAMP)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, file.read_bytes())
+        for name, file in vendored:      # after dslc's own entries
             info = zipfile.ZipInfo(name, _STAMP)
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16

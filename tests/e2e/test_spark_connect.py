@@ -90,3 +90,52 @@ def test_remote_and_master_together_are_refused(tmp_path):
                              "sc://127.0.0.1:1", "--master", "local[2]"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "--remote runs the job through Spark Connect: --master and spark-submit arguments" in result.stderr
+
+
+SECRET_FLOW = """
+PIPELINE remote_secret MODE BATCH;
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING);
+STREAM enriched = ENRICH orders
+  WITH HTTP GET 'http://127.0.0.1:{port}/v2/customers/{{customer_id}}'
+    HEADERS ('Authorization' = 'Bearer ${{REMOTE_TOKEN}}') ANSWER 'data.customer'
+  RETURNS (tier STRING, risk DOUBLE PATH 'scores.risk')
+  ASYNC UNORDERED CAPACITY 4 TIMEOUT 10s ON ERROR DEAD LETTER 'dlq';
+SINK enriched TO JSON 'out';
+"""
+
+
+def test_a_secret_reaches_the_connect_servers_workers_in_the_chain(tmp_path, spark, serve_app, connect_server):
+    """The server's workers have no environment of the client's: the value read by `dslc run
+    --secrets FILE` travels in the chain, and the server answers every row (none is a 401)."""
+    from aiohttp import web
+
+    token, seen = "remote-token-90ab", []
+
+    async def customer(request):
+        seen.append(request.headers.get("Authorization"))
+        if request.headers.get("Authorization") != f"Bearer {token}":
+            return web.json_response({}, status=401)
+        n = int(request.match_info["customer_id"][1:])
+        return web.json_response({"data": {"customer": {"tier": f"t{n % 3}", "scores": {"risk": n / 10}}}})
+
+    app = web.Application()
+    app.router.add_get("/v2/customers/{customer_id}", customer)
+    server = serve_app(app)
+    folder = tmp_path / "remote"
+    (folder / "in").mkdir(parents=True)
+    (folder / "in/o.json").write_text("".join(json.dumps({"order_id": f"o{i}", "customer_id": f"c{i}"}) + "\n"
+                                              for i in range(12)))
+    (folder / "pipeline.flow").write_text(SECRET_FLOW.format(port=server.port))
+    (tmp_path / "token.env").write_text(f"REMOTE_TOKEN={token}\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"), "--secrets",
+         str(tmp_path / "token.env"), "--remote", connect_server.url],
+        cwd=folder, env={k: v for k, v in os.environ.items()
+                         if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON", "SPARK_REMOTE", "REMOTE_TOKEN")},
+        capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert _table(spark, folder / "out", "json") == sorted(
+        (f"c{i}", f"o{i}", str(i / 10), f"t{i % 3}") for i in range(12))
+    assert seen == [f"Bearer {token}"] * 12
+    assert not any(path.read_text().strip() for path in (folder / "dlq").glob("part-*"))   # no dead letter
+    assert token not in result.stdout + result.stderr

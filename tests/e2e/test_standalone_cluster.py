@@ -29,7 +29,9 @@ SET spark.sql.shuffle.partitions = 2;
 SOURCE events FROM JSON 'in/events/' SCHEMA (id STRING, user STRING, amount DOUBLE);
 SOURCE limit_updates FROM CSV 'in/limits/' OPTIONS (header = 'true') SCHEMA (user STRING, op STRING, max_amount DOUBLE);
 BROADCAST limits FROM limit_updates KEY user OP op;
-STREAM scored = ENRICH events WITH HTTP GET 'http://127.0.0.1:{port}/risk/{{user}}' RETURNS (risk DOUBLE)
+STREAM scored = ENRICH events WITH HTTP GET 'http://127.0.0.1:{port}/risk/{{user}}'
+    HEADERS ('Authorization' = 'Bearer ${{RISK_TOKEN}}') ANSWER 'data.scores'
+  RETURNS (risk DOUBLE PATH 'risk.value')
   ASYNC UNORDERED CAPACITY 8 TIMEOUT 10s ON MISS DROP;
 STREAM tagged = ENRICH scored WITH PYTHON 'tagger:tag' RETURNS (tag STRING, runtime_from STRING, python STRING)
   ASYNC UNORDERED CAPACITY 4 TIMEOUT 10s;
@@ -48,6 +50,10 @@ async def tag(row):
 '''
 
 RISK = {"a": 0.1, "b": 0.5, "c": 0.9}     # user d is unknown: 404, a miss, dropped
+# the secret's journey: read by the process that starts the job (its environment in the local run,
+# `--secrets FILE` and DSLC_SECRETS_FILE on the cluster), shipped to executors that have neither;
+# the answer is wrapped and read with ANSWER and PATH by executors that have no jmespath installed
+RISK_TOKEN = "risk-token-5d1e77"
 
 
 def _pipeline(folder: Path, port: int) -> Path:
@@ -79,11 +85,13 @@ def risk_service(serve_app):
     calls = []
 
     async def risk(request):
+        if request.headers.get("Authorization") != f"Bearer {RISK_TOKEN}":
+            return web.json_response({"error": "unauthorized"}, status=401)
         calls.append(request.match_info["user"])
         user = request.match_info["user"]
         if user not in RISK:
             return web.json_response({}, status=404)
-        return web.json_response({"risk": RISK[user]})
+        return web.json_response({"data": {"scores": {"risk": {"value": RISK[user]}}}})
 
     app = web.Application()
     app.router.add_get("/risk/{user}", risk)
@@ -95,8 +103,14 @@ def risk_service(serve_app):
 def _cluster_env() -> dict[str, str]:
     """The caller's environment without the test run's PYSPARK_PYTHON (the executors get theirs by conf)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
-                                                            "DSLC_FLOW_FOLDER")}
+                                                            "DSLC_FLOW_FOLDER", "RISK_TOKEN")}
     return env
+
+
+def _secrets_file(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "risk.env").write_text(f"# the risk service's token\nRISK_TOKEN={RISK_TOKEN}\n")
+    return folder / "risk.env"
 
 
 def _check_cluster_rows(folder: Path, expected: list[tuple], executor_python: Path) -> None:
@@ -108,11 +122,15 @@ def _check_cluster_rows(folder: Path, expected: list[tuple], executor_python: Pa
 
 
 def test_dslc_run_and_spark_submit_on_a_standalone_cluster_match_local(
-        tmp_path, spark, risk_service, standalone_cluster, executor_python):
-    assert subprocess.run([str(executor_python), "-c", "import dslc"], capture_output=True).returncode == 1
+        tmp_path, spark, risk_service, standalone_cluster, executor_python, monkeypatch):
+    for module in ("dslc", "jmespath"):
+        assert subprocess.run([str(executor_python), "-c", f"import {module}"], capture_output=True).returncode == 1
 
     local = _pipeline(tmp_path / "local", risk_service.port)
-    run_flow(local)
+    with monkeypatch.context() as env:
+        env.setenv("RISK_TOKEN", RISK_TOKEN)
+        run_flow(local)
+    secrets_file = _secrets_file(tmp_path / "secrets")
     expected = _comparable(_rows(local.parent))
     limits = {"a": 100.0, "b": 10.0, "d": 0.0}
     assert [row[0] for row in expected] == sorted(
@@ -123,7 +141,7 @@ def test_dslc_run_and_spark_submit_on_a_standalone_cluster_match_local(
     with_run = _pipeline(tmp_path / "with_run", risk_service.port)
     result = subprocess.run(
         [sys.executable, "-m", "dslc.compiler.cli", "run", str(with_run), "--master", standalone_cluster.url,
-         "--", "--conf", f"spark.pyspark.python={executor_python}"],
+         "--secrets", str(secrets_file), "--", "--conf", f"spark.pyspark.python={executor_python}"],
         cwd=tmp_path, env=_cluster_env(), capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check_cluster_rows(with_run.parent, expected, executor_python)
@@ -145,9 +163,11 @@ def test_dslc_run_and_spark_submit_on_a_standalone_cluster_match_local(
         [*spark_submit(), "--master", standalone_cluster.url,
          "--conf", f"spark.pyspark.driver.python={sys.executable}",
          "--conf", f"spark.pyspark.python={executor_python}", str(job)],
-        cwd=elsewhere, env=_cluster_env(), capture_output=True, text=True, timeout=300)
+        cwd=elsewhere, env={**_cluster_env(), "DSLC_SECRETS_FILE": str(secrets_file)},
+        capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     _check_cluster_rows(submitted.parent, expected, executor_python)
+    assert RISK_TOKEN not in job.read_text() and RISK_TOKEN not in result.stdout + result.stderr
     written = json.loads(next((submitted.parent / "target" / "metrics").glob("on_standalone-*.json")).read_text())
     assert written["operators"]["tagged"]["elements_out"] == 120 and written["warnings"] == []
     assert not (elsewhere / "out").exists()                  # paths resolve against the .flow folder

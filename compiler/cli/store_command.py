@@ -8,7 +8,6 @@ import argparse
 import asyncio
 import datetime as dt
 import os
-import sys
 from pathlib import Path
 
 from dslc.compiler.diagnostics import ToolError

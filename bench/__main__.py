@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from . import (adaptive, async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes,
-               lsp_latency, models, pushdown, report, store, streaming_match, streaming_sinks)
+               lsp_latency, models, pushdown, report, services, store, streaming_match, streaming_sinks)
 from .common import Context, spark_session
 from .service import LatencyService
 
@@ -33,6 +33,7 @@ BENCHES = {
     "lsp": lsp_latency.run,
     "models": models.run,
     "store": store.run,
+    "services": services.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

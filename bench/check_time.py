@@ -1,8 +1,9 @@
 """`dslc check` time: this tree against an earlier revision (default a0d6f02, before the SQL
 checker learned Spark's names and types, issue #18), measured in one run on the same machine.
 
-Workloads: each example's pipeline.flow, and the conformance corpus of tests/sql/ as pipelines
-(TPC-H's 22 queries as 22 streams; the hand-written queries as one stream each). For each
+Workloads: each example's pipeline.flow, the conformance corpus of tests/sql/ as pipelines
+(TPC-H's 22 queries as 22 streams; the hand-written queries as one stream each), and chains of
+100 and 1,000 SELECTs (the ratio of their times should stay under 10: linear growth). For each
 revision, in a fresh process: the time of one whole `dslc check` process (interpreter start,
 imports, check), the same with `--spark` (this tree only: it starts a JVM and runs Spark's
 analyzer on every query), and the in-process time of `check_file` (best of 5 after one warm-up), which
@@ -63,7 +64,22 @@ def workloads(folder: Path) -> dict[str, Path]:
         path = folder / f"{name.split(',')[0].replace(' ', '_').lower()}.flow"
         path.write_text(tables + body, encoding="utf-8")
         flows[name] = path
+    for size in SIZES:          # the same statement repeated: time should grow linearly
+        path = folder / f"chain_{size}.flow"
+        path.write_text(chain(size), encoding="utf-8")
+        flows[f"chain of {size} SELECTs"] = path
     return flows
+
+
+SIZES = (100, 1000)
+
+
+def chain(size: int) -> str:
+    """A pipeline of `size` SELECTs, each reading the one before (filter, projection, calls)."""
+    parts = ["SOURCE s0 FROM JSON 'in/' SCHEMA (id STRING, amount DOUBLE, country STRING, ts TIMESTAMP);"]
+    parts += [f"STREAM s{i} = SELECT id, amount * 2 AS amount, upper(country) AS country, ts FROM s{i - 1}\n"
+              f"  WHERE amount > 0 AND substr(country, 1, 2) = 'NL';" for i in range(1, size + 1)]
+    return "\n".join(parts + [f"SINK s{size} TO CONSOLE;", ""])
 
 
 def baseline_tree(revision: str, folder: Path) -> Path:
@@ -91,7 +107,7 @@ def measure(path_first: Path | None, flows: dict[str, Path], spark: bool = False
         start = time.perf_counter()
         subprocess.run([sys.executable, "-c", prefix + _CLI, str(path)], capture_output=True, cwd=ROOT)
         result[name] = {**timed[str(path)], "process": time.perf_counter() - start}
-        if spark:           # the dry run: a JVM per process, Spark's analyzer on every query
+        if spark and not name.startswith("chain"):   # the dry run: a JVM per process, Spark's analyzer on every query
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", prefix + _CLI, "--spark", str(path)], capture_output=True, cwd=ROOT)
             result[name]["spark"] = time.perf_counter() - start
@@ -115,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         b, a = before[name], after[name]
         print(f"| {name} | {b['seconds'] * 1000:.1f} | {a['seconds'] * 1000:.1f} | "
               f"{a['seconds'] / b['seconds']:.2f} | {b['errors']} | {a['errors']} | "
-              f"{b['process']:.2f} | {a['process']:.2f} | {a['spark']:.2f} | {a['spark'] / a['process']:.1f} |")
+              f"{b['process']:.2f} | {a['process']:.2f} | "
+              + (f"{a['spark']:.2f} | {a['spark'] / a['process']:.1f} |" if "spark" in a else "- | - |"))
+    small, large = (f"chain of {n} SELECTs" for n in SIZES)
+    print(f"\n{SIZES[1]} statements / {SIZES[0]} statements, in-process (goal < 10): "
+          f"before {before[large]['seconds'] / before[small]['seconds']:.1f}, "
+          f"after {after[large]['seconds'] / after[small]['seconds']:.1f}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""11. Editor: how long after an edit `dslc lsp` publishes the diagnostics of the edited text,
+"""15. Editor: how long after an edit `dslc lsp` publishes the diagnostics of the edited text,
 measured through the protocol (a pygls client driving the real server over stdio).
 
 For each example, and for a generated 300-statement pipeline (compiler_scaling's shape), the
@@ -31,7 +31,7 @@ from .report import Section, Table, Target, ratio
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
-TITLE = "11. Editor: diagnostics latency of dslc lsp"
+TITLE = "15. Editor: diagnostics latency of dslc lsp"
 EXAMPLE_TARGET_S = 0.150
 LARGE_TARGET_S = 0.600
 LARGE_STATEMENTS = 300

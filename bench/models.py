@@ -15,10 +15,10 @@ length). Tokens, not requests, are the binding limit (TPM / 90 < RPM).
   so Spark's start-up does not count against dslc. The 429 share is refused / all requests.
 - Embeddings: /embeddings answers after 20 ms + 0.05 ms per input and serves SLOTS = 8 requests
   at once (429 at once above, as a model server's queue limit; RETRY 500 BACKOFF 5ms). BATCH 64
-  against unbatched at the same CAPACITY 128 over 2 tasks (the same N), and against unbatched at
-  CAPACITY 4 x 2 tasks = the server's slots (N / 4): rows per second of the whole run, and of the
-  run minus the job's fixed cost (the same flow on 64 rows, best of 2), which a short batched
-  run is mostly made of. As section 6 does for HTTP /model.
+  at CAPACITY 128 over 2 tasks against unbatched at CAPACITY 4 x 2 tasks = the server's slots
+  (N / 4 rows; unbatched at CAPACITY 128 is a 429 storm whose elements time out): rows per second
+  of the whole run, and of the run minus the job's fixed cost (the same flow on 64 rows, best
+  of 2), which a short batched run is mostly made of. As section 6 does for HTTP /model.
 """
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ STREAM vectors = ENRICH docs
   WITH EMBEDDING 'bench-embedding' AT '{base}' INPUT '{{text}}'
   RETURNS (embedding ARRAY<FLOAT>)
   ASYNC UNORDERED CAPACITY {capacity} TIMEOUT 60s RETRY 500 BACKOFF 5ms {batch}
-  ON ERROR NULL;
+  ON ERROR NULL ON TIMEOUT NULL;
 SINK vectors TO PARQUET 'out' MODE OVERWRITE;
 """
 
@@ -220,17 +220,16 @@ def run(ctx: Context) -> Section:
         _embeddings(ctx, embed_service.base, 1000, "BATCH 64")                     # warm up
         fixed = min(_embeddings(ctx, embed_service.base, 64, "BATCH 64", seconds=True)[0] for _ in range(2))
         batched, batched_metrics, batched_s = _embeddings(ctx, embed_service.base, m, "BATCH 64")
-        single, single_metrics, single_s = _embeddings(ctx, embed_service.base, m, "")
         at_slots, at_slots_metrics, at_slots_s = _embeddings(ctx, embed_service.base, m // 4, "", capacity=SLOTS // 2)
-        print(f"bench models: embeddings BATCH 64 {batched:.0f} rows/s ({batched_s:.1f} s), unbatched {single:.0f} rows/s "
-              f"({single_s:.1f} s), at the slots {at_slots:.0f} rows/s, fixed cost {fixed:.1f} s", file=sys.stderr)
+        print(f"bench models: embeddings BATCH 64 {batched:.0f} rows/s ({batched_s:.1f} s), unbatched at the slots "
+              f"{at_slots:.0f} rows/s ({at_slots_s:.1f} s), fixed cost {fixed:.1f} s", file=sys.stderr)
     finally:
         embed_service.close()
     embed = Table(["/embeddings (20 ms + 0.05 ms/input), CAPACITY 128, 2 tasks", "N", "seconds", "rows/s",
                    f"rows/s without the job's fixed cost ({fixed:.1f} s)", "requests"])
-    net_batched, net_single = m / max(batched_s - fixed, 1e-3), m / max(single_s - fixed, 1e-3)
-    embed.add("BATCH 64", m, f"{batched_s:.1f}", f"{batched:.0f}", f"{net_batched:.0f}", batched_metrics["calls"])
-    embed.add("unbatched", m, f"{single_s:.1f}", f"{single:.0f}", f"{net_single:.0f}", single_metrics["calls"])
+    net_batched = m / max(batched_s - fixed, 1e-3)
+    embed.add("BATCH 64, CAPACITY 128", m, f"{batched_s:.1f}", f"{batched:.0f}", f"{net_batched:.0f}",
+              batched_metrics["calls"])
     net_slots = (m // 4) / max(at_slots_s - fixed, 1e-3)
     embed.add(f"unbatched, CAPACITY {SLOTS // 2} (x 2 tasks = the server's {SLOTS} slots)", m // 4, f"{at_slots_s:.1f}",
               f"{at_slots:.0f}", f"{net_slots:.0f}", at_slots_metrics["calls"])
@@ -240,17 +239,16 @@ def run(ctx: Context) -> Section:
         Target("MODEL: 429 share < 2%", f"{dslc_refused:.1%}", dslc_refused < 0.02),
         Target(f"MODEL: dslc vs the best hand-written SDK loop (semaphore {best_c}: {best_share:.0%} of the budget, "
                f"{best_refused:.1%} 429s)", ratio(dslc_share, best_share), dslc_share >= best_share * 0.95),
-        Target("EMBEDDING: BATCH 64 >= 5x unbatched (whole runs)", ratio(batched, single), batched >= 5 * single),
-        Target("EMBEDDING: BATCH 64 >= 5x unbatched (the ENRICH: runs minus the job's fixed cost)",
-               ratio(net_batched, net_single), net_batched >= 5 * net_single),
         Target(f"EMBEDDING: BATCH 64 >= 5x unbatched at the server's {SLOTS} slots (whole runs)",
                ratio(batched, at_slots), batched >= 5 * at_slots),
+        Target(f"EMBEDDING: BATCH 64 >= 5x unbatched at the server's {SLOTS} slots (runs minus the job's fixed cost)",
+               ratio(net_batched, net_slots), net_batched >= 5 * net_slots),
     ]
     section.seconds = time.perf_counter() - started
     return section
 
 
-if __name__ == "__main__":      # python -m bench.models: this section alone, printed
+if __name__ == "__main__":      # python -m bench.models [--full]: this section alone, printed
     import tempfile
 
     from .common import spark_session

@@ -61,7 +61,10 @@ def mean_delay_s(distribution: str, keys: Iterable[str]) -> float:
 def _serve(pipe: Any) -> None:
     from aiohttp import web
 
-    state = {"calls": 0, "in_flight": 0, "max_in_flight": 0, "items": 0, "rejected": 0}
+    # first: loop time of the first /model call since the reset; rejected_first_s: its 429s in the
+    # first second of the run (where a slow start that overshoots puts them)
+    state = {"calls": 0, "in_flight": 0, "max_in_flight": 0, "items": 0, "rejected": 0, "first": None,
+             "rejected_first_s": 0}
     keys: set[str] = set()
 
     def handler(distribution: str):
@@ -77,6 +80,11 @@ def _serve(pipe: Any) -> None:
                     await asyncio.sleep(delay)
             finally:
                 state["in_flight"] -= 1
+            if request.query.get("wrap"):   # as an API gateway answers, and only with a token
+                if not request.headers.get("Authorization", "").startswith("Bearer "):
+                    return web.Response(status=401, text="unauthorized")
+                return web.Response(text=json.dumps({"data": {"item": {"value": f"v-{key}"}}, "meta": {"v": 2}}),
+                                    content_type="application/json")
             return web.Response(text=json.dumps({"value": f"v-{key}"}), content_type="application/json")
         return handle
 
@@ -85,8 +93,12 @@ def _serve(pipe: Any) -> None:
         items = body if isinstance(body, list) else [body]
         limit = int(request.query.get("limit", MODEL_LIMIT))
         state["calls"] += 1
+        now = asyncio.get_running_loop().time()
+        if state["first"] is None:
+            state["first"] = now
         if state["in_flight"] >= limit:
             state["rejected"] += 1
+            state["rejected_first_s"] += now - state["first"] < 1.0
             return web.Response(status=429, text="busy", headers={"Retry-After": "0"})
         state["in_flight"] += 1
         state["max_in_flight"] = max(state["max_in_flight"], state["in_flight"])
@@ -101,10 +113,10 @@ def _serve(pipe: Any) -> None:
     async def stats(request: web.Request) -> web.Response:
         return web.json_response({"calls": state["calls"], "max_in_flight": state["max_in_flight"],
                                   "distinct_keys": len(keys), "items": state["items"],
-                                  "rejected": state["rejected"]})
+                                  "rejected": state["rejected"], "rejected_first_s": state["rejected_first_s"]})
 
     async def reset(request: web.Request) -> web.Response:
-        state.update(calls=0, max_in_flight=state["in_flight"], items=0, rejected=0)
+        state.update(calls=0, max_in_flight=state["in_flight"], items=0, rejected=0, first=None, rejected_first_s=0)
         keys.clear()
         return web.json_response({})
 

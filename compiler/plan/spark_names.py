@@ -389,7 +389,7 @@ class SparkNamer:
                     default=None)
         if first is None:
             return None
-        match = _CALL_OPENING.search(self.text[:first])
+        match = _CALL_OPENING.search(self.text, max(0, first - 100), first)   # a window: linear time
         return match[1].lower() if match else None
 
     def _function_name(self, node: exp.Func) -> str:

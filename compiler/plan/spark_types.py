@@ -249,6 +249,8 @@ class SparkTypes(TypeAnnotator):
                 spelt = (lt if interval_left else rt).sql(dialect="spark").upper()
                 whole = "INTERVAL YEAR TO MONTH" if "YEAR" in spelt or "MONTH" in spelt else "INTERVAL DAY TO SECOND"
                 return exp.DataType.build(whole, dialect="spark")
+            if _is(other, T.TEXT, T.VARCHAR) and isinstance(node, (exp.Add, exp.Sub)):
+                return exp.DataType.build("STRING")       # '4 11:11' + INTERVAL ...: Spark keeps the text
             if _is(other, T.DATE):
                 return exp.DataType.build("DATE" if units <= _DATE_UNITS else "TIMESTAMP")
             if _is(other, T.TIMESTAMP, T.TIMESTAMPNTZ):
@@ -260,6 +262,12 @@ class SparkTypes(TypeAnnotator):
             return None
         if isinstance(node, (exp.Mul, exp.Div)):
             return None
+        loose = (T.TEXT, T.VARCHAR, T.NULL)         # text and NULL take the other side's type
+        if isinstance(node, exp.Sub) and (_is(lt, T.DATE) and _is(rt, *loose) or _is(rt, T.DATE) and _is(lt, *loose)):
+            return exp.DataType.build("INTERVAL DAY", dialect="spark")
+        if isinstance(node, exp.Sub) and (_is(lt, T.TIMESTAMP, T.TIMESTAMPNTZ) and _is(rt, *loose)
+                                          or _is(rt, T.TIMESTAMP, T.TIMESTAMPNTZ) and _is(lt, *loose)):
+            return exp.DataType.build("INTERVAL DAY TO SECOND", dialect="spark")
         if isinstance(node, exp.Sub) and _is(lt, T.DATE) and _is(rt, T.DATE):
             return exp.DataType.build("INTERVAL DAY", dialect="spark")
         if isinstance(node, exp.Sub) and _is(lt, T.DATE, T.TIMESTAMP) and _is(rt, T.DATE, T.TIMESTAMP):

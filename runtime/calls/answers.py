@@ -14,11 +14,39 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import re
+
 import jmespath
+from jmespath import visitor
 
 from dslc.runtime.config import Enrich
 
 from .base import BadItem, CallError, check_result_types
+
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+
+
+def compiled(expression: str) -> Callable[[Any], Any]:
+    """`expression` as a function of a JSON value. The usual path (`data.customer`, `scores.risk`)
+    is a walk through objects, which is what JMESPath does with it (a key of something that is not
+    an object is null); anything else runs through jmespath's interpreter, made once."""
+    if _DOTTED.match(expression):
+        keys = tuple(expression.split("."))
+        if len(keys) == 1:
+            key = keys[0]
+            return lambda value: value.get(key) if type(value) is dict else None
+
+        def walk(value: Any) -> Any:
+            for key in keys:
+                if type(value) is not dict:
+                    return None
+                value = value.get(key)
+            return value
+        return walk
+    tree = jmespath.compile(expression).parsed
+    interpreter = visitor.TreeInterpreter()
+    return lambda value: interpreter.visit(tree, value)
 
 
 class AnswerShape:
@@ -27,15 +55,15 @@ class AnswerShape:
     def __init__(self, config: Enrich, check: Callable[[Mapping[str, Any]], str | None] | None) -> None:
         expression = getattr(config.call, "answer", None)
         self.answer_text = expression
-        self.answer = jmespath.compile(expression) if expression else None
-        self.paths = tuple((column, path, jmespath.compile(path)) for column, path in config.paths)
+        self.answer = compiled(expression) if expression else None
+        self.paths = tuple((column, path, compiled(path)) for column, path in config.paths)
         self.path_of = {column: path for column, path, _ in self.paths}
         self.plain = tuple(c.name for c in config.returns if c.name not in self.path_of)
         self.check = check
 
     def found(self, answer: Any) -> Any:
         """What ANSWER finds in a whole answer (the answer itself without ANSWER)."""
-        return self.answer.search(answer) if self.answer is not None else answer
+        return self.answer(answer) if self.answer is not None else answer
 
     def result(self, answer: Any) -> Any:
         """The result of one element's answer: None (a miss), an object, or a list of objects,
@@ -47,17 +75,17 @@ class AnswerShape:
             return self._checked(self._columns(value))
         if isinstance(value, list):
             return [self._checked(self._columns(item, index)) for index, item in enumerate(value)]
-        raise CallError(f"{self._where()} found a {_kind(value)} where an object or a list of objects is needed")
+        raise CallError(f"{self._where()} found {_a(value)} where an object or a list of objects is needed")
 
     def _columns(self, item: Any, index: int | None = None) -> dict[str, Any]:
         if not isinstance(item, dict):
             at = f" at index {index}" if index is not None else ""
-            raise CallError(f"{self._where()} found a list holding a {_kind(item)}{at} where objects are needed")
+            raise CallError(f"{self._where()} found a list holding {_a(item)}{at} where objects are needed")
         if not self.paths:
             return item
         row = {column: item.get(column) for column in self.plain}
-        for column, path, compiled in self.paths:
-            row[column] = compiled.search(item)
+        for column, _, find in self.paths:
+            row[column] = find(item)
         return row
 
     def _checked(self, row: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +101,7 @@ class AnswerShape:
         """BATCH: ANSWER applies to the whole answer and must find the array of per-element answers."""
         items = self.found(answer)
         if not isinstance(items, list):
-            raise CallError(f"{self._where()} found a {_kind(items)} in the batch answer, expected a list of "
+            raise CallError(f"{self._where()} found {_a(items)} in the batch answer, expected a list of "
                             f"{rows} items (one per row)")
         if len(items) != rows:
             raise CallError(f"{self._where()} found {len(items)} items for {rows} rows")
@@ -89,7 +117,7 @@ class AnswerShape:
                 return self._checked(self._columns(answer))
             if isinstance(answer, list):
                 return [self._checked(self._columns(item, index)) for index, item in enumerate(answer)]
-            raise CallError(f"{self._where()} found a batch item that is a {_kind(answer)} where an object is needed")
+            raise CallError(f"{self._where()} found a batch item that is {_a(answer)} where an object is needed")
         except CallError as exc:
             return BadItem(str(exc))
 
@@ -102,6 +130,12 @@ def shape_for(config: Enrich, check: Callable[[Mapping[str, Any]], str | None] |
     if getattr(config.call, "answer", None) or config.paths:
         return AnswerShape(config, check)
     return None
+
+
+def _a(value: Any) -> str:
+    """'an object', 'a string', ...: a JSON value's kind with its article."""
+    kind = _kind(value)
+    return ("an " if kind[0] in "aeiou" else "a ") + kind
 
 
 def _kind(value: Any) -> str:

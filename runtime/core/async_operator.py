@@ -63,7 +63,7 @@ from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import drop_cache
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.batching import BatchingCall
-from dslc.runtime.wrappers.stored import BudgetSpent, StoredCall, budget_message
+from dslc.runtime.wrappers.stored import NOT_KNOWN, BudgetSpent, StoredCall, budget_message
 
 # --------------------------------------------------------------------------- operator
 
@@ -148,7 +148,8 @@ class EnrichOperator:
             self.prefetch = self._stored.prefetch   # the loop chain looks a chunk's keys up at once
         # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
         # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
-        self._limit: AdaptiveLimit | None = AdaptiveLimit(config.capacity) if config.adaptive else None
+        self._limit: AdaptiveLimit | None = AdaptiveLimit(
+            config.capacity, config.batch.size if config.batch else 1) if config.adaptive else None
         self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
@@ -303,6 +304,17 @@ class EnrichOperator:
         (the queue would let it out at once, in every mode); a call that waits is carried on by
         a call task."""
         queue = self._queue
+        stored = self._stored
+        if stored is not None:      # STORE: an answer the chunk's lookup found needs no call at all
+            value = stored.known_answer(row)
+            if value is not NOT_KNOWN:
+                resolution = self._resolver.from_store(row, value)
+                if queue.is_empty():
+                    self._passed += 1
+                    self._leave(resolution)
+                else:
+                    queue.complete(queue.put_element(row), resolution)
+                return
         if not self._starts_at_once:
             self._to_pool(queue.put_element(row))
             return

@@ -390,6 +390,14 @@ class ElementResolver:
         miss = Outcome.NULL if cfg.on_miss is Outcome.RETRY else cfg.on_miss
         return self.policy(miss, "miss", "no result (timeout handler)", row, attempts)
 
+    def from_store(self, row: Row, value: Any) -> Resolution:
+        """The resolution of an element whose answer came from the answer store (no call)."""
+        results = normalize(value)
+        if results:
+            return self.answered(row, results)
+        self.metrics.add("misses")
+        return self.policy(self.config.on_miss, "miss", "no result (stored)", row, 0)
+
     def answered(self, row: Row, results: list[dict[str, Any]]) -> Rows:
         """The rows an element's results make (one result, the usual answer, without a comprehension)."""
         if len(results) == 1:

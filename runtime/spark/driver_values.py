@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import threading
 
 from dslc.runtime import config as C
 from dslc.runtime import secrets as S
@@ -16,12 +17,15 @@ from dslc.runtime import secrets as S
 
 def required_secrets(names: tuple[str, ...]) -> S.Secrets:
     """The job's secrets, read before Spark starts; one that is set nowhere stops the job with a
-    message naming it and where it was looked for (exit code 2, no traceback, no value)."""
+    message naming it and where it was looked for (exit code 2, no traceback, no value). A job
+    run by another program's thread (the REPL's :show) gets the MissingSecret to report instead."""
     try:
         return S.read(names)
     except S.MissingSecret as exc:
         if S.optional():
             return S.read(tuple(n for n in names if S.is_set(n)))
+        if threading.current_thread() is not threading.main_thread():
+            raise
         print(f"dslc: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
 

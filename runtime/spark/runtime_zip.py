@@ -92,13 +92,6 @@ def _write(path: Path, root: Path, files: list[Path], vendored: list[tuple[str, 
             info.compress_type = zipfile.ZIP_DEFLATED
             info.external_attr = 0o644 << 16
             archive.writestr(info, file.read_bytes())
-        for folder, package_files in vendored:     # after dslc's own entries
-            for file in package_files:
-                name = "/".join((folder.name, *file.relative_to(folder).parts))
-                info = zipfile.ZipInfo(name, _STAMP)
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                archive.writestr(info, file.read_bytes())
 
 
 def check_runtime_zip(path: str) -> None:

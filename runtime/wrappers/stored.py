@@ -40,6 +40,9 @@ RENEW_S = 1.5          # how often a holder renews the leases of its calls in fl
 POLL_S = (0.01, 0.2)   # first and longest wait between looks for an answer another task is getting
 
 
+NOT_KNOWN = object()   # `known_answer`: the row's answer was not found by the chunk's lookup
+
+
 class BudgetSpent(Exception):
     """The operator's BUDGET for this run is spent: this element is left unanswered."""
 
@@ -134,6 +137,17 @@ class StoredCall(DelegatingCall):
         self._known.update(found)
 
     prefetch.wanted = True   # type: ignore[attr-defined]
+
+    def known_answer(self, row: Row) -> Any:
+        """The row's answer if the chunk's lookup found it (a store hit), else NOT_KNOWN."""
+        if not self._known:
+            return NOT_KNOWN
+        key = self.inner.request_key(row)
+        found = self._known.get(key) if key is not None else None
+        if found is None:
+            return NOT_KNOWN
+        self.metrics.counters["store_hits"] += 1
+        return found.value
 
     async def lookup(self, row: Row) -> bool:
         """True when the row's answer is in the store (kept for its call, which then costs

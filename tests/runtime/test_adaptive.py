@@ -31,16 +31,38 @@ def test_limit_grows_by_doubling_then_by_one_and_shrinks_once_per_round() -> Non
     epoch = limit.epoch
     limit.overloaded(epoch)
     limit.overloaded(epoch)                       # the same round's second 429 does not count
-    assert limit.limit == 6 and not limit.slow_start   # 8 x 0.8 = 6.4
-    for _ in range(6):
+    assert limit.limit == 4 and not limit.slow_start   # the first push-back halves: the last safe round
+    for _ in range(5):
         limit.succeeded()
-    assert limit.limit == 7                       # one more per round of answers
+    assert limit.limit == 5                       # one more per round of answers (+1/value each)
+    limit.overloaded(limit.epoch)
+    assert limit.limit == 4                       # after slow start: 5 x 0.8
     for _ in range(50):
         limit.overloaded(limit.epoch)
     assert limit.limit == 1                       # never below 1
     for _ in range(10_000):
         limit.succeeded()
     assert limit.limit == 64                      # never above CAPACITY
+
+
+def test_with_batch_the_limit_is_whole_batches_and_slow_start_ends_at_the_last_safe_round() -> None:
+    """#33 item 7: BATCH 64 against a service that refuses a fifth request: a limit of 129
+    elements would send a third request of one element; it stays at two requests until it has
+    grown by a whole batch. Slow start's first 429 (at 4 requests) halves it to 2 requests at
+    once, instead of rounds of 429s stepping down by 0.8."""
+    limit = AdaptiveLimit(256, batch=64)
+    assert limit.limit == 2                       # below a batch: elements
+    while limit.limit < 256:
+        limit.succeeded()
+    limit.overloaded(limit.epoch)
+    assert limit.limit == 128                     # two requests of 64
+    for _ in range(60):
+        limit.succeeded()                         # about a round: 128 -> 128.5
+    assert limit.limit == 128
+    limit.value = 191.9
+    assert limit.limit == 128
+    limit.value = 192.0
+    assert limit.limit == 192                     # a third request only with a whole batch
 
 
 def _storm(fault_server, adaptive: bool) -> tuple[int, int, list]:

@@ -136,3 +136,17 @@ def test_stored_answers_need_no_rate_token(fault_server: FaultServer, tmp_path):
     started = time.monotonic()
     op, out = run(config, rows(range(5)))
     assert time.monotonic() - started < 0.8 and op.metrics()["store_hits"] == 5
+
+
+def test_batched_calls_keep_each_elements_answer(fault_server: FaultServer, location):
+    from dslc.runtime.config import Batch
+    config = enrich(fault_server, location, call=HttpCall(fault_server.url("/post/batch"), method="POST", body=("id",)),
+                    batch=Batch(8), capacity=16)
+    first, out = run(config, rows(range(20)) + rows(range(10)))
+    assert sorted(r["value"] for r in out.rows) == sorted([f"p-{i}" for i in range(20)] + [f"p-{i}" for i in range(10)])
+    sent = [item["id"] for body in fault_server.bodies for item in body]
+    assert sorted(sent) == sorted(str(i) for i in range(20))          # each key sent once, in batches
+    assert first.metrics()["calls"] == fault_server.total < 20
+    second, out = run(config, rows(range(25)))
+    assert fault_server.total == first.metrics()["calls"] + 1            # only keys 20..24, in one batch
+    assert second.metrics()["store_hits"] == 20 and len(out.rows) == 25

@@ -291,4 +291,5 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     return serve()
 
 
-EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp}
+EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp,
+                  "report": cmd_report}

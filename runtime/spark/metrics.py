@@ -64,6 +64,13 @@ class MetricsCollector:
             except OSError as exc:   # no port to listen on: the run goes on without live figures
                 print(f"dslc: warning: no live progress: {exc}", file=sys.stderr)
 
+    def without_live_progress(self) -> None:
+        """No live figures for this run (a job that writes nothing: the REPL's `:show`, `dslc
+        test`): its collector stops, and chains built from now on send nothing."""
+        if self.progress is not None:
+            self.progress.close(show=False)
+            self.progress = None
+
     @property
     def progress_address(self) -> str | None:
         """Where chains' tasks send their live figures (runtime/progress.py), if anywhere."""

@@ -26,9 +26,9 @@ from .base import (
     check_batch_answer,
     check_result_types,
     hashable_key,
-    retry_after_s,
     to_json,
 )
+from dslc.runtime.limits.retry_after import retry_after_s
 from . import sessions
 from .url import UnfillableUrl, fill_url, placeholders, redact_url
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import urllib.parse
 from collections.abc import Iterator, Mapping
 
 #: `${...}`: what is inside is checked by `bad_names` (the compiler reports it at its column).
@@ -122,10 +123,12 @@ class Secrets(Mapping[str, str]):
         return SECRET.sub(lambda m: self._values.get(m.group(1), m.group(0)), text)
 
     def mask(self, text: str) -> str:
-        """`text` with every secret value (longest first) replaced by `${NAME}`."""
+        """`text` with every secret value (longest first), as written or percent-encoded as in a
+        URL, replaced by `${NAME}`."""
         for name, value in sorted(self._values.items(), key=lambda kv: -len(kv[1])):
-            if value and value in text:
-                text = text.replace(value, "${" + name + "}")
+            for form in (value, urllib.parse.quote(value, safe="")):
+                if form and form in text:
+                    text = text.replace(form, "${" + name + "}")
         return text
 
 

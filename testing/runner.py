@@ -24,12 +24,11 @@ appender.file.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 """
 
 
-def spark_log(first_test_file: Path) -> Path:
+def spark_log() -> Path:
     """Where a `dslc test` run keeps Spark's log (its tasks' tracebacks among it), so the report
-    shows each case's one clear line: `target/logs/` beside the first test file."""
-    folder = first_test_file.resolve().parent / "target" / "logs"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"test-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    shows each case's one clear line: a file in the temporary folder (a test run writes nothing
+    beside the pipeline)."""
+    return Path(tempfile.gettempdir()) / f"dslc-test-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
 def session(log: Path | None = None):
@@ -96,7 +95,7 @@ def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, sp
         return 1
     passed = failed = 0
     errors = False
-    log = spark_log(files[0]) if spark is None else None
+    log = spark_log() if spark is None else None
     work = Path(tempfile.mkdtemp(prefix="dslc-test-"))
     try:
         for index, path in enumerate(files):

@@ -214,9 +214,36 @@ def _driver_python(extra: list[str]) -> list[str]:
     return ["--conf", f"spark.pyspark.driver.python={sys.executable}"]
 
 
+def _watch_env(args: argparse.Namespace, folder: Path) -> dict[str, str]:
+    """On a terminal, the job's driver writes its live figures to a file that `dslc run` draws as
+    a table (compiler/cli/live.py); otherwise the driver prints a line every 10 s itself."""
+    from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
+    if sys.stderr.isatty() and os.environ.get("DSLC_PROGRESS", "1") != "0":
+        return {PROGRESS_FILE_ENV: str(folder / "progress.json")}
+    return {}
+
+
 def _call(command: list[str], env: dict[str, str], stderr=None) -> int:
-    """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143."""
-    process = subprocess.Popen(command, env=env, stderr=stderr)
+    """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143.
+    `stderr`: where spark-submit's stderr goes (the run's log). With live progress on a terminal,
+    its output passes through the live table (live.py)."""
+    from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
+    progress = env.get(PROGRESS_FILE_ENV)
+    if progress is None:
+        return _wait(subprocess.Popen(command, env=env, stderr=stderr))
+    from dslc.compiler.cli.live import LiveProgress, pass_through
+    with LiveProgress(Path(progress)) as live:
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                   stderr=stderr if stderr is not None else subprocess.STDOUT)
+        copier = pass_through(process.stdout, live)
+        try:
+            return _wait(process)
+        finally:
+            copier.join(timeout=5)
+
+
+def _wait(process: subprocess.Popen) -> int:
+    """The job's exit status; Ctrl-C and SIGTERM passed on to it (130 / 143)."""
 
     def terminated(signum, frame):
         raise _Terminated()
@@ -264,4 +291,5 @@ def cmd_lsp(args: argparse.Namespace) -> int:
     return serve()
 
 
-EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp}
+EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp,
+                  "report": cmd_report}

@@ -183,12 +183,13 @@ class _ToAst(Transformer):
         return ast.Word(name.value, name.span)
 
     # ---- types and columns
-    def type(self, span, base, *rest):
-        # rest: "(p,s)" or "<...>" type arguments and/or the fields of an interval ("DAY TO SECOND")
-        return ast.TypeRef(base.value.upper() + "".join(r if r[:1] in "(<" else f" {r}" for r in rest if r), span)
+    def type(self, span, base, args=""):
+        return ast.TypeRef(base.value.upper() + (args or ""), span)
 
-    def interval_fields(self, span, start, end=None):
-        return start.value.upper() + (f" TO {end.value.upper()}" if end is not None else "")
+    def interval_type(self, span, *words):
+        # INTERVAL, INTERVAL DAY, INTERVAL DAY TO SECOND
+        return ast.TypeRef(" TO ".join([f"INTERVAL {words[1].upper()}"] + [w.upper() for w in words[2:]])
+                           if len(words) > 1 else "INTERVAL", span)
 
     def type_params(self, span, *numbers):
         return "(" + ",".join(str(n) for n in numbers) + ")"

@@ -529,6 +529,9 @@ def _anonymous(self, e):
         probe.this.type = first
         (_sum if name == "try_sum" else _avg)(self, probe)
         return _typed(self, e, probe.type if probe.type is not None and not _is(probe.type, T.UNKNOWN) else None)
+    if name == "histogram_numeric" and first is not None and not _is(first, T.UNKNOWN):
+        return _typed(self, e, exp.DataType.build(f"ARRAY<STRUCT<x: {first.sql(dialect='spark')}, y: DOUBLE>>",
+                                                  dialect="spark"))
     if name in ("date_part", "datepart") and len(args) == 2:
         return _typed(self, e, date_part_type(args[0], args[1].type))
     returns = _ANONYMOUS_RETURNS.get(name)
@@ -551,6 +554,17 @@ def _anonymous(self, e):
             return _typed(self, e, None)
     registered = SPARK_RETURNS.get(name)
     return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
+
+
+def _array_with(self, e):
+    """array_append / array_prepend: an array of the wider of its element and the value."""
+    first, value = e.this.type, e.expression.type if e.expression is not None else None
+    if first is None or value is None:
+        return _typed(self, e, None)
+    element = value if _is(first, T.NULL) else _element(first)
+    if element is not None and not _is(first, T.NULL) and not _is(value, T.NULL):
+        element = wider(element, value) or element
+    return _typed(self, e, _array_of(element) if element is not None and not _is(element, T.UNKNOWN) else None)
 
 
 def _try_arithmetic(self, e, op):
@@ -623,6 +637,9 @@ SPARK_METADATA = {
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
     exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    exp.ArrayAppend: {"annotator": _array_with},
+    exp.ArrayPrepend: {"annotator": _array_with},
+    exp.RegexpExtractAll: {"returns": exp.DataType.build("ARRAY<STRING>", dialect="spark")},
     **{safe: {"annotator": lambda self, e, op=op: _try_arithmetic(self, e, op)}
        for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul))},
     exp.DateDiff: {"annotator": lambda self, e: _typed(self, e, exp.DataType.build(   # with a unit: timestampdiff
@@ -657,13 +674,18 @@ def date_part_type(field: exp.Expression | None, source: exp.DataType | None) ->
 def _registry_types() -> dict:
     """A fixed result type, from Spark's registry (spark_returns.py), for the functions sqlglot
     models as a class of its own but does not type."""
+    from sqlglot.dialects.dialect import Dialect
+
+    named: list[tuple[type, str]] = [(cls, n.lower()) for cls in exp.ALL_FUNCTIONS for n in cls.sql_names()]
+    for name, builder in Dialect.get_or_raise("spark").parser_class.FUNCTIONS.items():
+        cls = getattr(builder, "__self__", None)      # Cls.from_arg_list: Spark's name for sqlglot's class
+        if isinstance(cls, type) and issubclass(cls, exp.Func):
+            named.append((cls, name.lower()))
     typed = {}
-    for cls in exp.ALL_FUNCTIONS:
-        if cls in SPARK_METADATA or cls is exp.Anonymous:
+    for cls, name in named:
+        if cls in SPARK_METADATA or cls in typed or cls is exp.Anonymous or name not in SPARK_RETURNS:
             continue
-        kind = next((SPARK_RETURNS[n.lower()] for n in cls.sql_names() if n.lower() in SPARK_RETURNS), None)
-        if kind is not None:
-            typed[cls] = {"returns": exp.DataType.build(kind, dialect="spark")}
+        typed[cls] = {"returns": exp.DataType.build(SPARK_RETURNS[name], dialect="spark")}
     return typed
 
 

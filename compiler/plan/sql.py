@@ -429,7 +429,8 @@ def _named_as_spark(tree: exp.Expression, text: str, spellings: dict[str, str]) 
     namer = SparkNamer(text, tree)
     for select in list(tree.find_all(exp.Select)):
         for item in list(select.expressions):
-            if isinstance(item, (exp.Alias, exp.Star)) or item.is_star or generator_name(item) is not None:
+            star = item.is_star and not isinstance(item, exp.Subquery)    # (SELECT * FROM t) is one value
+            if isinstance(item, (exp.Alias, exp.Star)) or star or generator_name(item) is not None:
                 continue
             if isinstance(item, exp.Column) and not isinstance(item.this, exp.Star):
                 continue

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import email.utils
 import functools
 import json
 from collections.abc import Callable, Coroutine, Hashable, Mapping
@@ -40,22 +39,6 @@ class CallError(RuntimeError):
     def overload(self) -> bool:
         """True for 429 Too Many Requests and 503 Service Unavailable."""
         return self.status in (429, 503)
-
-
-def retry_after_s(value: str | None) -> float | None:
-    """Seconds a Retry-After header asks to wait: delta-seconds or an HTTP date (None if absent or bad)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return max(0.0, (when - dt.datetime.now(dt.timezone.utc)).total_seconds())
 
 
 class UnsendableRequest(CallError):

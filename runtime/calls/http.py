@@ -26,9 +26,9 @@ from .base import (
     check_batch_answer,
     check_result_types,
     hashable_key,
-    retry_after_s,
     to_json,
 )
+from dslc.runtime.limits.retry_after import retry_after_s
 from . import sessions
 from .url import UnfillableUrl, fill_url, placeholders, redact_url
 
@@ -56,7 +56,9 @@ class HttpEnrichCall(EnrichCall):
         # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
         # error messages show the URL as written (`${NAME}`), never the filled one
         self.secrets = config.secrets or Secrets()
-        self._url_secrets = bool(names_in(self.url))
+        # a value in the URL is percent-encoded, as a placeholder's value is (encoded once here)
+        self._url_secrets = Secrets({n: urllib.parse.quote(v, safe="") for n, v in self.secrets.items()}) \
+            if names_in(self.url) else None
         headers = {name: self.secrets.fill(value) for name, value in config.call.headers}
         self._get_headers = headers or None
         self._post_headers = {**_JSON_HEADERS, **headers}
@@ -64,9 +66,7 @@ class HttpEnrichCall(EnrichCall):
 
     def _secret_url(self, url: str) -> str:
         """The URL with its secrets filled (percent-encoded, as a placeholder's value is)."""
-        if not self._url_secrets:
-            return url
-        return Secrets({n: urllib.parse.quote(v, safe="") for n, v in self.secrets.items()}).fill(url)
+        return url if self._url_secrets is None else self._url_secrets.fill(url)
 
     def cache_key(self, row: Row) -> Hashable | None:
         if self.post:   # what the request carries: placeholders and body

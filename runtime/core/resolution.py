@@ -240,7 +240,11 @@ class ElementResolver:
         limit = self.limit
         breaker = self.breaker
         held = 0        # extra tries while a failure may be the service's (ON OUTAGE)
+        rejoin = None   # a held element: what to wait for before it sends again (outside its ADAPTIVE
+                        # slot), then RATE and ADAPTIVE admit it as a first attempt
         while True:
+            if rejoin is not None:
+                await rejoin
             if first is None:
                 attempts[0] += 1
                 if attempts[0] > 1:
@@ -249,6 +253,8 @@ class ElementResolver:
                     delay = max(cfg.retry.delay(attempts[0] - 1), asked)
                     if delay > 0:
                         await asyncio.sleep(delay)
+                if attempts[0] > 1 or rejoin is not None:
+                    rejoin = None
                     if self.bucket is not None:
                         await self.bucket.acquire()
                     if limit is not None:
@@ -279,7 +285,8 @@ class ElementResolver:
                     limit.pause(asked)
                 if breaker is not None:
                     if is_outage_error(exc):
-                        if await self._hold(breaker, row, attempts, held, exc):
+                        rejoin = self._hold(breaker, row, attempts, held, exc)
+                        if rejoin is not None:
                             held += 1
                             continue
                     else:
@@ -303,25 +310,24 @@ class ElementResolver:
             self.metrics.add("misses")
             return self.policy(cfg.on_miss, "miss", "no result", row, attempts[0])
 
-    async def _hold(self, breaker: OutageBreaker, row: Row, attempts: list[int], held: int,
-                    exc: BaseException) -> bool:
+    def _hold(self, breaker: OutageBreaker, row: Row, attempts: list[int], held: int,
+              exc: BaseException) -> Coroutine[Any, Any, None] | None:
         """An attempt failed the way a service that is down fails: tell the breaker, and say
-        whether the element tries again (True: `attempts` reset, after waiting as the breaker
-        says) instead of its RETRY / ON ERROR going on (False: the failure is the element's).
-        Raises OutageStop when the breaker fails the task."""
+        whether the element tries again instead of its RETRY / ON ERROR going on: what to wait
+        for first (`attempts` reset; the wait raises OutageStop when the breaker fails the task),
+        or None (RETRY goes on, or the failure is the element's)."""
         breaker.failed(exc)
         mark = self._holding.setdefault(id(row), breaker.answered)
         if not breaker.open:
             if attempts[0] <= self._retries:
-                return False            # RETRY goes on as usual
+                return None             # RETRY goes on as usual
             if breaker.answered_since(mark):
                 self._holding.pop(id(row), None)
-                return False            # others are answered: this element's failure, ON ERROR decides
-            await breaker.settle(held)
-        else:
-            await breaker.admit()
+                return None             # others are answered: this element's failure, ON ERROR decides
+            attempts[0] = 0
+            return breaker.settle(held)
         attempts[0] = 0
-        return True
+        return breaker.admit()
 
     async def _cached_call(self, row: Row) -> Any:
         """One call through the cache (a row without a cache key calls directly)."""

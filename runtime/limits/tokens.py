@@ -23,6 +23,8 @@ import re
 import time
 from collections.abc import Mapping
 
+from dslc.runtime.limits.retry_after import retry_after_s
+
 _MESSAGE_OVERHEAD = 4       # tokens a chat message costs beyond its text (role, separators)
 _FIRST_COMPLETION_GUESS = 16
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -73,8 +75,6 @@ def reset_seconds(text: str | None) -> float | None:
 
 def retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds a 429 asks to wait: `retry-after-ms` (OpenAI's, precise), else `Retry-After`."""
-    from dslc.runtime.calls.base import retry_after_s
-
     ms = headers.get("retry-after-ms")
     if ms:
         try:

@@ -20,6 +20,8 @@ class Captured:
 
     def __init__(self, metrics: MetricsCollector | None = None) -> None:
         self.metrics = metrics
+        if metrics is not None:
+            metrics.without_live_progress()     # the caller shows what it wants, when it wants
         self.outputs: dict[str, DataFrame] = {}
         self.dead_letters: dict[str, DataFrame] = {}
         self._persisted: list[DataFrame] = []

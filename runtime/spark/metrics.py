@@ -64,6 +64,13 @@ class MetricsCollector:
             except OSError as exc:   # no port to listen on: the run goes on without live figures
                 print(f"dslc: warning: no live progress: {exc}", file=sys.stderr)
 
+    def without_live_progress(self) -> None:
+        """No live figures for this run (a job that writes nothing: the REPL's `:show`, `dslc
+        test`): its collector stops, and chains built from now on send nothing."""
+        if self.progress is not None:
+            self.progress.close(show=False)
+            self.progress = None
+
     @property
     def progress_address(self) -> str | None:
         """Where chains' tasks send their live figures (runtime/progress.py), if anywhere."""
@@ -207,7 +214,8 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
             seconds = F.sum(figure("latency_seconds").cast("double"))
             answered = F.sum(figure("elements_in").cast("double"))
             out += [F.coalesce(F.max(figure("max_in_flight").cast("long")), F.lit(0)).alias(f"{op.name}.max_in_flight"),
-                    F.round(seconds * 1000 / answered, 3).alias(f"{op.name}.latency_ms")]
+                    # a micro-batch with no element (ANSI: x / 0 is DIVIDE_BY_ZERO) has no latency
+                    F.round(F.when(answered > 0, seconds * 1000 / answered), 3).alias(f"{op.name}.latency_ms")]
     return out
 
 

@@ -226,12 +226,13 @@ class ProgressCollector:
         self.micro_batches.sort(key=lambda b: (str(b["timestamp"]), b["batch_id"]))
         del self.micro_batches[:-MAX_MICRO_BATCHES]
 
-    def close(self) -> None:
+    def close(self, show: bool = True) -> None:
         """The job ended: a last tick (shown), then stop the threads and the port."""
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=2)
-        self.step(done=True)
+        if show:
+            self.step(done=True)
         self._socket.close()
 
 

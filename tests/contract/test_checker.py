@@ -68,3 +68,32 @@ def test_unaliased_calls_are_named_as_spark_names_them(call, spark):
     session.createDataFrame([], "id STRING, tags ARRAY<STRING>, country STRING, amount DOUBLE") \
         .createOrReplaceTempView("orders")
     assert ours == [f.name for f in session.sql(f"SELECT {call} FROM orders").schema.fields]
+
+
+def test_what_spark_accepts_the_fast_check_accepts():
+    """Issue #34's false rejections: interval and VOID columns in SCHEMA, a table alias with a
+    column list, timestampadd/timestampdiff, FROM-first queries, a comment before the query."""
+    text = ("SOURCE s FROM JSON 'in/' SCHEMA (ym INTERVAL YEAR TO MONTH, ds INTERVAL DAY TO SECOND,\n"
+            "  d INTERVAL DAY, nothing VOID, ts TIMESTAMP, n INT);\n"
+            "STREAM a = /* intervals */ SELECT ym, ds, d, nothing FROM s;\n"
+            "STREAM b = SELECT x, y FROM s AS t(ym2, ds2, x, y) WHERE x > INTERVAL '1' DAY;\n"
+            "STREAM c = FROM s SELECT timestampadd(HOUR, 1, ts), timestampdiff(MONTH, ts, ts);\n"
+            "SINK a TO CONSOLE;\nSINK b TO CONSOLE;\nSINK c TO CONSOLE;\n")
+    plan = check_text(text)
+    assert [(f.name, f.type) for f in plan.node("a").schema] == [
+        ("ym", "INTERVAL YEAR TO MONTH"), ("ds", "INTERVAL DAY TO SECOND"), ("d", "INTERVAL DAY"), ("nothing", "VOID")]
+    assert [f.name for f in plan.node("b").schema] == ["x", "y"]
+    assert [(f.name, f.type) for f in plan.node("c").schema] == [
+        ("timestampadd(HOUR, 1, ts)", "TIMESTAMP"), ("timestampdiff(MONTH, ts, ts)", "BIGINT")]
+
+
+def test_operand_types_spark_refuses_are_reported_by_the_fast_check():
+    """`1 + true` and ARRAY<STRING> = STRING fail in Spark's analyzer whatever the data: the
+    fast check says so with Spark's condition, at the expression."""
+    from dslc.compiler.diagnostics import CompileError
+    text = RULES + "STREAM q = SELECT amount + (id = 'x'),\n  tags = country FROM orders;\nSINK q TO CONSOLE;\n"
+    with pytest.raises(CompileError) as info:
+        check_text(text, "p.flow")
+    found = [(d.code, info.value.source.line_col(d.span.start), d.message) for d in info.value.diagnostics]
+    assert [(code, at) for code, at, _ in found] == [("E0212", (4, 19)), ("E0212", (5, 3))]
+    assert all("DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES" in m for *_, m in found)

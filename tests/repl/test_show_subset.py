@@ -44,7 +44,8 @@ def test_show_job_writes_nothing_and_holds_dead_letters(session, tmp_path):
     assert "enriched = captured.hold_dead_letters(enriched, ('enriched',))" in job.code
     assert "target/dlq" not in job.code and "write_" not in job.code and ".write" not in job.code and "127.0.0.1:1/o/" not in job.code
     assert "paid.limit(5)," in job.code and job.limit.operator == "enriched"
-    assert job.code.rstrip().endswith('main()') and "return captured" in job.code
+    assert job.code.rstrip().endswith('failure.run_main(main)  # a failure: one clear line (under dslc run, the traceback in its log)') \
+        and "return captured" in job.code
 
 
 def test_row_limit_only_on_row_by_row_paths(session):

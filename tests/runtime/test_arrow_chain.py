@@ -109,7 +109,7 @@ def test_process_with_broadcast_snapshot_over_arrow_batches(search_path) -> None
     ]
     assert rows[0]["ts"] == T0
     assert _counts(metrics) == [{"scored": {"elements_in": 4, "elements_out": 4, "errors": 0}}]
-    assert metrics[0]["scored"]["task_seconds"] >= metrics[0]["scored"]["cpu_seconds"] * 0.5 > 0
+    assert metrics[0]["scored"]["task_seconds"] > 0 and metrics[0]["scored"]["cpu_seconds"] >= 0
 
 
 def test_output_streams_after_each_input_batch(search_path) -> None:

@@ -65,6 +65,7 @@ def test_values_are_masked_and_never_printed():
     assert repr(secrets) == str(secrets) == "Secrets(TOKEN=***, SHORT=***)"
     assert secrets.mask("HTTP 401: bad token t0p-s3cret (s3cret)") == "HTTP 401: bad token ${TOKEN} (${SHORT})"
     assert secrets.fill("Bearer ${TOKEN} ${OTHER}") == "Bearer t0p-s3cret ${OTHER}"
+    assert S.Secrets({"K": "a/b c"}).mask("GET https://x/?k=a%2Fb%20c failed") == "GET https://x/?k=${K} failed"
     assert "t0p" not in repr(C.Enrich(name="e", line=1, call=C.HttpCall(url="http://x/"), returns=(),
                                       key_columns=(), secrets=secrets))
     assert pickle.loads(pickle.dumps(secrets)) == secrets      # how the values reach executors

@@ -41,3 +41,16 @@ def test_snapshot_texts_are_what_the_commands_print(shop, tmp_path):
     code = job_code(flow)
     assert code == job_code(flow)                       # deterministic: fit for a snapshot
     assert "FOLDER = flow_folder(__file__, '.')" in code   # as if written beside the .flow file
+
+
+def test_a_case_run_leaves_no_live_progress_behind(spark, shop, tmp_path):
+    """A job that writes nothing (dslc test, the REPL's :show) has no live progress: no collector
+    thread goes on printing after it."""
+    import threading
+
+    shop("cases: [{name: unused, expect: {enriched: []}}]")
+    result = run_case(tmp_path / "shop.flow", sources={"orders": [ROW]},
+                      enrich={"enriched": [{"key": "c1", "answer": {"tier": "gold"}}]},
+                      expect={"enriched": [{"id": "o1", "tier": "gold"}]})
+    assert result.passed, result.report()
+    assert not [t for t in threading.enumerate() if t.name.startswith("dslc-progress") and t.is_alive()]

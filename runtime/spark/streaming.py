@@ -198,8 +198,12 @@ def with_ticks(df: DataFrame, clock: DataFrame, column: str) -> DataFrame:
     but the batch's latest event time. `clock` is the query's watermarked root (its SOURCE, or
     the stage it reads), taken before any filter or call: the stage's readers declare the
     WATERMARK on these rows too, so it follows every row the source read, not only the rows
-    that reached the stage (a pushed-down WHERE, dslc test's end-of-input rows)."""
-    name = next(f.name for f in df.schema.fields if f.name.lower() == column.lower())
+    that reached the stage (a pushed-down WHERE, dslc test's end-of-input rows). When the
+    column was pruned away before the stage (no reader after it needs event time), the stage
+    has no watermark to carry (read_stage declares none) and its rows go as they are."""
+    name = next((f.name for f in df.schema.fields if f.name.lower() == column.lower()), None)
+    if name is None:
+        return df
     root = next(f.name for f in clock.schema.fields if f.name.lower() == column.lower())
     field = StructField(name, df.schema[name].dataType, True)
     times = clock.select(col(root).alias(name))

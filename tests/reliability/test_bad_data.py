@@ -1,8 +1,8 @@
 """6. Bad data: every kind has a defined outcome (the table in docs/operations.md, "Guarantees").
 
-- Input rows that do not match the SCHEMA: Spark's PERMISSIVE reader (the default) makes the
-  bad field NULL, and a line that is not JSON at all a row of NULLs; OPTIONS (mode = 'FAILFAST')
-  fails the job instead.
+- Input rows that do not match the SCHEMA: the job fails with Spark's message (FAILFAST, the
+  default since #33 item 4); with OPTIONS (mode = 'PERMISSIVE') the bad field is NULL, a line
+  that is not JSON at all a row of NULLs, and `_corrupt_record` keeps the line.
 - NULL in a URL placeholder column: an error of the element (ON ERROR), no request is made.
 - NULL in a BROADCAST KEY column: the job fails, naming the state, the column and the row.
 - Service answers that are not JSON, too big (> 10 MiB), a JSON scalar, or whose field does
@@ -20,7 +20,7 @@ from reliability_support import dead_letters, parquet_rows, run_flow, write_json
 
 pytestmark = [pytest.mark.spark]
 
-FLOW = """SOURCE items FROM JSON 'in/' SCHEMA (id STRING, amount DOUBLE);
+FLOW = """SOURCE items FROM JSON 'in/' OPTIONS (mode = 'PERMISSIVE') SCHEMA (id STRING, amount DOUBLE);
 STREAM enriched = ENRICH items WITH HTTP GET '{base}/svc/{{id}}' RETURNS (score DOUBLE, label STRING)
   ASYNC ORDERED CAPACITY 4 TIMEOUT 10s RETRY 1
   ON MISS NULL ON ERROR DEAD LETTER 'dlq';
@@ -55,7 +55,10 @@ def test_bad_rows_and_bad_answers_have_defined_outcomes(spark, flaky, tmp_path):
     flow.write_text(FLOW.format(base=service.base))
     run_flow(flow)
 
-    out = {r["id"]: r for r in parquet_rows(tmp_path / "out")}
+    rows = parquet_rows(tmp_path / "out")
+    corrupt = {r["id"]: r.pop("_corrupt_record") for r in rows}
+    assert corrupt == {"good": None, "badtype": lines[1], "extra": None, "missing": None, "gone": None}
+    out = {r["id"]: r for r in rows}
     assert out == {
         "good": {"id": "good", "amount": 1.5, "score": 0.5, "label": "g"},
         "badtype": {"id": "badtype", "amount": None, "score": 1.0, "label": "b"},     # PERMISSIVE: NULL

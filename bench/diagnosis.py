@@ -16,12 +16,12 @@ import asyncio
 import json
 import os
 import runpy
-import socket
 import sys
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
+
+from bench.common import AppInThread
 
 CASES = ("capacity", "service", "rate", "cpu", "input")
 
@@ -90,32 +90,11 @@ def service_app():
     return app
 
 
-class Service:
+class Service(AppInThread):
     """The service on its own loop in a daemon thread."""
 
     def __init__(self) -> None:
-        from aiohttp import web
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(service_app())
-        ready = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
-            ready.set()
-            self.loop.run_forever()
-
-        threading.Thread(target=serve, daemon=True).start()
-        ready.wait(10)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        super().__init__(service_app())
 
 
 def write_case(cause: str, folder: Path, port: int, rows: int | None = None) -> Path:

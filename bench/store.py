@@ -12,16 +12,14 @@ c. RATE with skew: 2 partitions of 900 and 100 rows, RATE 50 PER SECOND, a servi
 """
 from __future__ import annotations
 
-import asyncio
 import shutil
 import socket
 import statistics
 import subprocess
-import threading
 import time
 
 from .cache_zipf import zipf_keys
-from .common import Context, run_flow, write_input
+from .common import AppInThread, Context, run_flow, write_input
 from .report import Section, Table, Target, ratio
 
 PLAIN = """\
@@ -68,7 +66,7 @@ class RedisProcess:
         self.process.wait(10)
 
 
-class StampingService:
+class StampingService(AppInThread):
     """An aiohttp service on its own thread that answers at once and keeps each call's time."""
 
     def __init__(self) -> None:
@@ -82,26 +80,7 @@ class StampingService:
 
         app = web.Application()
         app.router.add_get("/t/{id}", handle)
-        self.runner = web.AppRunner(app, access_log=None)
-        self.loop = asyncio.new_event_loop()
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        ready = threading.Event()
-
-        def serve():
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
-            ready.set()
-            self.loop.run_forever()
-
-        threading.Thread(target=serve, daemon=True).start()
-        ready.wait(10)
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+        super().__init__(app)
 
 
 def _warm(ctx: Context, rows: int) -> tuple[Table, list[Target], list[str]]:

@@ -14,6 +14,8 @@ import sys
 import traceback
 from typing import Callable
 
+from .progress import close_all
+
 #: The log file `dslc run` keeps Spark's output in; the traceback of a failed job is added to it.
 LOG_ENV = "DSLC_RUN_LOG"
 
@@ -42,14 +44,17 @@ def run_main(main: Callable[[], object]) -> None:
     """`main()` of a generated job; under `dslc run`, a failure is one line on stderr (the
     traceback in the run's log) and exit status 1."""
     log = os.environ.get(LOG_ENV)
-    if not log:
-        main()
-        return
     try:
-        main()
-    except Exception as error:  # noqa: BLE001 - every failure ends the job the same way
-        with open(log, "a", encoding="utf-8") as file:
-            file.write("\n--- the job's traceback ---\n")
-            traceback.print_exc(file=file)
-        print(f"dslc: error: {clear_line(error)}", file=sys.stderr, flush=True)
-        sys.exit(1)
+        if not log:
+            main()
+            return
+        try:
+            main()
+        except Exception as error:  # noqa: BLE001 - every failure ends the job the same way
+            with open(log, "a", encoding="utf-8") as file:
+                file.write("\n--- the job's traceback ---\n")
+                traceback.print_exc(file=file)
+            print(f"dslc: error: {clear_line(error)}", file=sys.stderr, flush=True)
+            sys.exit(1)
+    finally:
+        close_all()   # a failed job never reached its report, which stops its live progress

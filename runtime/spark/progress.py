@@ -10,6 +10,7 @@ every 10 s on stderr.
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
@@ -17,6 +18,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -29,6 +31,19 @@ LINE_EVERY_S = 10.0
 TICK_S = 1.0
 MAX_TIMELINE = 1800           # points kept; older ones are thinned to every other one
 MAX_MICRO_BATCHES = 1000
+
+# collectors not closed yet: a job that fails (no report) or a process that exits closes them here
+_open: "weakref.WeakSet[ProgressCollector]" = weakref.WeakSet()
+
+
+def close_all() -> None:
+    """Stop every collector still running in this process, showing nothing: the job that started
+    it ended without its report (it failed), or the process exits."""
+    for collector in list(_open):
+        collector.close(show=False)
+
+
+atexit.register(close_all)
 
 
 def enabled(spark) -> bool:
@@ -101,6 +116,7 @@ class ProgressCollector:
                          threading.Thread(target=self._tick, name="dslc-progress-tick", daemon=True)]
         for thread in self._threads:
             thread.start()
+        _open.add(self)
 
     # ------------------------------------------------------------------ tasks' datagrams
 
@@ -193,7 +209,10 @@ class ProgressCollector:
         now = time.monotonic()
         if view["rows"] and (now - self._last_line >= LINE_EVERY_S or done):
             self._last_line = now
-            print(format_line(view), file=self._stream, flush=True)
+            try:
+                print(format_line(view), file=self._stream, flush=True)
+            except (ValueError, OSError):   # the stream was closed under us (the process is exiting)
+                pass
 
     def _poll_micro_batches(self, final: bool = False) -> None:
         """Each new micro-batch of the tracked queries: its id, rows, and dslc's observed figures.
@@ -228,6 +247,9 @@ class ProgressCollector:
 
     def close(self, show: bool = True) -> None:
         """The job ended: a last tick (shown), then stop the threads and the port."""
+        if self._stop.is_set():
+            return
+        _open.discard(self)
         self._stop.set()
         for thread in self._threads:
             thread.join(timeout=2)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.spark
 FLOW = """
 PIPELINE per_batch MODE STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW;
 SOURCE orders FROM JSON 'in/' SCHEMA (id STRING, amount DOUBLE) OPTIONS (maxFilesPerTrigger = '1');
-STREAM enriched = ENRICH orders WITH PYTHON 'udfs:tier' RETURNS (tier STRING)
+STREAM enriched = ENRICH orders WITH PYTHON 'micro_batch_udfs:tier' RETURNS (tier STRING)
   ASYNC UNORDERED CAPACITY 8 TIMEOUT 5s;
 SINK enriched TO PARQUET 'out';
 """
@@ -52,7 +52,7 @@ def test_a_listener_receives_each_micro_batch_figures(spark, tmp_path, monkeypat
     for n, rows in enumerate((3, 5, 2)):        # one file a micro-batch (maxFilesPerTrigger 1)
         (tmp_path / f"in/{n}.json").write_text("".join(json.dumps({"id": f"{n}-{i}", "amount": float(i * 7)}) + "\n"
                                                        for i in range(rows)))
-    (tmp_path / "udfs.py").write_text(UDFS)
+    (tmp_path / "micro_batch_udfs.py").write_text(UDFS)   # a name no other test ships in this session
     (tmp_path / "pipeline.flow").write_text(FLOW)
     metrics = tmp_path / "metrics.json"
     monkeypatch.setenv("DSLC_METRICS_FILE", str(metrics))

@@ -48,9 +48,13 @@ def test_a_case_run_leaves_no_live_progress_behind(spark, shop, tmp_path):
     thread goes on printing after it."""
     import threading
 
+    def collectors() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("dslc-progress") and t.is_alive()}
+
+    before = collectors()   # a job of an earlier test in this process may still be stopping its own
     shop("cases: [{name: unused, expect: {enriched: []}}]")
     result = run_case(tmp_path / "shop.flow", sources={"orders": [ROW]},
                       enrich={"enriched": [{"key": "c1", "answer": {"tier": "gold"}}]},
                       expect={"enriched": [{"id": "o1", "tier": "gold"}]})
     assert result.passed, result.report()
-    assert not [t for t in threading.enumerate() if t.name.startswith("dslc-progress") and t.is_alive()]
+    assert not collectors() - before

@@ -31,10 +31,11 @@ from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.store.base import AnswerStore, Stored
+from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
+from dslc.runtime.wrappers.joinable import Joinable
 
 LEASE_S = 5.0          # a lease lapses this long after its holder last renewed it
 RENEW_S = 1.5          # how often a holder renews the leases of its calls in flight
@@ -84,7 +85,10 @@ class StoredCall(DelegatingCall):
         self._store: AnswerStore | None = None
         self._gets: PerStep[str, Stored | None] = PerStep(self._get_many)
         self._leases: PerStep[str, bool] = PerStep(self._lease_many)
-        self._puts: PerStep[tuple[str, Any], None] = PerStep(self._put_many)
+        self._puts: PerStep[tuple[str, Any, Join | None], None] = PerStep(self._put_many)
+        # what Spark joins an answer by, so a warm rerun finds it without Python (joinable.py)
+        self._joinable = Joinable(config, inner)
+        self._joinable = self._joinable if self._joinable.variant is not None else None
         self._releases: PerStep[str, None] = PerStep(self._release_many, quiet=True)
         self._spends: PerStep[int, int] = PerStep(self._spend_many)
         self._held: set[str] = set()                      # keys this instance is calling
@@ -107,9 +111,18 @@ class StoredCall(DelegatingCall):
         held = await (await self.store()).lease(self.operator, unique(keys), self.owner, LEASE_S, self.ttl_s)
         return [key in held for key in keys]
 
-    async def _put_many(self, items: list[tuple[str, Any]]) -> list[None]:
-        await (await self.store()).put_many(self.operator, items, self.ttl_s)
+    async def _put_many(self, items: list[tuple[str, Any, Join | None]]) -> list[None]:
+        joins = {key: join for key, _, join in items if join is not None}
+        await (await self.store()).put_many(self.operator, [(key, value) for key, value, _ in items], self.ttl_s,
+                                            joins)
         return [None] * len(items)
+
+    def _join(self, row: Row, value: Any) -> Join | None:
+        joinable = self._joinable
+        if joinable is None:
+            return None
+        entry = joinable.entry(row, value)
+        return Join(joinable.variant, *entry) if entry is not None else None
 
     async def _release_many(self, keys: list[str]) -> list[None]:
         await (await self.store()).release(self.operator, unique(keys), self.owner)
@@ -218,7 +231,7 @@ class StoredCall(DelegatingCall):
             raise
         if self.keeps(value):
             # written before the element goes on; shielded: a TIMEOUT now must not lose a paid answer
-            await asyncio.shield(self._puts((key, value)))
+            await asyncio.shield(self._puts((key, value, self._join(row, value))))
         else:
             self._releases(key)
         self._held.discard(key)

@@ -132,8 +132,7 @@ class RedisStore(AnswerStore):
             pipe.delete(self._lease(operator, key))
             join = joins.get(key)
             if join is not None:    # one hash per operator and variant: the driver reads it whole
-                pipe.hset(self._joins(operator, join.variant), join.args,
-                          json.dumps({"o": join.output, "at": now}, separators=(",", ":")))
+                pipe.hset(self._joins(operator, join.variant), join.args, f"{now!r} {join.output}")
         await pipe.execute()
 
     def _joins(self, operator: str, variant: str) -> str:
@@ -142,10 +141,10 @@ class RedisStore(AnswerStore):
     async def joinable(self, operator: str, variant: str, ttl_s: float | None) -> list[tuple[str, str]]:
         since = time.time() - ttl_s if ttl_s else float("-inf")
         out = []
-        async for args, raw in self._client.hscan_iter(self._joins(operator, variant), count=10_000):
-            item = json.loads(raw)
-            if item["at"] >= since:
-                out.append((args.decode("utf-8"), item["o"]))
+        for args, raw in (await self._client.hgetall(self._joins(operator, variant))).items():
+            at, _, output = raw.decode("utf-8").partition(" ")     # "<time> <output>": no JSON to parse here
+            if float(at) >= since:
+                out.append((args.decode("utf-8"), output))
         return out
 
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,

@@ -94,6 +94,7 @@ class StoredCall(DelegatingCall):
         self._held: set[str] = set()                      # keys this instance is calling
         self._renewing: asyncio.Task[None] | None = None
         self._known: dict[str, Stored] = {}               # found by `lookup` (RATE admission)
+        self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
 
     # ----------------------------------------------------------------- the store, batched per loop step
@@ -142,7 +143,9 @@ class StoredCall(DelegatingCall):
     async def prefetch(self, rows: list[Row]) -> None:
         """Look the keys of a chunk of rows (an Arrow batch) up in one request: the rows whose
         answer is stored then answer at once, without a wait of their own."""
-        keys = [key for key in map(self.inner.request_key, rows) if key is not None]
+        request_key = self.inner.request_key
+        memo = self._chunk_keys = {id(row): request_key(row) for row in rows}
+        keys = [key for key in memo.values() if key is not None]
         if not keys:
             return
         if len(self._known) > 100_000:
@@ -152,11 +155,17 @@ class StoredCall(DelegatingCall):
 
     prefetch.wanted = True   # type: ignore[attr-defined]
 
+    def _key(self, row: Row) -> str | None:
+        """The row's request key, made once for the rows of the chunk being looked up (they are
+        alive while it is, so their ids are theirs)."""
+        key = self._chunk_keys.get(id(row), NOT_KNOWN)
+        return self.inner.request_key(row) if key is NOT_KNOWN else key
+
     def known_answer(self, row: Row) -> Any:
         """The row's answer if the chunk's lookup found it (a store hit), else NOT_KNOWN."""
         if not self._known:
             return NOT_KNOWN
-        key = self.inner.request_key(row)
+        key = self._key(row)
         found = self._known.get(key) if key is not None else None
         if found is None:
             return NOT_KNOWN
@@ -166,7 +175,7 @@ class StoredCall(DelegatingCall):
     async def lookup(self, row: Row) -> bool:
         """True when the row's answer is in the store (kept for its call, which then costs
         nothing): RATE admits only elements that will call."""
-        key = self.inner.request_key(row)
+        key = self._key(row)
         if key is None:
             return False
         if key in self._known:
@@ -178,7 +187,7 @@ class StoredCall(DelegatingCall):
         return True
 
     async def __call__(self, row: Row) -> Any:
-        key = self.inner.request_key(row)
+        key = self._key(row)
         if key is None:
             return await self._pay(row)
         known = self._known.get(key)

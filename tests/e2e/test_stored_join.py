@@ -103,3 +103,53 @@ def test_another_request_joins_nothing_and_pays_again(spark, serve_app, tmp_path
     assert figures["store_joined"] == 0
     assert sum(calls.values()) == 20          # another request for each key: paid once more
     assert len(rows) == 55                    # c5 answers two results
+
+
+CHAINED = """PIPELINE warm MODE BATCH ANSWERS 'answers.db';
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING, region INT, amount DOUBLE);
+STREAM tiers = ENRICH orders WITH HTTP GET 'http://127.0.0.1:{port}/customers/{{region}}/{{customer_id}}'
+  RETURNS (tier STRING) ASYNC UNORDERED CAPACITY 8 TIMEOUT 5s STORE;
+STREAM scored = ENRICH tiers WITH HTTP GET 'http://127.0.0.1:{port}/tiers/{{region}}/{{tier}}'
+  RETURNS (score DOUBLE) ASYNC ORDERED CAPACITY 8 TIMEOUT 5s STORE;
+SINK scored TO JSON 'out/big';
+"""
+
+
+def test_chained_enriches_are_joined_each_in_its_own_pass(spark, serve_app, tmp_path, monkeypatch):
+    """Two ENRICH ... STORE chained in one pass: a warm rerun joins each (the chain runs in two
+    passes) and makes the cold run's rows, calling nothing."""
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+
+    async def answer(request):
+        key = request.match_info["id"]
+        calls[(request.match_info["path"], key)] += 1
+        return web.json_response({"tier": f"t{int(key[1:]) % 3}"} if request.match_info["path"] == "customers"
+                                 else {"score": len(key) * 1.5})
+
+    app = web.Application()
+    app.router.add_get("/{path}/{region}/{id}", answer)
+    server = serve_app(app)
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 12}", "region": 7, "amount": 1.0} for i in range(90)]
+    (tmp_path / "in/0.json").write_text("".join(json.dumps(r) + "\n" for r in orders))
+    flow = tmp_path / "pipeline.flow"
+    flow.write_text(CHAINED.format(port=server.port))
+    job = run_flow(flow)
+    assert job.read_text().count("chains.run_chain(") == 1        # the two ENRICH are one chain
+
+    def read() -> list[dict]:
+        return sorted((json.loads(line) for p in (tmp_path / "out/big").glob("*.json")
+                       for line in p.read_text().splitlines()), key=lambda r: r["order_id"])
+
+    cold = read()
+    paid = sum(calls.values())
+    assert paid == 12 + 3
+    import shutil
+    shutil.rmtree(tmp_path / "out")
+    run_flow(flow)
+    assert sum(calls.values()) == paid
+    assert read() == cold and len(cold) == 90
+    figures = json.loads((tmp_path / "metrics.json").read_text())["operators"]
+    assert figures["tiers"]["store_joined"] == 90
+    assert figures["scored"]["store_joined"] > 0 and figures["scored"]["store_hits"] == 90

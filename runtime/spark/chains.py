@@ -66,7 +66,8 @@ def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Waterm
     """The chain's passes: one, or, on a warm rerun, an ENRICH whose stored answers Spark joins to
     its rows (stored_join.py) in a pass of its own, with the operators before and after it in
     theirs."""
-    found = None if watermark is not None else stored_join.find(df.schema, operators, _output_schema)
+    joining = watermark is None and stored_join.enabled(df.sparkSession)
+    found = stored_join.find(df.schema, operators, _output_schema) if joining else None
     if found is None:
         return _run(df, name, operators, watermark, states, metrics, batch_size)
     position, stored, _ = found

@@ -34,8 +34,15 @@ from dslc.runtime.wrappers.joinable import variant_of
 from . import names
 
 FLAG = "__dslc_stored"
+CONF = "spark.dslc.store.join"
 BROADCAST_ROWS = 2_000_000      # answers joined by a broadcast up to this many; a shuffle join above
 _KEY_TYPES = {"string", "boolean", "tinyint", "smallint", "int", "bigint"}
+
+
+def enabled(spark) -> bool:
+    """`SET spark.dslc.store.join = false` turns the join off (every row asks the store, as
+    before it: for comparing the two, or if the join ever misbehaves)."""
+    return str(spark.conf.get(CONF, "true")).strip().lower() != "false"
 
 
 def _variant(op: C.Enrich, schema: StructType) -> str | None:

@@ -153,3 +153,13 @@ def test_chained_enriches_are_joined_each_in_its_own_pass(spark, serve_app, tmp_
     figures = json.loads((tmp_path / "metrics.json").read_text())["operators"]
     assert figures["tiers"]["store_joined"] == 90
     assert figures["scored"]["store_joined"] > 0 and figures["scored"]["store_hits"] == 90
+    # the join turned off: every row asks the store, with the same rows and no call
+    flow.write_text(CHAINED.format(port=server.port).replace("\nSOURCE", "\nSET spark.dslc.store.join = false;\nSOURCE", 1))
+    shutil.rmtree(tmp_path / "out")
+    try:
+        run_flow(flow)
+    finally:
+        spark.conf.unset("spark.dslc.store.join")     # the suite's session outlives this job's SET
+    assert sum(calls.values()) == paid and read() == cold
+    figures = json.loads((tmp_path / "metrics.json").read_text())["operators"]
+    assert figures["tiers"]["store_joined"] == 0 and figures["tiers"]["store_hits"] == 90

@@ -6,24 +6,13 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 from dslc.runtime.config import Column
+from dslc.runtime.schema.type_names import BOOLEANS, FLOAT_BITS, INTEGER_BITS, STRINGS
 
 _SIMPLE: dict[str, pa.DataType] = {
-    "STRING": pa.string(),
-    "VARCHAR": pa.string(),
-    "CHAR": pa.string(),
-    "INT": pa.int32(),
-    "INTEGER": pa.int32(),
-    "BIGINT": pa.int64(),
-    "LONG": pa.int64(),
-    "SMALLINT": pa.int16(),
-    "SHORT": pa.int16(),
-    "TINYINT": pa.int8(),
-    "BYTE": pa.int8(),
-    "DOUBLE": pa.float64(),
-    "FLOAT": pa.float32(),
-    "REAL": pa.float32(),
-    "BOOLEAN": pa.bool_(),
-    "BOOL": pa.bool_(),
+    **dict.fromkeys(STRINGS, pa.string()),
+    **{name: {8: pa.int8(), 16: pa.int16(), 32: pa.int32(), 64: pa.int64()}[bits] for name, bits in INTEGER_BITS.items()},
+    **{name: pa.float32() if bits == 32 else pa.float64() for name, bits in FLOAT_BITS.items()},
+    **dict.fromkeys(BOOLEANS, pa.bool_()),
     "TIMESTAMP": pa.timestamp("us", tz="UTC"),
     "TIMESTAMP_LTZ": pa.timestamp("us", tz="UTC"),
     "TIMESTAMP_NTZ": pa.timestamp("us"),

@@ -5,7 +5,7 @@ every one required, no others (`additionalProperties: false`), as OpenAI's stric
 outputs demand. Types a strict schema cannot hold (dates, timestamps, maps, binary, intervals)
 are refused by `dslc check` through `unexpressible`, with a way out.
 
-The compiler imports this module, so it imports nothing else of the runtime but config's Column.
+The compiler imports this module, so it imports nothing else of the runtime but the type names.
 """
 from __future__ import annotations
 
@@ -13,10 +13,9 @@ import functools
 import re
 from typing import Any
 
-_INTEGERS = {"TINYINT", "BYTE", "SMALLINT", "SHORT", "INT", "INTEGER", "BIGINT", "LONG"}
-_NUMBERS = {"FLOAT", "REAL", "DOUBLE", "DECIMAL", "DEC", "NUMERIC"}
-_STRINGS = {"STRING", "VARCHAR", "CHAR", "CHARACTER"}
-_BOOLEANS = {"BOOLEAN", "BOOL"}
+from .type_names import BOOLEANS, DECIMALS, FLOAT_BITS, INTEGER_BITS, STRINGS
+
+_NUMBERS = FLOAT_BITS.keys() | DECIMALS
 _WHY = {
     "DATE": "ask for a STRING and convert it after the ENRICH: to_date(col)",
     "TIMESTAMP": "ask for a STRING and convert it after the ENRICH: to_timestamp(col)",
@@ -55,13 +54,13 @@ def type_schema(spark_type: str) -> dict[str, Any]:
     text = spark_type.strip()
     base = re.match(r"[A-Za-z_]+", text)
     word = base.group(0).upper() if base else text.upper()
-    if word in _STRINGS:
+    if word in STRINGS:
         return {"type": "string"}
-    if word in _INTEGERS:
+    if word in INTEGER_BITS:
         return {"type": "integer"}
     if word in _NUMBERS:
         return {"type": "number"}
-    if word in _BOOLEANS:
+    if word in BOOLEANS:
         return {"type": "boolean"}
     if word == "ARRAY":
         inner = text[text.index("<") + 1:text.rindex(">")]

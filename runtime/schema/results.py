@@ -14,11 +14,8 @@ from decimal import Decimal
 from typing import Any
 
 from dslc.runtime.config import Column
+from dslc.runtime.schema.type_names import BOOLEANS, FLOAT_BITS, INTEGER_BITS
 
-_INTEGER_BITS = {"INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64, "SMALLINT": 16, "SHORT": 16,
-                 "TINYINT": 8, "BYTE": 8}
-_FLOAT_TYPES = {"DOUBLE", "FLOAT", "REAL"}
-_BOOLEAN_TYPES = {"BOOLEAN", "BOOL"}
 _TIME_TYPES = {"TIMESTAMP": "timestamp", "TIMESTAMP_LTZ": "timestamp", "TIMESTAMP_NTZ": "timestamp_ntz",
                "DATE": "date"}
 
@@ -28,11 +25,11 @@ def _kind(spark_type: str) -> tuple[str, int]:
     """('int', bits) | ('number', 0) | ('bool', 0) | ('timestamp' | 'timestamp_ntz' | 'date', 0) |
     ('array', 0) | ('object', 0) | ('any', 0) for a RETURNS type."""
     base = spark_type.strip().upper()
-    if base in _INTEGER_BITS:
-        return "int", _INTEGER_BITS[base]
-    if base in _FLOAT_TYPES or base.startswith(("DECIMAL", "DEC(", "NUMERIC")) or base == "DEC":
+    if base in INTEGER_BITS:
+        return "int", INTEGER_BITS[base]
+    if base in FLOAT_BITS or base.startswith(("DECIMAL", "DEC(", "NUMERIC")) or base == "DEC":
         return "number", 0
-    if base in _BOOLEAN_TYPES:
+    if base in BOOLEANS:
         return "bool", 0
     if base in _TIME_TYPES:
         return _TIME_TYPES[base], 0

@@ -26,10 +26,11 @@ from typing import Any
 
 from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich
+from dslc.runtime.schema.type_names import FLOAT_BITS, INTEGER_BITS
 
 #: RETURNS and request column types a join reproduces exactly, and the Python values that fit them.
-_INTEGERS = {"TINYINT": 8, "BYTE": 8, "SMALLINT": 16, "SHORT": 16, "INT": 32, "INTEGER": 32, "BIGINT": 64, "LONG": 64}
-_FLOATS = {"DOUBLE", "FLOAT", "REAL"}
+_INTEGERS = INTEGER_BITS
+_FLOATS = FLOAT_BITS.keys()
 JOINABLE_TYPES = frozenset({"STRING", "BOOLEAN", *_INTEGERS, *_FLOATS})
 
 _SENTINEL = "\x1fdslc-open-column\x1f"
@@ -47,7 +48,7 @@ def _fits(value: Any, type_name: str) -> bool:
     if bits is not None:
         return type(value) is int and -(1 << (bits - 1)) <= value < (1 << (bits - 1))
     if type_name in _FLOATS:
-        return type(value) in (int, float) and math.isfinite(value) and (type_name == "DOUBLE" or abs(value) < 3.4e38)
+        return type(value) in (int, float) and math.isfinite(value) and (FLOAT_BITS[type_name] == 64 or abs(value) < 3.4e38)
     return False
 
 

@@ -199,7 +199,7 @@ def _end_of_input_filter(source: plan.Source) -> tuple[plan.Source, plan.Query]:
 
 
 def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
-    """The plan with its SOURCEs, SINKs, dead letters and checkpoint all inside `root`; in
+    """The plan with its SOURCEs, SINKs, dead letters, checkpoint and answer store all inside `root`; in
     STREAMING, each source with a WATERMARK also reads an end-of-input row that it drops at once."""
     streaming = p.settings.mode == "STREAMING"
     nodes: list = []
@@ -213,6 +213,10 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
         elif isinstance(node, plan.Enrich):
             dead = str(root / "dead_letters" / node.name) if node.dead_letter else None
             node = dataclasses.replace(node, cache=None, dead_letter=dead)
+            if node.store is not None:   # a store of the case's own, empty, as on a first run: the
+                # pipeline's (a file, a Redis) may hold a real run's answers, and must not get the case's
+                node = dataclasses.replace(node, store=dataclasses.replace(
+                    node.store, location=str(root / "store" / "answers.db")))
         nodes.append(node)
     sinks = [dataclasses.replace(s, connector="PARQUET", path=str(root / "sinks" / f"{i}-{s.input}"), options=(),
                                  partition_by=(), mode="APPEND" if streaming else "OVERWRITE")

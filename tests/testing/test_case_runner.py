@@ -185,3 +185,38 @@ def test_a_streaming_case_with_a_dead_letter_emits_every_window(spark, shop, tmp
     code, text = _run(path)
     assert code == 0, text
     assert "PASS  two windows" in text, text
+
+
+def test_a_case_gets_an_answer_store_of_its_own(spark, shop, tmp_path):
+    """STORE: a case starts from an empty store of its own, as a first run does; the pipeline's
+    store (which may hold a real run's answers) is neither read nor written."""
+    import asyncio
+
+    from dslc.runtime.store.open_stores import make_store
+
+    flow = tmp_path / "shop.flow"
+    flow.write_text(flow.read_text().replace("PIPELINE shop MODE BATCH;", "PIPELINE shop MODE BATCH ANSWERS 'real.db';")
+                    .replace("  TIMEOUT 1s\n", "  TIMEOUT 1s STORE\n"))
+    real = tmp_path / "real.db"
+
+    async def fill() -> None:       # a real run's answer for c1: not the case's
+        store = make_store(str(real))
+        await store.open()
+        await store.put_many("enriched", [('["GET","http://127.0.0.1:9/customers/c1"]', {"tier": "stale"})], None)
+        await store.close()
+
+    asyncio.run(fill())
+    before = real.read_bytes()
+    path = shop(f"""
+    cases:
+      - name: the case's own answers
+        sources:{ORDERS}
+        enrich:{ANSWERS}
+        expect:
+          enriched:
+            - {{id: o1, customer: c1, tier: gold}}
+            - {{id: o2, tier: null}}
+    """)
+    code, text = _run(path)
+    assert code == 0, text
+    assert real.read_bytes() == before

@@ -251,9 +251,7 @@ class OpenAIService:
             headers["Retry-After"] = str(math.ceil(wait))
             headers["retry-after-ms"] = str(math.ceil(wait * 1000))
             which = "tokens" if self.tokens is not None and self.tokens.wait_for(tokens) > 0 else "requests"
-            body = {"error": {"message": f"Rate limit reached for {which}. Please try again in {wait * 1000:.0f}ms.",
-                              "type": which, "param": None, "code": "rate_limit_exceeded"}}
-            return web.json_response(body, status=429, headers=headers)
+            return _too_many(f"Rate limit reached for {which}. Please try again in {wait * 1000:.0f}ms.", which, headers)
         if self.requests is not None:
             self.requests.level -= 1
         if self.tokens is not None:
@@ -273,9 +271,7 @@ class OpenAIService:
         """Take one of the server's slots, or a 429 when all are busy (as vLLM's queue limit)."""
         if self.max_concurrent is not None and self.running >= self.max_concurrent:
             self.stats["rejected"] += 1
-            body = {"error": {"message": "The server is busy.", "type": "server_busy", "param": None,
-                              "code": "rate_limit_exceeded"}}
-            return web.json_response(body, status=429, headers={"Retry-After": "0", "retry-after-ms": "10"})
+            return _too_many("The server is busy.", "server_busy", {"Retry-After": "0", "retry-after-ms": "10"})
         self.running += 1
         self.stats["max_in_flight"] = max(self.stats["max_in_flight"], self.running)
         return None
@@ -486,6 +482,12 @@ def strict_schema_problem(schema: Any, where: str) -> str | None:
     if "array" in kinds:
         return strict_schema_problem(schema.get("items"), f"{where}.items")
     return None
+
+
+def _too_many(message: str, kind: str, headers: dict[str, str]) -> web.Response:
+    """A 429 with OpenAI's error body (`rate_limit_exceeded`)."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": "rate_limit_exceeded"}}
+    return web.json_response(body, status=429, headers=headers)
 
 
 # --------------------------------------------------------------------------- running it

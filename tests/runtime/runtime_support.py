@@ -275,3 +275,41 @@ def run_operator(config: Any, items: list[Any], out: Collector | None = None,
     finally:
         op.dispose()
     return op, out
+
+
+class Stalls:
+    """The longest this process failed to wake a sleeping thread on time while the block ran (a
+    loaded machine: CPU starved, or the GIL held by another thread). A call whose rate slot fell
+    inside such a stall starts when it ends, together with the others of the stall, so a test of
+    a rate may allow `per_second * longest` more calls in a window, and no more."""
+
+    def __init__(self, tick_s: float = 0.005) -> None:
+        self.tick_s = tick_s
+        self.longest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            before = time.monotonic()
+            time.sleep(self.tick_s)
+            self.longest = max(self.longest, time.monotonic() - before - self.tick_s)
+
+    def __enter__(self) -> Stalls:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+
+def most_in_any_window(times: list[float], window_s: float) -> int:
+    """The most of `times` (seconds, any order) that fall in one sliding window [t, t + window_s)."""
+    ordered = sorted(times)
+    most, first = 0, 0
+    for last, t in enumerate(ordered):
+        while t - ordered[first] >= window_s:
+            first += 1
+        most = max(most, last - first + 1)
+    return most

@@ -4,13 +4,12 @@ kept, BUDGET stopping and resuming, one RATE for all tasks."""
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 import threading
 import time
 
 import pytest
 from dslc.runtime.config import Budget, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry, Store
-from runtime_support import FaultServer, Reply
+from runtime_support import FaultServer, Reply, Stalls, most_in_any_window
 from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
@@ -119,15 +118,23 @@ def test_one_rate_for_the_whole_job_whatever_the_skew(fault_server: FaultServer,
     rate = 40.0
     config = enrich(fault_server, location, rate=Rate(rate), capacity=50)
     started = time.monotonic()
-    tasks(config, [rows(range(90)), rows(range(90, 100))])    # 90/10 skew
-    times = sorted(t - started for t in fault_server.started.values())
+    with Stalls() as stalls:
+        tasks(config, [rows(range(90)), rows(range(90, 100))])    # 90/10 skew
+    times = sorted(t - started for t in fault_server.started.values())   # as the service saw them arrive
     assert len(times) == 100
     # the small task is done after its 10 calls; from then on the big one alone gets the whole rate
     alone = [t for t in times if t >= times[20]]
     achieved = (len(alone) - 1) / (alone[-1] - alone[0])
     assert achieved >= 0.85 * rate
-    seconds = Counter(int(t - times[0]) for t in times)     # never more than 1.1x in any second
-    assert max(seconds.values()) <= 1.1 * rate + 1, seconds
+    # never more than 1.1x the rate in any sliding second of arrivals. The store's schedule allows
+    # rate + 1 slots in a second (a burst of one); a call starts after its slot by its store round
+    # trip, the loop's wake-up and the request (a few ms, 0.1 s of slack covers them: 1.1x); and
+    # a call whose slot fell in a stall of this process (a loaded machine) arrives when the stall
+    # ends, so the calls of the longest stall measured are allowed on top. Two tasks each taking
+    # the whole rate (a static or per-task schedule) put 50 calls in the first second: more than
+    # that allowance unless the machine stalled the test for 0.15 s.
+    allowed = rate * (1.1 + stalls.longest) + 1
+    assert most_in_any_window(times, 1.0) <= allowed, (most_in_any_window(times, 1.0), stalls.longest)
 
 
 def test_stored_answers_need_no_rate_token(fault_server: FaultServer, tmp_path):

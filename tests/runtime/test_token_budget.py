@@ -76,9 +76,13 @@ def test_an_embedding_budget_holds_exactly_and_runs_continue_paying_each_input_o
                             returns=(Column("embedding", "ARRAY<FLOAT>"),), key_columns=("title",),
                             capacity=8, batch=Batch(4), timeout_s=10.0,
                             store=Store(location, run=f"run{attempt}"), budget=Budget(budget, "TOKENS"))
-            before = running.stats["total_tokens"]
+            before = running.stats
             op, out = run(config, rows)
-            spent.append(running.stats["total_tokens"] - before)
+            after = running.stats
+            spent.append(after["total_tokens"] - before["total_tokens"])
+            # a batch the budget stopped was not sent, and is not counted as a call
+            assert op.metrics()["calls"] == after["embedding_calls"] - before["embedding_calls"]
+            assert op.metrics()["elements_called"] == after["embedding_inputs"] - before["embedding_inputs"]
             left.append(op.metrics()["unanswered"])
             assert len(out.rows) + left[-1] == 30
             if not left[-1]:
@@ -98,6 +102,7 @@ def test_a_model_budget_stops_within_the_in_flight_estimate_errors(location):
         op, out = run(config, subjects)
         stats = running.stats
     unanswered = op.metrics()["unanswered"]
+    assert op.metrics()["calls"] == stats["chat_calls"]              # the requests not sent are not calls
     assert unanswered > 0 and len(out.rows) + unanswered == 40
     prompts = Counter(stats["prompts"])
     assert set(prompts.values()) == {1}

@@ -98,7 +98,7 @@ def test_a_filtered_skewed_workload_and_the_budget_verdict(spark, serve_app, tmp
     assert after.sampled and after.calls <= 0.1 * made
 
 
-def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tmp_path):
+def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tmp_path, capfd):
     from dslc.compiler.cli.estimate_command import render
     from dslc.runtime.wrappers import recording
     from dslc.testing.openai_service import OpenAIService, serve_in_thread
@@ -118,22 +118,31 @@ def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tm
         finally:
             context.setLocalProperty(recording.RECORD_PROPERTY, None)
         stats = running.stats
-    billed = stats["total_tokens"]
-    assert stats["chat_calls"] == 12 and billed > 0
-    assert assumed.calls == 12 and assumed.completion_basis.startswith("assumed")
-    assert abs(assumed.tokens - billed) <= 0.1 * billed, (assumed, stats)
-    assert abs(assumed.prompt_tokens - stats["prompt_tokens"]) <= 0.1 * stats["prompt_tokens"]
-    recorded = _estimate(flow, recording=str(tmp_path / "rec"))["labelled"]
-    assert recorded.completion_basis == "the recording's answers"
-    assert abs(recorded.completion_tokens - stats["completion_tokens"]) <= 0.1 * stats["completion_tokens"]
-    assert abs(recorded.tokens - billed) <= 0.1 * billed, (recorded, stats)
+        billed = stats["total_tokens"]
+        assert stats["chat_calls"] == 12 and billed > 0
+        assert assumed.calls == 12 and assumed.completion_basis.startswith("assumed")
+        assert abs(assumed.tokens - billed) <= 0.1 * billed, (assumed, stats)
+        assert abs(assumed.prompt_tokens - stats["prompt_tokens"]) <= 0.1 * stats["prompt_tokens"]
+        recorded = _estimate(flow, recording=str(tmp_path / "rec"))["labelled"]
+        assert recorded.completion_basis == "the recording's answers"
+        assert abs(recorded.completion_tokens - stats["completion_tokens"]) <= 0.1 * stats["completion_tokens"]
+        assert abs(recorded.tokens - billed) <= 0.1 * billed, (recorded, stats)
 
-    text = flow.read_text().replace("ON ERROR DEAD LETTER 'target/dlq/labels';",
-                                    "ON ERROR DEAD LETTER 'target/dlq/labels' STORE BUDGET 500 TOKENS;")
-    flow.write_text(text.replace("CHECKPOINT 'target/chk/tickets'", "CHECKPOINT 'target/chk2'"))
-    budgeted = _estimate(flow)["labelled"]
-    assert budgeted.budget_unit == "TOKENS" and budgeted.budget_enough is False
-    assert budgeted.budget_spent == budgeted.tokens > 500
-    shown = render("pipeline.flow", [budgeted])
-    assert f"500: short by {budgeted.tokens - 500}" in shown
-    assert f"BUDGET 500 TOKENS stops the run; {-(-budgeted.tokens // 500)} runs complete it" in shown
+        # with STORE and a BUDGET n TOKENS: the verdict, then only the keys not yet stored cost tokens
+        text = flow.read_text().replace("ON ERROR DEAD LETTER 'target/dlq/labels';",
+                                        "ON ERROR DEAD LETTER 'target/dlq/labels' STORE BUDGET 500 TOKENS;")
+        flow.write_text(text.replace("CHECKPOINT 'target/chk/tickets'", "CHECKPOINT 'target/chk2'"))
+        budgeted = _estimate(flow)["labelled"]
+        assert budgeted.budget_unit == "TOKENS" and budgeted.budget_enough is False
+        assert budgeted.budget_spent == budgeted.tokens > 500 and budgeted.stored_keys == 0
+        shown = render("pipeline.flow", [budgeted])
+        assert f"500: short by {budgeted.tokens - 500}" in shown
+        assert f"BUDGET 500 TOKENS stops the run; {-(-budgeted.tokens // 500)} runs complete it" in shown
+        running.reset()
+        with pytest.raises(SystemExit) as stopped:
+            run_flow(flow)
+        assert stopped.value.code == 3 and "BUDGET 500 TOKENS of 'labelled'" in capfd.readouterr().err
+        paid = running.stats
+        left = _estimate(flow)["labelled"]
+        assert left.stored_keys == paid["chat_calls"] > 0 and left.calls == 12 - paid["chat_calls"]
+        assert abs(left.tokens - (billed - paid["total_tokens"])) <= 0.1 * billed, (left, paid)

@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from dslc.compiler.pipeline import compile_file
+from dslc.testing.app_thread import AppInThread  # noqa: F401 - the bench's in-process services use it
 
 PARTITIONS = 2   # local[2]: two tasks run at once, one per core
 
@@ -88,38 +89,3 @@ class Context:
         path = self.root / name
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-
-class AppInThread:
-    """An aiohttp application served on 127.0.0.1 (a free port) by its own event loop in a daemon
-    thread: a bench's small service that must share the process (its counters are read directly)."""
-
-    def __init__(self, app) -> None:
-        import asyncio
-        import socket
-        import threading
-
-        from aiohttp import web
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(app, access_log=None)
-        ready = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
-            ready.set()
-            self.loop.run_forever()
-
-        threading.Thread(target=serve, daemon=True).start()
-        ready.wait(10)
-
-    def stop(self) -> None:
-        import asyncio
-
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)

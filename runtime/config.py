@@ -359,6 +359,17 @@ class Watermark:
 
 
 @dataclass(frozen=True, slots=True)
+class JoinedAnswers:
+    """The chain's head ENRICH had its stored answers joined to its rows by Spark
+    (runtime/spark/stored_join.py): a row whose `flag` column is true carries its RETURNS
+    columns already and passes the operator by; the others go through it with their `columns`."""
+
+    flag: str
+    columns: tuple[str, ...]
+    ordered: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Chain:
     """Operators that run in one Python pass (one mapInArrow) over the rows."""
 
@@ -368,6 +379,7 @@ class Chain:
     output_columns: tuple[Column, ...]
     watermark: Watermark | None = None
     batch_size: int = 1024          # rows per output Arrow batch
+    joined: JoinedAnswers | None = None
 
     def __post_init__(self) -> None:
         _require(len(self.operators) >= 1, "a chain needs at least one operator")

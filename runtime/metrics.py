@@ -14,8 +14,9 @@ COUNTERS: tuple[str, ...] = (
     "dead_letters", "dropped", "failures", "cache_hits", "cache_misses", "coalesced",
     # MODEL and EMBEDDING: answers refused with 429, and the tokens every answer reported
     "throttled", "prompt_tokens", "completion_tokens", "total_tokens",
-    # STORE: answers found in the answer store; BUDGET: rows left unanswered
-    "store_hits", "unanswered",
+    # STORE: answers found in the answer store (of them, joined to their rows by Spark); BUDGET:
+    # rows left unanswered
+    "store_hits", "store_joined", "unanswered",
     "pushed_back",   # answers that were HTTP 429 or 5xx (retried ones too): the service pushing back
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")

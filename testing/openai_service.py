@@ -34,15 +34,15 @@ import hashlib
 import json
 import math
 import re
-import socket
 import struct
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from aiohttp import web
+
+from .app_thread import AppInThread
 
 REFUSE, LENGTH, BAD_JSON, WRONG_TYPE = "[[refuse]]", "[[length]]", "[[badjson]]", "[[wrongtype]]"
 REFUSAL_TEXT = "I'm sorry, I cannot help with that request."
@@ -491,32 +491,13 @@ def strict_schema_problem(schema: Any, where: str) -> str | None:
 # --------------------------------------------------------------------------- running it
 
 
-class RunningService:
+class RunningService(AppInThread):
     """A service served on 127.0.0.1 in a daemon thread: `base_url` ends in `/v1`."""
 
     def __init__(self, service: OpenAIService, port: int = 0) -> None:
         self.service = service
-        if not port:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
-        self.port = port
-        self.base_url = f"http://127.0.0.1:{port}/v1"
-        self.loop = asyncio.new_event_loop()
-        self.runner = web.AppRunner(service.app(), access_log=None)
-        ready = threading.Event()
-
-        def serve() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self.runner.setup())
-            self.loop.run_until_complete(web.TCPSite(self.runner, "127.0.0.1", self.port).start())
-            ready.set()
-            self.loop.run_forever()
-
-        self.thread = threading.Thread(target=serve, name="openai-service", daemon=True)
-        self.thread.start()
-        if not ready.wait(10):
-            raise RuntimeError("the OpenAI-compatible service did not start")
+        super().__init__(service.app(), port, name="openai-service")
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -526,10 +507,6 @@ class RunningService:
     def reset(self) -> None:
         asyncio.run_coroutine_threadsafe(_call(self.service.reset), self.loop).result(10)
 
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
 
 
 async def _copy(stats: dict[str, Any]) -> dict[str, Any]:

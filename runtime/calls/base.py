@@ -144,6 +144,12 @@ class EnrichCall:
         """The key the CACHE uses for this row, or None when the row cannot be cached."""
         raise NotImplementedError
 
+    def request_columns(self) -> tuple[str, ...] | None:
+        """The columns `request_key` reads from a row, when it reads no others (None: it may read
+        any column, or this kind does not say). With them, Spark can find a row's stored answer
+        by a join on these columns (runtime/spark/stored_join.py) instead of asking the store."""
+        return None
+
     def request_key(self, row: Row) -> str | None:
         """What this row's request carries, as text the answer store keys it by across processes
         and runs (None: the row cannot be keyed, its call is never stored). By default the kind

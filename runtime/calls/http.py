@@ -73,6 +73,12 @@ class HttpEnrichCall(EnrichCall):
             return hashable_key((tuple(row.get(c) for c in self.columns), tuple(self._body(row).items())))
         return hashable_key(tuple(row.get(c) for c in self.columns))
 
+    def request_columns(self) -> tuple[str, ...] | None:
+        """The URL's placeholders and the BODY columns (a POST without BODY sends the whole row)."""
+        if self.post and self.body is None:
+            return None
+        return tuple(dict.fromkeys(self.columns + (tuple(self.body) if self.post else ())))
+
     def request_key(self, row: Row) -> str | None:
         """The method, the URL with its placeholders filled and the JSON body (POST)."""
         try:

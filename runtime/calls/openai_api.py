@@ -24,7 +24,7 @@ from dslc.runtime.secrets import Secrets
 from . import sessions
 from .base import CallError, EnrichCall, UnsendableRequest, hashable_key, to_json
 from .prompt import UnfillableText, fill
-from .url import redact_url
+from .url import placeholders, redact_url
 
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
@@ -49,6 +49,12 @@ class OpenAICompatibleCall(EnrichCall):
     def cache_key(self, row: Row) -> Hashable | None:
         key = self.config.call.call_key(row)
         return None if None in key.values() else hashable_key(tuple(key.values()))
+
+    def request_columns(self) -> tuple[str, ...] | None:
+        """The placeholders of the texts the call key fills (prompt and SYSTEM, or INPUT)."""
+        call = self.config.call
+        texts = [getattr(call, name, None) or "" for name in call.key_names]
+        return tuple(dict.fromkeys(column for text in texts for column in placeholders(text)))
 
     def fill(self, template: str, row: Row) -> str:
         """A prompt or input filled from the row; a null placeholder is the element's error."""

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from dslc.runtime import config as C
 from dslc.runtime.broadcast.state import (
     BroadcastState,
@@ -186,9 +187,15 @@ class ChainFunction:
             from dslc.runtime.progress import TaskReporter
             reporter = TaskReporter(self.progress, self.chain.name, lambda: task_figures(chain, started)).start()
         failed = False
+        joined: list[pa.RecordBatch] = []     # rows with joined answers, in order with the chain's output
+        chunks = self._chunks(batches, generator) if self.chain.joined is None else \
+            self._joined_chunks(batches, operators[0], joined)
         try:
-            for emitted in chain.run(self._chunks(batches, generator)):
+            for emitted in chain.run(chunks, every_chunk=self.chain.joined is not None):
+                yield from joined
+                joined.clear()
                 yield from self._to_batches(emitted)
+            yield from joined
         except BaseException:
             failed = True
             raise
@@ -201,6 +208,37 @@ class ChainFunction:
         for batch in batches:
             rows = batch.to_pylist()
             yield rows if generator is None else self._elements(rows, generator)
+
+    def _joined_chunks(self, batches: Iterable[pa.RecordBatch], head: Operator,
+                       joined: list[pa.RecordBatch]) -> Iterator[Iterable[Any]]:
+        """The rows Spark found a stored answer for leave as they are, Arrow to Arrow, counted by
+        the head ENRICH as store hits (`joined`, handed out before the chain's next output); the
+        others go through the chain. ORDERED: only a batch of hits alone, with nothing in
+        flight ahead of it, may leave at once; any other batch goes through the chain whole
+        (the store answers its hits there)."""
+        spec = self.chain.joined
+        assert spec is not None
+        for batch in batches:
+            hit = pc.fill_null(batch.column(spec.flag), False)
+            hits = pc.sum(hit).as_py() or 0
+            if spec.ordered and (hits < batch.num_rows or head.busy):
+                hits = 0
+            if hits:
+                joined.append(self._as_output(batch.filter(hit)))
+                head.count_joined(hits)
+                batch = batch.filter(pc.invert(hit))
+            yield batch.select(list(spec.columns)).to_pylist()
+
+    def _as_output(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A batch of joined rows with exactly the chain's output schema."""
+        arrays = []
+        for field in self.schema:
+            if field.name == C.DEAD_LETTER_COLUMN:
+                arrays.append(pa.nulls(batch.num_rows, field.type))
+            else:
+                column = batch.column(field.name)
+                arrays.append(column if column.type == field.type else column.cast(field.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     @staticmethod
     def _elements(rows: list[Row], generator: WatermarkGenerator | None) -> Iterator[Any]:

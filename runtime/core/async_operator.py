@@ -282,6 +282,15 @@ class EnrichOperator:
         """Elements are still in the queue or the backlog."""
         return bool(self.backlog) or bool(len(self._queue))
 
+    def count_joined(self, rows: int) -> None:
+        """`rows` had their stored answers joined by Spark and passed this operator by (each made
+        one row): they count as elements in and out and as store hits."""
+        self._passed += rows
+        counters = self._metrics.counters
+        counters["elements_out"] += rows
+        counters["store_hits"] += rows
+        counters["store_joined"] += rows
+
     def count_blocked(self, seconds: float) -> None:
         """The chain waited `seconds` for room in this operator's queue."""
         self._metrics.blocked_seconds += seconds

@@ -153,8 +153,9 @@ class OperatorChain:
 
     # -- whole runs -------------------------------------------------------------------------
 
-    def run(self, chunks: Iterable[Iterable[Element]]) -> Iterator[Emitted]:
-        """Run the whole lifecycle over chunks of elements, yielding output after each chunk.
+    def run(self, chunks: Iterable[Iterable[Element]], every_chunk: bool = False) -> Iterator[Emitted]:
+        """Run the whole lifecycle over chunks of elements, yielding output after each chunk
+        (`every_chunk`: even when there is none, so the caller gets a turn after each).
 
         Output still held by an operator (e.g. in-flight async calls) comes out in a later chunk
         or after end of input. Closing the generator early disposes the chain.
@@ -176,7 +177,7 @@ class OperatorChain:
                             self.elements_in += 1
                             process_element(element)
                 emitted = self.drain()
-                if emitted:
+                if emitted or every_chunk:
                     yield emitted
             self.end_input()
             emitted = self.drain()

@@ -16,7 +16,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime.secrets import Secrets
 
-from . import answers, driver_values, estimate, names
+from . import answers, driver_values, estimate, names, stored_join
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -58,9 +58,43 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
             operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
     operators = answers.prepare(operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".",
                                 streaming=df.isStreaming)
-    out_schema = _output_schema(df.schema, operators)
+    return _run_joining(df, name, operators, watermark, states, metrics, batch_size)
+
+
+def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | None, states, metrics,
+                 batch_size: int) -> DataFrame:
+    """The chain's passes: one, or, on a warm rerun, an ENRICH whose stored answers Spark joins to
+    its rows (stored_join.py) in a pass of its own, with the operators before and after it in
+    theirs."""
+    joining = watermark is None and stored_join.enabled(df.sparkSession)
+    found = stored_join.find(df.schema, operators, _output_schema) if joining else None
+    if found is None:
+        return _run(df, name, operators, watermark, states, metrics, batch_size)
+    position, stored, _ = found
+    before, op, after = operators[:position], operators[position], operators[position + 1:]
+    if any(_dead_letters(o) for o in before) or (after and _dead_letters(op)):
+        # the dead-letter column would reach a later pass as a column of its rows: one pass
+        return _run(df, name, operators, watermark, states, metrics, batch_size)
+    if before:
+        df = _run(df, name, before, None, states, metrics, batch_size)
+    returns = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in op.returns))
+    joined, spec = stored_join.join(df, op, stored, returns)
+    out = _run(joined, name, (op,), None, states, metrics, batch_size, spec, df.schema)
+    return _run_joining(out, name, after, None, states, metrics, batch_size) if after else out
+
+
+def _dead_letters(op) -> bool:
+    return isinstance(op, C.Enrich) and op.dead_letters
+
+
+def _run(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | None, states, metrics,
+         batch_size: int, joined: C.JoinedAnswers | None = None, schema: StructType | None = None) -> DataFrame:
+    """One mapInArrow pass of prepared operators (`joined`: over rows joined to stored answers,
+    whose operators' input schema is `schema`)."""
+    out_schema = _output_schema(schema or df.schema, operators)
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),
-                    output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size)
+                    output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size,
+                    joined=joined)
     if chain.dead_letters:
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
     if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):

@@ -13,11 +13,13 @@ import base64
 import datetime as dt
 import decimal
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 #: The layout of the store's data this dslc writes; a store of another layout is migrated or refused.
-SCHEMA_VERSION = 1
+#: 2: an answer may carry what Spark joins it by (wrappers/joinable.py).
+SCHEMA_VERSION = 2
 
 
 class StoreError(RuntimeError):
@@ -32,6 +34,16 @@ class Stored:
 
     value: Any
     at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """What Spark joins a stored answer by: the request's variant, its columns' values (`args`)
+    and the RETURNS columns it makes (`output`), both JSON."""
+
+    variant: str
+    args: str
+    output: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +72,16 @@ class AnswerStore:
         """The answers stored for `keys` that are younger than `ttl_s` (None: any age)."""
         raise NotImplementedError
 
-    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None) -> None:
-        """Store answers (key, value) as of now, and release the leases on those keys."""
+    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
+                       joins: Mapping[str, Join] | None = None) -> None:
+        """Store answers (key, value) as of now, and release the leases on those keys; `joins`
+        holds, by key, what Spark can join an answer by (wrappers/joinable.py)."""
         raise NotImplementedError
+
+    async def joinable(self, operator: str, variant: str, ttl_s: float | None) -> list[tuple[str, str]]:
+        """(args, output) of the answers younger than `ttl_s` stored with `variant` (the driver,
+        before a run: runtime/spark/stored_join.py); a backend that keeps none gives []."""
+        return []
 
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
                     ttl_s: float | None = None) -> set[str]:

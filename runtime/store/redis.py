@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
 
-from .base import SCHEMA_VERSION, AnswerStore, OperatorStats, Stored, StoreError, decode, encode
+from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
 
 # One slot of a rate shared by the job: the server's clock, so executors' clocks need not agree.
 _RESERVE = """
@@ -95,6 +96,9 @@ class RedisStore(AnswerStore):
         if version > SCHEMA_VERSION:
             raise StoreError(f"answer store {self.location} was written by a newer dslc (store version {version}; "
                              f"this dslc reads version {SCHEMA_VERSION}): upgrade dslc, or use another database")
+        if version == 1:    # version 2 adds what Spark joins an answer by, kept beside it as answers come
+            await self._client.hset("dslc:meta", "schema_version", str(SCHEMA_VERSION))
+            version = SCHEMA_VERSION
         if version < SCHEMA_VERSION:
             raise StoreError(f"answer store {self.location} was written by an older dslc (store version {version}) "
                              f"and cannot be migrated: empty it with `dslc store clear {self.location}`")
@@ -116,15 +120,32 @@ class RedisStore(AnswerStore):
                     found[key] = Stored(decode(item["v"]), item["at"])
         return found
 
-    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None) -> None:
+    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
+                       joins: Mapping[str, Join] | None = None) -> None:
         now = time.time()
+        joins = joins or {}
         pipe = self._client.pipeline(transaction=False)
         pipe.sadd("dslc:ops", operator)
         for key, value in items:
             text = json.dumps({"k": key, "v": encode(value), "at": now}, separators=(",", ":"))
             pipe.set(self._answer(operator, key), text, px=int(ttl_s * 1000) if ttl_s else None)
             pipe.delete(self._lease(operator, key))
+            join = joins.get(key)
+            if join is not None:    # one hash per operator and variant: the driver reads it whole
+                pipe.hset(self._joins(operator, join.variant), join.args, f"{now!r} {join.output}")
         await pipe.execute()
+
+    def _joins(self, operator: str, variant: str) -> str:
+        return f"dslc:j:{operator}:{variant}"
+
+    async def joinable(self, operator: str, variant: str, ttl_s: float | None) -> list[tuple[str, str]]:
+        since = time.time() - ttl_s if ttl_s else float("-inf")
+        out = []
+        for args, raw in (await self._client.hgetall(self._joins(operator, variant))).items():
+            at, _, output = raw.decode("utf-8").partition(" ")     # "<time> <output>": no JSON to parse here
+            if float(at) >= since:
+                out.append((args.decode("utf-8"), output))
+        return out
 
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
                     ttl_s: float | None = None) -> set[str]:
@@ -172,8 +193,8 @@ class RedisStore(AnswerStore):
         return out
 
     async def clear(self, operator: str | None = None) -> int:
-        patterns = [f"dslc:a:{operator}:*", f"dslc:l:{operator}:*"] if operator else \
-            ["dslc:a:*", "dslc:l:*", "dslc:c:*", "dslc:r:*"]
+        patterns = [f"dslc:a:{operator}:*", f"dslc:l:{operator}:*", f"dslc:j:{operator}:*"] if operator else \
+            ["dslc:a:*", "dslc:l:*", "dslc:c:*", "dslc:r:*", "dslc:j:*"]
         gone = 0
         for pattern in patterns:
             keys = await self._keys(pattern)

@@ -7,7 +7,8 @@ for it rather than fail). Reads and writes are quick local calls made on the wor
 directly. A cluster whose executors run on several machines needs `redis://` instead.
 
 Layout (`SCHEMA_VERSION` in `meta`; the file is marked with SQLite's application id 'dslc'):
-answers(operator, key, value, at), leases(operator, key, owner, until), counters(name, value),
+answers(operator, key, value, at, variant, args, output) (the last three: what Spark joins an
+answer by, see wrappers/joinable.py; NULL when it cannot be joined), leases(operator, key, owner, until), counters(name, value),
 rates(name, next).
 """
 from __future__ import annotations
@@ -15,11 +16,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import SCHEMA_VERSION, AnswerStore, OperatorStats, Stored, StoreError, decode, encode
+from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
 
 APPLICATION_ID = 0x64736C63   # 'dslc'
 _CHUNK = 500                  # keys per statement (SQLite limits the number of parameters)
@@ -27,15 +28,18 @@ _CHUNK = 500                  # keys per statement (SQLite limits the number of 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS answers (operator TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
-    at REAL NOT NULL, PRIMARY KEY (operator, key)) WITHOUT ROWID;
+    at REAL NOT NULL, variant TEXT, args TEXT, output TEXT, PRIMARY KEY (operator, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS leases (operator TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL,
     until REAL NOT NULL, PRIMARY KEY (operator, key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rates (name TEXT PRIMARY KEY, next REAL NOT NULL);
 """
 
-#: Steps that bring a store of an older layout to the next version (none yet: version 1 is the first).
-MIGRATIONS: dict[int, str] = {}
+#: Steps that bring a store of an older layout to the next version.
+MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE answers ADD COLUMN variant TEXT; ALTER TABLE answers ADD COLUMN args TEXT; "
+       "ALTER TABLE answers ADD COLUMN output TEXT",
+}
 
 
 def _chunks(keys: list[str]) -> Iterator[list[str]]:
@@ -157,15 +161,26 @@ class SqliteStore(AnswerStore):
                     found[key] = Stored(decode(value), at)
         return found
 
-    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None) -> None:
+    async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
+                       joins: Mapping[str, Join] | None = None) -> None:
         now = time.time()
-        rows = [(operator, key, encode(value), now) for key, value in items]
+        joins = joins or {}
+        rows = []
+        for key, value in items:
+            join = joins.get(key)
+            rows.append((operator, key, encode(value), now, *((join.variant, join.args, join.output) if join else
+                                                             (None, None, None))))
 
         def write(db: sqlite3.Connection) -> None:
-            db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?)", rows)
+            db.executemany("INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
             db.executemany("DELETE FROM leases WHERE operator = ? AND key = ?", [(operator, k) for k, _ in items])
 
         self._write(write)
+
+    async def joinable(self, operator: str, variant: str, ttl_s: float | None) -> list[tuple[str, str]]:
+        since = time.time() - ttl_s if ttl_s else float("-inf")
+        return self.db.execute("SELECT args, output FROM answers WHERE operator = ? AND variant = ? AND at >= ? "
+                               "AND output IS NOT NULL", (operator, variant, since)).fetchall()
 
     # ----------------------------------------------------------------- leases
 

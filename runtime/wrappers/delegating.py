@@ -37,6 +37,9 @@ class DelegatingCall(EnrichCall):
     def request_key(self, row: Row) -> str | None:
         return self.inner.request_key(row)
 
+    def request_columns(self) -> tuple[str, ...] | None:
+        return self.inner.request_columns()
+
     async def aclose_clients(self) -> None:
         await self.inner.aclose_clients()
 

@@ -31,10 +31,11 @@ from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.store.base import AnswerStore, Stored
+from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
+from dslc.runtime.wrappers.joinable import Joinable
 
 LEASE_S = 5.0          # a lease lapses this long after its holder last renewed it
 RENEW_S = 1.5          # how often a holder renews the leases of its calls in flight
@@ -84,12 +85,16 @@ class StoredCall(DelegatingCall):
         self._store: AnswerStore | None = None
         self._gets: PerStep[str, Stored | None] = PerStep(self._get_many)
         self._leases: PerStep[str, bool] = PerStep(self._lease_many)
-        self._puts: PerStep[tuple[str, Any], None] = PerStep(self._put_many)
+        self._puts: PerStep[tuple[str, Any, Join | None], None] = PerStep(self._put_many)
+        # what Spark joins an answer by, so a warm rerun finds it without Python (joinable.py)
+        self._joinable = Joinable(config, inner)
+        self._joinable = self._joinable if self._joinable.variant is not None else None
         self._releases: PerStep[str, None] = PerStep(self._release_many, quiet=True)
         self._spends: PerStep[int, int] = PerStep(self._spend_many)
         self._held: set[str] = set()                      # keys this instance is calling
         self._renewing: asyncio.Task[None] | None = None
         self._known: dict[str, Stored] = {}               # found by `lookup` (RATE admission)
+        self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
 
     # ----------------------------------------------------------------- the store, batched per loop step
@@ -107,9 +112,18 @@ class StoredCall(DelegatingCall):
         held = await (await self.store()).lease(self.operator, unique(keys), self.owner, LEASE_S, self.ttl_s)
         return [key in held for key in keys]
 
-    async def _put_many(self, items: list[tuple[str, Any]]) -> list[None]:
-        await (await self.store()).put_many(self.operator, items, self.ttl_s)
+    async def _put_many(self, items: list[tuple[str, Any, Join | None]]) -> list[None]:
+        joins = {key: join for key, _, join in items if join is not None}
+        await (await self.store()).put_many(self.operator, [(key, value) for key, value, _ in items], self.ttl_s,
+                                            joins)
         return [None] * len(items)
+
+    def _join(self, row: Row, value: Any) -> Join | None:
+        joinable = self._joinable
+        if joinable is None:
+            return None
+        entry = joinable.entry(row, value)
+        return Join(joinable.variant, *entry) if entry is not None else None
 
     async def _release_many(self, keys: list[str]) -> list[None]:
         await (await self.store()).release(self.operator, unique(keys), self.owner)
@@ -129,7 +143,9 @@ class StoredCall(DelegatingCall):
     async def prefetch(self, rows: list[Row]) -> None:
         """Look the keys of a chunk of rows (an Arrow batch) up in one request: the rows whose
         answer is stored then answer at once, without a wait of their own."""
-        keys = [key for key in map(self.inner.request_key, rows) if key is not None]
+        request_key = self.inner.request_key
+        memo = self._chunk_keys = {id(row): request_key(row) for row in rows}
+        keys = [key for key in memo.values() if key is not None]
         if not keys:
             return
         if len(self._known) > 100_000:
@@ -139,11 +155,17 @@ class StoredCall(DelegatingCall):
 
     prefetch.wanted = True   # type: ignore[attr-defined]
 
+    def _key(self, row: Row) -> str | None:
+        """The row's request key, made once for the rows of the chunk being looked up (they are
+        alive while it is, so their ids are theirs)."""
+        key = self._chunk_keys.get(id(row), NOT_KNOWN)
+        return self.inner.request_key(row) if key is NOT_KNOWN else key
+
     def known_answer(self, row: Row) -> Any:
         """The row's answer if the chunk's lookup found it (a store hit), else NOT_KNOWN."""
         if not self._known:
             return NOT_KNOWN
-        key = self.inner.request_key(row)
+        key = self._key(row)
         found = self._known.get(key) if key is not None else None
         if found is None:
             return NOT_KNOWN
@@ -153,7 +175,7 @@ class StoredCall(DelegatingCall):
     async def lookup(self, row: Row) -> bool:
         """True when the row's answer is in the store (kept for its call, which then costs
         nothing): RATE admits only elements that will call."""
-        key = self.inner.request_key(row)
+        key = self._key(row)
         if key is None:
             return False
         if key in self._known:
@@ -165,7 +187,7 @@ class StoredCall(DelegatingCall):
         return True
 
     async def __call__(self, row: Row) -> Any:
-        key = self.inner.request_key(row)
+        key = self._key(row)
         if key is None:
             return await self._pay(row)
         known = self._known.get(key)
@@ -218,7 +240,7 @@ class StoredCall(DelegatingCall):
             raise
         if self.keeps(value):
             # written before the element goes on; shielded: a TIMEOUT now must not lose a paid answer
-            await asyncio.shield(self._puts((key, value)))
+            await asyncio.shield(self._puts((key, value, self._join(row, value))))
         else:
             self._releases(key)
         self._held.discard(key)

@@ -10,8 +10,9 @@ import sqlite3
 import time
 
 import pytest
-from dslc.runtime.store.base import SCHEMA_VERSION, StoreError, decode, encode
+from dslc.runtime.store.base import SCHEMA_VERSION, Join, StoreError, decode, encode
 from dslc.runtime.store.open_stores import check_location, make_store
+from dslc.runtime.store.sqlite import SqliteStore
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -120,6 +121,64 @@ def test_a_store_of_another_dslc_version_is_refused_clearly(tmp_path, version, w
         run(check_location(str(path)))
     assert words in str(caught.value) and f"store version {version}" in str(caught.value)
     assert str(path) in str(caught.value)
+
+
+def test_what_a_join_reads_is_kept_per_variant_with_ttl_and_cleared(location):
+    async def scenario():
+        store = await _opened(location)
+        try:
+            await store.put_many("op", [("k1", {"t": "a"}), ("k2", {"t": "b"}), ("k3", None)], 3600,
+                                 {"k1": Join("v1", '{"id":"1"}', '{"t":"a"}'), "k2": Join("v2", '{"id":"2"}', '{"t":"b"}')})
+            await store.put_many("other", [("k1", {"t": "c"})], None, {"k1": Join("v1", '{"id":"1"}', '{"t":"c"}')})
+            first = await store.joinable("op", "v1", 3600), await store.joinable("op", "v2", None)
+            await asyncio.sleep(1.1)
+            expired = await store.joinable("op", "v1", 1)
+            await store.clear("op")
+            return first, expired, await store.joinable("op", "v1", None), await store.joinable("other", "v1", None)
+        finally:
+            await store.close()
+
+    (v1, v2), expired, cleared, other = run(scenario())
+    assert v1 == [('{"id":"1"}', '{"t":"a"}')] and v2 == [('{"id":"2"}', '{"t":"b"}')]
+    assert expired == [] and cleared == []
+    assert other == [('{"id":"1"}', '{"t":"c"}')]
+
+
+V1_TABLES = """
+CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE answers (operator TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+    at REAL NOT NULL, PRIMARY KEY (operator, key)) WITHOUT ROWID;
+CREATE TABLE leases (operator TEXT NOT NULL, key TEXT NOT NULL, owner TEXT NOT NULL,
+    until REAL NOT NULL, PRIMARY KEY (operator, key)) WITHOUT ROWID;
+CREATE TABLE counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE rates (name TEXT PRIMARY KEY, next REAL NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '1');
+PRAGMA application_id = 1685285987;
+"""
+
+
+def test_a_store_of_version_1_is_migrated_and_keeps_its_answers(tmp_path):
+    """Version 2 adds what a warm rerun's join reads; the answers written by version 1 stay."""
+    path = tmp_path / "answers.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(V1_TABLES)
+        db.execute("INSERT INTO answers VALUES ('op', 'k1', '{\"tier\":\"gold\"}', ?)", (time.time(),))
+    store = SqliteStore(str(path))
+
+    async def scenario():
+        await store.open(check=True)
+        try:
+            found = await store.get_many("op", ["k1"], None)
+            await store.put_many("op", [("k2", {"tier": "blue"})], None, {"k2": Join("v", '{"id":"2"}', '{"tier":"blue"}')})
+            return found, await store.joinable("op", "v", None), await store.joinable("op", "other", None)
+        finally:
+            await store.close()
+
+    found, joined, other = run(scenario())
+    assert found["k1"].value == {"tier": "gold"}
+    assert joined == [('{"id":"2"}', '{"tier":"blue"}')] and other == []
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()[0] == str(SCHEMA_VERSION)
 
 
 def test_a_redis_store_of_another_version_is_refused(redis_server):

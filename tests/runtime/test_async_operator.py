@@ -217,9 +217,8 @@ def test_open_failure_propagates() -> None:
 
 def test_plain_function_runs_in_a_thread_pool() -> None:
     rows = [row(i, delay_ms=30) for i in range(8)]
-    started = time.perf_counter()
     _, out = run(make("async_udfs:blocking", capacity=8), rows)
-    assert time.perf_counter() - started < 0.2  # 8 x 30 ms sequentially would be 240 ms
+    # several calls of the blocking function ran at once (counted by the function, not timed)
     assert len(out.rows) == 8 and udfs.state["max_running"] > 1
     assert udfs.state["max_running"] <= 8
 

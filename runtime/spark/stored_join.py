@@ -1,0 +1,111 @@
+"""A warm rerun's answers found by Spark: the rows of an ENRICH ... STORE joined to its stored answers.
+
+Asking the store row by row costs Python work per row (its request key, a lookup, a decoded
+answer), which is most of a warm rerun. So before a chain runs, the driver reads the answers
+the store holds for its ENRICH that Spark can join (wrappers/joinable.py: their request columns
+and RETURNS columns as JSON, for the same request variant, younger than TTL), and the rows are
+joined to them in the JVM (broadcast when small). In the chain's Python pass a row that found
+its answer leaves at once, Arrow to Arrow, counted as a store hit; the others go through the
+operator as before, which asks the store for them too (an answer written since the job started,
+or one that cannot be joined). A store with nothing to join changes nothing: a cold run's plan
+is the plain one.
+
+The rows are those the operator would have made (only answers that round-trip exactly are
+joined), in both modes: a streaming query joins each micro-batch to the answers read when the
+query started. ORDERED: a joined row leaves at once only in a batch of joined rows with nothing
+in flight ahead of it. Not joined: KEY ORDER, a chain with a watermark, a call that does not say
+which columns its request reads (PYTHON, POST without BODY), columns of other types.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from dslc.runtime import config as C
+from dslc.runtime.calls.factory import KINDS
+from dslc.runtime.store.open_stores import make_store
+from dslc.runtime.wrappers.joinable import variant_of
+
+from . import names
+
+FLAG = "__dslc_stored"
+CONF = "spark.dslc.store.join"
+BROADCAST_ROWS = 2_000_000      # answers joined by a broadcast up to this many; a shuffle join above
+_KEY_TYPES = {"string", "boolean", "tinyint", "smallint", "int", "bigint"}
+
+
+def enabled(spark) -> bool:
+    """`SET spark.dslc.store.join = false` turns the join off (every row asks the store, as
+    before it: for comparing the two, or if the join ever misbehaves)."""
+    return str(spark.conf.get(CONF, "true")).strip().lower() != "false"
+
+
+def _variant(op: C.Enrich, schema: StructType) -> str | None:
+    """The op's request variant when its rows can be joined to its answers, else None."""
+    if op.store is None or op.order_by or type(op.call) not in KINDS or isinstance(op.call, C.PythonCall):
+        return None
+    try:
+        call = KINDS[type(op.call)](op)
+    except Exception:  # noqa: BLE001 - a call that cannot be built here is built (and fails) on the executors
+        return None
+    columns = call.request_columns()
+    types = {f.name: f.dataType.simpleString() for f in schema.fields}
+    if not columns or any(types.get(c) not in _KEY_TYPES for c in columns):
+        return None
+    return variant_of(call)
+
+
+def _answers(op: C.Enrich, variant: str) -> list[tuple[str, str]]:
+    async def read() -> list[tuple[str, str]]:
+        store = make_store(op.store.location)
+        try:
+            await store.open()
+            return await store.joinable(op.name, variant, op.store.ttl_s)
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
+def find(schema: StructType, operators: Sequence[C.Enrich | C.Process],
+         output_schema) -> tuple[int, list[tuple[str, str]], str] | None:
+    """The first ENRICH of the chain with answers to join: (its position, the answers, its variant)."""
+    for position, op in enumerate(operators):
+        if isinstance(op, C.Enrich) and op.store is not None:
+            here = output_schema(schema, tuple(operators[:position]))
+            variant = _variant(op, here)
+            if variant is not None:
+                answers = _answers(op, variant)
+                if answers:
+                    return position, answers, variant
+    return None
+
+
+def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], returns: StructType) -> tuple[DataFrame, C.JoinedAnswers]:
+    """`df` with the RETURNS columns and FLAG of the rows that have a stored answer (NULL for the others)."""
+    spark = df.sparkSession
+    call = KINDS[type(op.call)](op)
+    columns = call.request_columns() or ()
+    args = StructType([StructField(c, df.schema[c].dataType, True) for c in columns])
+    table = pa.table({"args": pa.array([a for a, _ in answers], pa.string()),
+                      "output": pa.array([o for _, o in answers], pa.string())})
+    stored = spark.createDataFrame(table)
+    keys = [f"__dslc_k{i}" for i in range(len(columns))]
+    stored = stored.select(F.from_json("args", args).alias("a"), F.from_json("output", returns).alias("o")).select(
+        *[F.col("a").getField(c).alias(k) for c, k in zip(columns, keys)],
+        *[F.col("o").getField(f.name).alias(f.name) for f in returns.fields],
+        F.lit(True).alias(FLAG))
+    if len(answers) <= BROADCAST_ROWS:
+        stored = F.broadcast(stored)
+    condition = None
+    for column, key in zip(columns, keys):
+        equal = names.col(column) == F.col(key)
+        condition = equal if condition is None else condition & equal
+    joined = df.join(stored, condition, "left").drop(*keys)
+    ordered = op.mode is C.Mode.ORDERED
+    return joined, C.JoinedAnswers(FLAG, tuple(df.columns), ordered)

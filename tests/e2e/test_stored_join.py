@@ -1,0 +1,165 @@
+"""A warm rerun's stored answers joined to their rows by Spark (runtime/spark/stored_join.py), on
+Spark (local[2]) with a real HTTP service that counts its calls: the rows are exactly the cold
+run's in BATCH and STREAMING, ORDERED and UNORDERED, nothing is called again, and the rows Spark
+joined are counted (`store_joined`); answers it cannot join (a miss, two results) still come from
+the store through the operator; a changed request (another URL) joins nothing and pays again."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from jobs import run_flow
+
+pytestmark = pytest.mark.spark
+
+FLOW = """PIPELINE warm MODE {mode} ANSWERS 'answers.db';
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING, region INT, amount DOUBLE);
+STREAM enriched = ENRICH orders WITH HTTP GET 'http://127.0.0.1:{port}/{path}/{{region}}/{{customer_id}}'
+  RETURNS (tier STRING, score DOUBLE, visits BIGINT, vip BOOLEAN)
+  ASYNC {order} CAPACITY 8 TIMEOUT 5s ON MISS NULL
+  STORE TTL 1h;
+STREAM big = SELECT order_id, customer_id, tier, score, visits, vip FROM enriched WHERE amount > 2;
+SINK big TO JSON 'out/big';
+"""
+
+
+def _service(serve_app, calls: Counter):
+    async def customer(request):
+        key = request.match_info["id"]
+        calls[key] += 1
+        number = int(key[1:])
+        if number % 7 == 3:
+            return web.json_response({}, status=404)                    # a miss: not joined
+        if number % 7 == 5:                                             # two results: not joined
+            return web.json_response([{"tier": "a", "score": 1, "visits": 1, "vip": True},
+                                      {"tier": "b", "score": 2.5, "visits": 2, "vip": False}])
+        return web.json_response({"tier": f"t-{key}", "score": number / 4, "visits": number * 10 ** 10,
+                                  "vip": number % 2 == 0, "other": "ignored"} if number % 7 else
+                                 {"tier": None, "score": 3})            # missing fields: NULL, joined
+    app = web.Application()
+    app.router.add_get("/{path}/{region}/{id}", customer)
+    return serve_app(app)
+
+
+def _run(folder: Path, port: int, mode: str, order: str, path: str = "customers") -> list[dict]:
+    pipeline = mode if mode == "BATCH" else "STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW"
+    flow = folder / "pipeline.flow"
+    flow.write_text(FLOW.format(mode=pipeline, port=port, order=order, path=path))
+    for old in (folder / "chk", folder / "out"):     # each run reads every file again
+        if old.exists():
+            import shutil
+            shutil.rmtree(old)
+    metrics = folder / "metrics.json"
+    run_flow(flow)
+    rows = [json.loads(line) for p in sorted((folder / "out/big").glob("*.json")) for line in p.read_text().splitlines()]
+    figures = json.loads(metrics.read_text())["operators"]["enriched"]
+    return sorted(rows, key=lambda r: (r["order_id"], json.dumps(r, sort_keys=True))), figures
+
+
+@pytest.mark.parametrize("mode, order", [("BATCH", "UNORDERED"), ("BATCH", "ORDERED"),
+                                         ("STREAMING", "UNORDERED"), ("STREAMING", "ORDERED")])
+def test_a_warm_rerun_joins_its_answers_and_makes_the_same_rows(spark, serve_app, tmp_path, monkeypatch, mode, order):
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+    server = _service(serve_app, calls)
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 40}", "region": i % 3, "amount": float(i % 5)}
+              for i in range(600)]
+    for part in range(3):
+        (tmp_path / f"in/{part}.json").write_text("".join(json.dumps(r) + "\n" for r in orders[part::3]))
+    reaching = [r for r in orders if r["amount"] > 2]      # the WHERE is pushed below the ENRICH
+    cold, cold_figures = _run(tmp_path, server.port, mode, order)
+    paid = sum(calls.values())
+    assert paid == len({(r["region"], r["customer_id"]) for r in reaching})    # each request once
+    assert cold_figures["store_joined"] == 0                                     # nothing stored yet
+
+    warm, figures = _run(tmp_path, server.port, mode, order)
+    assert sum(calls.values()) == paid                                           # nothing paid again
+    assert warm == cold
+    plain = [r for r in reaching if int(r["customer_id"][1:]) % 7 not in (3, 5)]
+    assert figures["store_hits"] == len(reaching)
+    if order == "UNORDERED":     # every joinable row passes the operator by
+        assert figures["store_joined"] == len(plain)
+    else:                        # a batch with a miss or two results goes through the operator whole
+        assert 0 <= figures["store_joined"] <= len(plain)
+    assert figures["elements_in"] == len(reaching)
+    assert figures["elements_out"] == len(reaching) + sum(1 for r in reaching if int(r["customer_id"][1:]) % 7 == 5)
+
+
+def test_another_request_joins_nothing_and_pays_again(spark, serve_app, tmp_path, monkeypatch):
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+    server = _service(serve_app, calls)
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 10}", "region": 1, "amount": 9.0} for i in range(50)]
+    (tmp_path / "in/0.json").write_text("".join(json.dumps(r) + "\n" for r in orders))
+    _run(tmp_path, server.port, "BATCH", "UNORDERED")
+    assert sum(calls.values()) == 10
+    rows, figures = _run(tmp_path, server.port, "BATCH", "UNORDERED", path="clients")
+    assert figures["store_joined"] == 0
+    assert sum(calls.values()) == 20          # another request for each key: paid once more
+    assert len(rows) == 55                    # c5 answers two results
+
+
+CHAINED = """PIPELINE warm MODE BATCH ANSWERS 'answers.db';
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING, region INT, amount DOUBLE);
+STREAM tiers = ENRICH orders WITH HTTP GET 'http://127.0.0.1:{port}/customers/{{region}}/{{customer_id}}'
+  RETURNS (tier STRING) ASYNC UNORDERED CAPACITY 8 TIMEOUT 5s STORE;
+STREAM scored = ENRICH tiers WITH HTTP GET 'http://127.0.0.1:{port}/tiers/{{region}}/{{tier}}'
+  RETURNS (score DOUBLE) ASYNC ORDERED CAPACITY 8 TIMEOUT 5s STORE;
+SINK scored TO JSON 'out/big';
+"""
+
+
+def test_chained_enriches_are_joined_each_in_its_own_pass(spark, serve_app, tmp_path, monkeypatch):
+    """Two ENRICH ... STORE chained in one pass: a warm rerun joins each (the chain runs in two
+    passes) and makes the cold run's rows, calling nothing."""
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+
+    async def answer(request):
+        key = request.match_info["id"]
+        calls[(request.match_info["path"], key)] += 1
+        return web.json_response({"tier": f"t{int(key[1:]) % 3}"} if request.match_info["path"] == "customers"
+                                 else {"score": len(key) * 1.5})
+
+    app = web.Application()
+    app.router.add_get("/{path}/{region}/{id}", answer)
+    server = serve_app(app)
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 12}", "region": 7, "amount": 1.0} for i in range(90)]
+    (tmp_path / "in/0.json").write_text("".join(json.dumps(r) + "\n" for r in orders))
+    flow = tmp_path / "pipeline.flow"
+    flow.write_text(CHAINED.format(port=server.port))
+    job = run_flow(flow)
+    assert job.read_text().count("chains.run_chain(") == 1        # the two ENRICH are one chain
+
+    def read() -> list[dict]:
+        return sorted((json.loads(line) for p in (tmp_path / "out/big").glob("*.json")
+                       for line in p.read_text().splitlines()), key=lambda r: r["order_id"])
+
+    cold = read()
+    paid = sum(calls.values())
+    assert paid == 12 + 3
+    import shutil
+    shutil.rmtree(tmp_path / "out")
+    run_flow(flow)
+    assert sum(calls.values()) == paid
+    assert read() == cold and len(cold) == 90
+    figures = json.loads((tmp_path / "metrics.json").read_text())["operators"]
+    assert figures["tiers"]["store_joined"] == 90
+    assert figures["scored"]["store_joined"] > 0 and figures["scored"]["store_hits"] == 90
+    # the join turned off: every row asks the store, with the same rows and no call
+    flow.write_text(CHAINED.format(port=server.port).replace("\nSOURCE", "\nSET spark.dslc.store.join = false;\nSOURCE", 1))
+    shutil.rmtree(tmp_path / "out")
+    try:
+        run_flow(flow)
+    finally:
+        spark.conf.unset("spark.dslc.store.join")     # the suite's session outlives this job's SET
+    assert sum(calls.values()) == paid and read() == cold
+    figures = json.loads((tmp_path / "metrics.json").read_text())["operators"]
+    assert figures["tiers"]["store_joined"] == 0 and figures["tiers"]["store_hits"] == 90

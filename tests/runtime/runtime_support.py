@@ -277,39 +277,31 @@ def run_operator(config: Any, items: list[Any], out: Collector | None = None,
     return op, out
 
 
-class Stalls:
-    """The longest this process failed to wake a sleeping thread on time while the block ran (a
-    loaded machine: CPU starved, or the GIL held by another thread). A call whose rate slot fell
-    inside such a stall starts when it ends, together with the others of the stall, so a test of
-    a rate may allow `per_second * longest` more calls in a window, and no more."""
 
-    def __init__(self, tick_s: float = 0.005) -> None:
-        self.tick_s = tick_s
-        self.longest = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="stall-watch", daemon=True)
+def over_rate(times: list[float], per_second: float, slack: float = 0.1,
+              drain_s: float = 0.1) -> list[tuple[float, int, float]]:
+    """The sliding one-second windows of arrival `times` (seconds) holding more calls than a
+    schedule of `per_second` allows: (start, calls, allowed) each; empty when none.
 
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            before = time.monotonic()
-            time.sleep(self.tick_s)
-            self.longest = max(self.longest, time.monotonic() - before - self.tick_s)
+    A schedule of one slot every 1/per_second allows per_second + 1 calls in a second; `slack`
+    (a share of the rate) covers a call's start after its slot on a quiet machine (store round
+    trip, loop wake-up, the request: milliseconds). On a loaded machine the test process or its
+    store may stall: nothing arrives, and the calls whose slots fell in the stall arrive together
+    when it ends (within `drain_s`). So a window also allows per_second calls for each second of
+    silence the service saw (a gap between arrivals beyond two slots) that ended in the window or
+    up to `drain_s` before it, and no more: a schedule that overruns the rate without such a
+    silence still fails."""
+    import bisect
 
-    def __enter__(self) -> Stalls:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
-def most_in_any_window(times: list[float], window_s: float) -> int:
-    """The most of `times` (seconds, any order) that fall in one sliding window [t, t + window_s)."""
     ordered = sorted(times)
-    most, first = 0, 0
-    for last, t in enumerate(ordered):
-        while t - ordered[first] >= window_s:
-            first += 1
-        most = max(most, last - first + 1)
-    return most
+    ends = ordered[1:]
+    gaps = [max(0.0, b - a - 2 / per_second) for a, b in zip(ordered, ordered[1:])]
+    over = []
+    for first, start in enumerate(ordered):
+        last = bisect.bisect_left(ordered, start + 1.0)
+        silence = sum(gaps[bisect.bisect_left(ends, start - drain_s):bisect.bisect_left(ends, start + 1.0)])
+        calls = last - first
+        allowed = per_second * (1.0 + slack + silence) + 1
+        if calls > allowed:
+            over.append((start, calls, allowed))
+    return over

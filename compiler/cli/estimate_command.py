@@ -40,6 +40,19 @@ def recorded_latency(directory: str) -> dict[str, float]:
     return {op: statistics.median(values) for op, values in by_operator.items()}
 
 
+def recorded_completion(directory: str) -> dict[str, float]:
+    """Mean completion tokens per operator of a recording folder: the tokens of each recorded
+    answer's JSON text (a structured output's content is that JSON)."""
+    from dslc.runtime.limits.tokens import text_tokens
+    from dslc.runtime.wrappers.recording import entries
+
+    by_operator: dict[str, list[int]] = {}
+    for call in entries(Path(directory)):
+        if "answer" in call:
+            by_operator.setdefault(call["operator"], []).append(text_tokens(json.dumps(call["answer"])))
+    return {op: statistics.mean(values) for op, values in by_operator.items()}
+
+
 def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, recording: str | None = None):
     """Run the job of `flow` without calling anything; an Estimate per ENRICH."""
     from dslc.compiler.pipeline import check_source, lower_plan
@@ -49,6 +62,7 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
     plan = check_source(SourceFile.read(flow), mode="batch")   # sources read as they are now
     given = parse_latency(latency) if latency else None
     recorded = recorded_latency(recording) if recording else {}
+    completions = recorded_completion(recording) if recording else {}
     with tempfile.TemporaryDirectory(prefix="dslc-estimate-") as folder:
         job = Path(folder) / "estimate_job.py"
         job.write_text(lower_plan(plan, job_folder=folder, writes=False))
@@ -63,7 +77,8 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
             spark = SparkSession.getActiveSession()
             tasks = spark.sparkContext.defaultParallelism if spark is not None else 1
             return [estimate.estimate_one(op, df, sample=sample, tasks=tasks,
-                                          latency_s=given if given is not None else recorded.get(op.name))
+                                          latency_s=given if given is not None else recorded.get(op.name),
+                                          completion=completions.get(op.name))
                     for op, df in found]
         finally:
             estimate.ESTIMATING = None
@@ -77,6 +92,8 @@ def _quiet_session(conf) -> None:
     """The local session the job will reuse, without progress bars over the table."""
     from pyspark.sql import SparkSession
 
+    # the Python workers that look keys up and count prompt tokens import dslc: this interpreter's
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(os.environ.get("DSLC_MASTER", "local[*]")).appName("dslc-estimate")
     for key, value in (("spark.ui.showConsoleProgress", "false"), ("spark.ui.enabled", "false"),
                        ("spark.log.level", "ERROR"), *conf):
@@ -96,7 +113,7 @@ def _seconds(value: float | None) -> str:
 
 def render(flow: str, found) -> str:
     """The estimate as a table, one row per ENRICH, then notes."""
-    head = ("operator", "line", "rows", "distinct_keys", "in_store", "calls", "time", "budget")
+    head = ("operator", "line", "rows", "distinct_keys", "in_store", "calls", "tokens", "time", "budget")
     rows = []
     notes = []
     for e in found:
@@ -105,10 +122,11 @@ def render(flow: str, found) -> str:
         elif e.budget_enough is None:
             budget = f"{e.budget} {e.budget_unit}"
         else:
-            budget = f"{e.budget}: " + ("enough" if e.budget_enough else f"short by {e.calls - e.budget}")
+            budget = f"{e.budget}: " + ("enough" if e.budget_enough else f"short by {e.budget_spent - e.budget}")
         in_store = "-" if e.stored_keys is None else f"{'~' if e.sampled else ''}{e.stored_keys}"
+        tokens = "-" if e.tokens is None else f"{'~' if e.sampled else ''}{e.tokens}"
         rows.append((e.operator, str(e.line), str(e.rows), str(e.distinct_keys), in_store, str(e.calls),
-                     _seconds(e.seconds), budget))
+                     tokens, _seconds(e.seconds), budget))
         if e.seconds is None:
             notes.append(f"{e.operator}: no time without a latency (--latency 40ms, or --replay/--record DIR)")
         else:
@@ -116,8 +134,8 @@ def render(flow: str, found) -> str:
             notes.append(f"{e.operator}: time at {how}CAPACITY {e.capacity} x {e.tasks} tasks"
                          + (f", RATE {e.rate:g}/s" if e.rate else ""))
         if e.budget_enough is False:
-            runs = -(-e.calls // e.budget)
-            notes.append(f"{e.operator}: BUDGET {e.budget} CALLS stops the run; {runs} runs complete it "
+            runs = -(-e.budget_spent // e.budget)
+            notes.append(f"{e.operator}: BUDGET {e.budget} {e.budget_unit} stops the run; {runs} runs complete it "
                          "(each continues from the answer store)")
         notes.extend(f"{e.operator}: {n}" for n in e.notes)
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]

@@ -77,13 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
     explain.add_argument("--format", choices=("text", "json", "dot", "svg"), default="text")
     explain.add_argument("--estimate", action="store_true",
-                         help="per ENRICH: rows, distinct keys, keys in the answer store, calls, time, budget "
+                         help="per ENRICH: rows, distinct keys, keys in the answer store, calls, tokens, time, budget "
                               "(reads the sources; calls nothing)")
     explain.add_argument("--sample", type=int, default=100_000, metavar="N",
                          help="--estimate: look up at most N distinct keys in the answer store (default 100000)")
     explain.add_argument("--latency", metavar="DURATION", help="--estimate: the service's latency, e.g. 40ms")
     explain.add_argument("--replay", "--record", dest="replay", metavar="DIR",
-                         help="--estimate: read the latency from a recording folder")
+                         help="--estimate: read the latency (and a model's completion tokens) from a recording folder")
     compile_ = sub.add_parser("compile", help="write the PySpark job for a .flow file")
     compile_.add_argument("file")
     compile_.add_argument("-o", "--output", help="job file (default: stdout)")

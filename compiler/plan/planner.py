@@ -432,13 +432,11 @@ class _Planner:
             call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
         paths = self._paths(stmt)
-        if checked.budget is not None and checked.budget.unit == "TOKENS":
-            if isinstance(stmt.call, (ast.HttpCall, ast.PythonCall)):
-                kind = "HTTP" if isinstance(stmt.call, ast.HttpCall) else "PYTHON"
-                second = f"WITH {kind} (tokens are counted from a model's answers)"
-            else:   # the runtime spends BUDGET per call only: a TOKENS budget would not be held
-                second = "this dslc, whose BUDGET counts CALLS only so far (a TOKENS budget would not be held)"
-            self.add(error("E0304", checked.clauses["budget"].span, first="BUDGET ... TOKENS", second=second,
+        if (checked.budget is not None and checked.budget.unit == "TOKENS"
+                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall))):
+            kind = "HTTP" if isinstance(stmt.call, ast.HttpCall) else "PYTHON"    # MODEL, EMBEDDING: counted
+            self.add(error("E0304", checked.clauses["budget"].span, first="BUDGET ... TOKENS",
+                           second=f"WITH {kind} (tokens are counted from a model's answers)",
                            hint=f"count calls: BUDGET {checked.budget.amount} CALLS"))
         if upstream is None or call is None:
             return None

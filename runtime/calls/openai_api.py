@@ -17,6 +17,7 @@ from typing import Any
 import yarl
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.token_budget import token_budget
 from dslc.runtime.limits.tokens import TokenLimiter, retry_after
 from dslc.runtime.secrets import Secrets
 
@@ -36,6 +37,7 @@ class OpenAICompatibleCall(EnrichCall):
         self.base_url = config.call.base_url.rstrip("/")
         rate = config.rate
         self.tokens = TokenLimiter(rate.task_tokens_per_second if rate is not None else None)
+        self.budget = token_budget(config)      # BUDGET n TOKENS: reserved before each request
         # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
         # never in an error message, a recording or a dead letter
         secrets = self.secrets = config.secrets or Secrets()
@@ -90,6 +92,13 @@ class OpenAICompatibleCall(EnrichCall):
         limiter = self.tokens
         estimate = limiter.estimate(prompt_tokens, completes)
         await limiter.acquire(estimate)
+        budget = self.budget
+        if budget is not None:
+            try:
+                await budget.reserve(estimate)
+            except BaseException:
+                limiter.refund(estimate)        # not sent
+                raise
         url = self.base_url + path
         try:
             async with self._client().post(yarl.URL(url, encoded=True), data=to_json(body), headers=self.headers,
@@ -105,6 +114,8 @@ class OpenAICompatibleCall(EnrichCall):
                 raw = await sessions.read_body(response)
         except CallError as exc:
             limiter.refund(estimate)            # nothing was answered, nothing charged
+            if budget is not None:
+                await budget.refund(estimate)
             if exc.status == 429:
                 if self.metrics is not None:
                     self.metrics.add("throttled")
@@ -119,6 +130,9 @@ class OpenAICompatibleCall(EnrichCall):
             raise CallError(f"response body is JSON {type(answer).__name__}, expected an object")
         prompt, completion = self.count_usage(answer.get("usage"))
         limiter.settle(estimate, prompt, completion if completes else 0)
+        if budget is not None:
+            # corrected before the element goes on; no usage reported: the estimate stays spent
+            await budget.settle(estimate, _total(answer.get("usage")))
         return answer
 
     async def aclose_clients(self) -> None:
@@ -128,6 +142,17 @@ class OpenAICompatibleCall(EnrichCall):
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _total(usage: Any) -> int | None:
+    """The tokens an answer was billed: `usage.total_tokens`, else prompt + completion (None: no usage)."""
+    if not isinstance(usage, Mapping):
+        return None
+    total = _count(usage.get("total_tokens"))
+    if total is not None:
+        return total
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    return None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
 
 
 def _error_message(text: str) -> str:

@@ -13,8 +13,15 @@ NULL. For each recorded ENRICH this module then counts, with Spark:
   them is looked up and the share found is applied to all;
 - calls: with STORE the keys not in the store; with CACHE the distinct keys (a lower bound: each
   worker process has its own cache); otherwise one per row; BATCH n divides by n;
+- tokens (MODEL, EMBEDDING): the prompt tokens of the calls to make, counted as the runtime
+  estimates them before sending (limits/tokens.py: the filled SYSTEM and PROMPT messages, or the
+  INPUT), over the distinct keys not in the store (sampled and scaled like the store lookup), as
+  a mean per key times the elements to call; plus, for MODEL, a completion per call: the mean
+  tokens of the answers a recording holds (`--replay/--record DIR`: the structured output's
+  JSON text, as the model writes it), else an assumption stated in the notes (the RETURNS
+  object with 8-character strings and two-digit numbers);
 - time: waves of CAPACITY x tasks calls, one latency each, and at least calls / RATE;
-- whether BUDGET n CALLS covers the calls.
+- whether BUDGET n CALLS covers the calls, or BUDGET n TOKENS the tokens.
 
 Limits: the rows an ENRICH emits (a miss dropped, a list answer) are unknown before calling, so
 an ENRICH after another ENRICH sees one row per input row; retries, errors and timeouts are not
@@ -54,15 +61,29 @@ class Estimate:
     budget: int | None
     budget_unit: str | None
     notes: list[str]
+    prompt_tokens: int | None = None        # None: the call reports no tokens (HTTP, PYTHON)
+    completion_tokens: int | None = None
+    completion_basis: str | None = None     # where the completion per call comes from
+
+    @property
+    def tokens(self) -> int | None:
+        if self.prompt_tokens is None:
+            return None
+        return self.prompt_tokens + (self.completion_tokens or 0)
+
+    @property
+    def budget_spent(self) -> int | None:
+        """What the run would spend in the budget's unit."""
+        return self.tokens if self.budget_unit == "TOKENS" else self.calls
 
     @property
     def budget_enough(self) -> bool | None:
-        if self.budget is None or self.budget_unit != "CALLS":
+        if self.budget is None or self.budget_spent is None:
             return None
-        return self.calls <= self.budget
+        return self.budget_spent <= self.budget
 
     def to_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "budget_enough": self.budget_enough}
+        return {**dataclasses.asdict(self), "tokens": self.tokens, "budget_enough": self.budget_enough}
 
 
 def record_chain(df, operators: tuple, schema_of) -> Any:
@@ -82,15 +103,66 @@ def record_chain(df, operators: tuple, schema_of) -> Any:
     return df
 
 
+_MODELS = (C.ModelCall, C.EmbeddingCall)
+
+
 def _key_columns(op: C.Enrich, columns: list[str]) -> list[str]:
     call = op.call
     if isinstance(call, C.HttpCall) and call.columns is not None:
         return list(call.columns)
+    if isinstance(call, _MODELS) and call.columns:      # the placeholders fill the prompt or input
+        return list(call.columns)
     return columns
 
 
-class _StoredKeys:
-    """mapInArrow: how many of a batch's rows have their answer in the store (one lookup per batch)."""
+def prompt_tokens(call: C.ModelCall | C.EmbeddingCall, row: dict) -> int | None:
+    """A request's prompt tokens as the runtime estimates them before sending (None: a null
+    placeholder, nothing is sent)."""
+    from dslc.runtime.calls.prompt import UnfillableText, fill
+    from dslc.runtime.limits.tokens import message_tokens, text_tokens
+
+    try:
+        if isinstance(call, C.EmbeddingCall):
+            return text_tokens(fill(call.input, row))
+        texts = ([fill(call.system, row)] if call.system is not None else []) + [fill(call.prompt, row)]
+    except UnfillableText:
+        return None
+    return message_tokens(texts)
+
+
+_TYPICAL = {"string": "x" * 8, "integer": 12, "number": 0.5, "boolean": True}
+
+
+def _typical(schema: dict) -> Any:
+    kind = schema.get("type")
+    kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: _typical(prop) for name, prop in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_typical(schema.get("items", {}))] * 2
+    return _TYPICAL.get(kind, "x" * 8)
+
+
+def assumed_completion(op: C.Enrich) -> int:
+    """Completion tokens of one answer when no recording says: the RETURNS object as JSON with
+    8-character strings, two-digit numbers and two-item lists."""
+    import json
+
+    from dslc.runtime.limits.tokens import text_tokens
+    from dslc.runtime.schema.json_schema import returns_schema
+
+    try:
+        return text_tokens(json.dumps(_typical(returns_schema(op.returns))))
+    except Exception:  # noqa: BLE001 - a RETURNS with no JSON form is refused by the checker
+        return text_tokens(json.dumps({c.name: "x" * 8 for c in op.returns}))
+
+
+_COSTS = pa.schema([("found", pa.int64()), ("to_call", pa.int64()), ("prompt_tokens", pa.int64())])
+
+
+class _KeyCosts:
+    """mapInArrow over distinct keys: how many have their answer in the store (one lookup per
+    batch), and how many must be called with how many prompt tokens (MODEL, EMBEDDING)."""
 
     def __init__(self, op: C.Enrich) -> None:
         self.op = op
@@ -99,31 +171,43 @@ class _StoredKeys:
         from dslc.runtime.calls.factory import KINDS
         from dslc.runtime.store.open_stores import make_store
 
-        call = KINDS[type(self.op.call)](self.op)
+        op = self.op
+        call = KINDS[type(op.call)](op)
+        tokens = isinstance(op.call, _MODELS)
 
-        async def count(keys: list[str]) -> int:
-            store = make_store(self.op.store.location)
+        async def look_up(keys: list[str]) -> set[str]:
+            store = make_store(op.store.location)
             await store.open()
             try:
-                found = 0
+                found: set[str] = set()
                 for start in range(0, len(keys), 1000):
-                    found += len(await store.get_many(self.op.name, keys[start:start + 1000], self.op.store.ttl_s))
+                    found.update(await store.get_many(op.name, keys[start:start + 1000], op.store.ttl_s))
                 return found
             finally:
                 await store.close()
 
-        keys: list[str] = []
+        keyed: list[tuple[str, dict]] = []
         for batch in batches:
             for row in batch.to_pylist():
                 key = call.request_key(row)
                 if key is not None:
-                    keys.append(key)
-        found = asyncio.run(count(keys)) if keys else 0
-        yield pa.RecordBatch.from_pylist([{"found": found}], schema=pa.schema([("found", pa.int64())]))
+                    keyed.append((key, row))
+        found = asyncio.run(look_up([k for k, _ in keyed])) if keyed and op.store is not None else set()
+        to_call = prompt = 0
+        for key, row in keyed:
+            if key in found:
+                continue
+            to_call += 1
+            if tokens:
+                prompt += prompt_tokens(op.call, row) or 0
+        yield pa.RecordBatch.from_pylist([{"found": len(found), "to_call": to_call, "prompt_tokens": prompt}],
+                                         schema=_COSTS)
 
 
-def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, tasks: int) -> Estimate:
-    """Count what one ENRICH will do over the DataFrame that reaches it."""
+def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, tasks: int,
+                 completion: float | None = None) -> Estimate:
+    """Count what one ENRICH will do over the DataFrame that reaches it (`completion`: the mean
+    completion tokens of a recording's answers, None: assumed from RETURNS)."""
     from pyspark.sql import functions as F
 
     from . import names
@@ -133,15 +217,26 @@ def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, task
     columns = _key_columns(op, df.columns)
     keys_df = df.select(*[names.col(c) for c in columns]).distinct()
     distinct = keys_df.count()
+    model = isinstance(op.call, _MODELS)
     stored, sampled = None, False
-    if op.store is not None and distinct:
-        probe = keys_df
-        if distinct > sample:
-            probe, sampled = keys_df.sample(fraction=min(1.0, sample / distinct), seed=7), True
-        probed = probe.count() if sampled else distinct
-        found = probe.mapInArrow(_StoredKeys(op), "found long").agg(F.sum("found")).collect()[0][0] or 0
-        stored = round(found * distinct / probed) if sampled and probed else int(found)
-    elif op.store is not None:
+    per_key_prompt = None
+    # a call per row (no STORE, no CACHE): the tokens of every row's request, else of each key's
+    per_row = model and op.store is None and op.cache is None
+    source, total = (df.select(*[names.col(c) for c in columns]), rows) if per_row else (keys_df, distinct)
+    if (op.store is not None or model) and total:
+        probe = source
+        if total > sample:
+            probe, sampled = source.sample(fraction=min(1.0, sample / total), seed=7), True
+        probed = probe.count() if sampled else total
+        costs = probe.mapInArrow(_KeyCosts(op), "found long, to_call long, prompt_tokens long").agg(
+            F.sum("found").alias("found"), F.sum("to_call").alias("to_call"),
+            F.sum("prompt_tokens").alias("prompt_tokens")).collect()[0]
+        found = costs["found"] or 0
+        if op.store is not None:
+            stored = round(found * total / probed) if sampled and probed else int(found)
+        if costs["to_call"]:
+            per_key_prompt = costs["prompt_tokens"] / costs["to_call"]
+    if op.store is not None and stored is None:
         stored = 0
     if op.store is not None:
         calls = distinct - (stored or 0)
@@ -150,9 +245,21 @@ def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, task
         notes.append(f"CACHE is per worker process: up to {distinct} calls per process")
     else:
         calls = rows
+    elements = calls        # elements sent (a BATCH call carries many): what tokens are counted on
     if op.batch is not None:
         calls = math.ceil(calls / op.batch.size)
         notes.append(f"BATCH {op.batch.size}: calls are batches")
+    prompt = completion_tokens = basis = None
+    if model:
+        prompt = round((per_key_prompt or 0) * elements)
+        if isinstance(op.call, C.ModelCall):
+            if completion is not None:
+                per_call, basis = completion, "the recording's answers"
+            else:
+                per_call, basis = assumed_completion(op), "assumed: the RETURNS object as JSON"
+            completion_tokens = round(per_call * elements)
+            notes.append(f"tokens: prompt {prompt} + completion {completion_tokens} "
+                         f"({per_call:.0f} a call, {basis}); retries not counted")
     rate = op.rate.per_second if op.rate else None
     seconds = None
     if latency_s is not None:
@@ -164,4 +271,5 @@ def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, task
     return Estimate(operator=op.name, line=op.line, rows=rows, distinct_keys=distinct, stored_keys=stored,
                     sampled=sampled, calls=calls, tasks=tasks, capacity=op.capacity, rate=rate,
                     latency_s=latency_s, seconds=seconds, budget=budget.amount if budget else None,
-                    budget_unit=budget.unit if budget else None, notes=notes)
+                    budget_unit=budget.unit if budget else None, notes=notes,
+                    prompt_tokens=prompt, completion_tokens=completion_tokens, completion_basis=basis)

@@ -32,6 +32,7 @@ from dslc.runtime.limits.job_rate import JobRate
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.delegating import DelegatingCall
+from dslc.runtime.wrappers.stored import BudgetSpent
 
 
 class _Slot:
@@ -163,6 +164,9 @@ class BatchingCall(DelegatingCall):
                     slot.future.cancel()
             raise
         except Exception as exc:  # noqa: BLE001 - each element's RETRY / ON ERROR decides
+            if isinstance(exc, BudgetSpent):     # BUDGET n TOKENS: the batch was not sent
+                self.metrics.add("calls", -1)
+                self.metrics.add("elements_called", -len(batch))
             for slot in batch:
                 self._settle(slot, error=exc)
         else:

@@ -38,6 +38,7 @@ from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
 from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
 from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
+from dslc.runtime.wrappers.stored import BudgetSpent
 
 RECORD_PROPERTY, REPLAY_PROPERTY = "dslc.record", "dslc.replay"
 RECORD_ENV, REPLAY_ENV = "DSLC_RECORD", "DSLC_REPLAY"
@@ -186,6 +187,8 @@ class RecordingCall(_Wrapper):
         except asyncio.CancelledError:
             self._write(row, started, timeout=True)
             raise
+        except BudgetSpent:     # BUDGET n TOKENS: nothing was sent, nothing to record
+            raise
         except Exception as exc:
             self._write_error(row, started, exc)
             raise
@@ -213,6 +216,8 @@ class RecordingCall(_Wrapper):
         except asyncio.CancelledError:
             for row in rows:
                 self._write(row, started, timeout=True)
+            raise
+        except BudgetSpent:
             raise
         except Exception as exc:
             for row in rows:

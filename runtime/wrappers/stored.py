@@ -256,11 +256,17 @@ class StoredCall(DelegatingCall):
             if self.spent or await self._spends(1) > self.budget:
                 self.spent = True
                 raise BudgetSpent(f"BUDGET {self.budget} CALLS of '{self.operator}' is spent")
-        if self.counts_calls:
-            counters = self.metrics.counters
-            counters["calls"] += 1
-            counters["elements_called"] += 1
-        return await self.inner(row)
+        if not self.counts_calls:
+            return await self.inner(row)
+        counters = self.metrics.counters
+        counters["calls"] += 1
+        counters["elements_called"] += 1
+        try:
+            return await self.inner(row)
+        except BudgetSpent:          # BUDGET n TOKENS (limits/token_budget.py): it was not sent
+            counters["calls"] -= 1
+            counters["elements_called"] -= 1
+            raise
 
     # ----------------------------------------------------------------- leases of calls in flight
 

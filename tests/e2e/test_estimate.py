@@ -1,6 +1,9 @@
 """`dslc explain FILE --estimate` calls nothing, and its calls are within 10% of what the run then
 makes: on the fraud example (the service counts the requests) and on a workload with a filter
-before the ENRICH and skewed keys; after the run, the store holds them and the estimate says so."""
+before the ENRICH and skewed keys; after the run, the store holds them and the estimate says so.
+On the tickets example (MODEL) its tokens are within 10% of the tokens the service then bills,
+with the completion assumed and with it read from the run's recording, and a BUDGET n TOKENS
+gets its verdict."""
 from __future__ import annotations
 
 import importlib.util
@@ -93,3 +96,53 @@ def test_a_filtered_skewed_workload_and_the_budget_verdict(spark, serve_app, tmp
                            if json.loads(line)["amount"] > 50)
     after = _estimate(flow, sample=50)["scored"]               # a sample of the keys is looked up
     assert after.sampled and after.calls <= 0.1 * made
+
+
+def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tmp_path, capfd):
+    from dslc.compiler.cli.estimate_command import render
+    from dslc.runtime.wrappers import recording
+    from dslc.testing.openai_service import OpenAIService, serve_in_thread
+    from jobs import copy_example
+
+    spec = importlib.util.spec_from_file_location("tickets_service", EXAMPLES / "tickets/service.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with serve_in_thread(OpenAIService(models=("gpt-4.1-mini",), labeller=module.LABELS)) as running:
+        flow = copy_example("tickets", tmp_path / "tickets", port=running.port)
+        assumed = _estimate(flow)["labelled"]
+        assert running.stats["chat_calls"] == 0, "the estimate called the model"
+        context = spark.sparkContext
+        context.setLocalProperty(recording.RECORD_PROPERTY, recording.setting_json(tmp_path / "rec"))
+        try:
+            run_flow(flow)
+        finally:
+            context.setLocalProperty(recording.RECORD_PROPERTY, None)
+        stats = running.stats
+        billed = stats["total_tokens"]
+        assert stats["chat_calls"] == 12 and billed > 0
+        assert assumed.calls == 12 and assumed.completion_basis.startswith("assumed")
+        assert abs(assumed.tokens - billed) <= 0.1 * billed, (assumed, stats)
+        assert abs(assumed.prompt_tokens - stats["prompt_tokens"]) <= 0.1 * stats["prompt_tokens"]
+        recorded = _estimate(flow, recording=str(tmp_path / "rec"))["labelled"]
+        assert recorded.completion_basis == "the recording's answers"
+        assert abs(recorded.completion_tokens - stats["completion_tokens"]) <= 0.1 * stats["completion_tokens"]
+        assert abs(recorded.tokens - billed) <= 0.1 * billed, (recorded, stats)
+
+        # with STORE and a BUDGET n TOKENS: the verdict, then only the keys not yet stored cost tokens
+        text = flow.read_text().replace("ON ERROR DEAD LETTER 'target/dlq/labels';",
+                                        "ON ERROR DEAD LETTER 'target/dlq/labels' STORE BUDGET 500 TOKENS;")
+        flow.write_text(text.replace("CHECKPOINT 'target/chk/tickets'", "CHECKPOINT 'target/chk2'"))
+        budgeted = _estimate(flow)["labelled"]
+        assert budgeted.budget_unit == "TOKENS" and budgeted.budget_enough is False
+        assert budgeted.budget_spent == budgeted.tokens > 500 and budgeted.stored_keys == 0
+        shown = render("pipeline.flow", [budgeted])
+        assert f"500: short by {budgeted.tokens - 500}" in shown
+        assert f"BUDGET 500 TOKENS stops the run; {-(-budgeted.tokens // 500)} runs complete it" in shown
+        running.reset()
+        with pytest.raises(SystemExit) as stopped:
+            run_flow(flow)
+        assert stopped.value.code == 3 and "BUDGET 500 TOKENS of 'labelled'" in capfd.readouterr().err
+        paid = running.stats
+        left = _estimate(flow)["labelled"]
+        assert left.stored_keys == paid["chat_calls"] > 0 and left.calls == 12 - paid["chat_calls"]
+        assert abs(left.tokens - (billed - paid["total_tokens"])) <= 0.1 * billed, (left, paid)

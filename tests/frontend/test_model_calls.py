@@ -40,3 +40,14 @@ def test_model_and_embedding_calls_in_the_plan_and_the_job():
     assert "Bearer ${OPENAI_API_KEY}" in job and "C.ModelCall(" in job and "C.EmbeddingCall(" in job
     assert "tokens_per_minute=400000.0" in job
     compile(job, "job.py", "exec")
+
+
+def test_a_tokens_budget_is_held_on_model_and_embedding_calls_only():
+    budgeted = (FLOW.replace("RATE 600 PER MINUTE, 400000 TOKENS PER MINUTE;",
+                             "RATE 600 PER MINUTE, 400000 TOKENS PER MINUTE STORE BUDGET 2000000 TOKENS;")
+                    .replace("BATCH 64;", "BATCH 64 STORE BUDGET 50000 TOKENS;"))
+    plan = check_source(SourceFile("t.flow", budgeted))
+    assert plan.node("labelled").budget.amount == 2000000 and plan.node("labelled").budget.unit == "TOKENS"
+    assert plan.node("vectors").budget.unit == "TOKENS"
+    job = lower_plan(plan, job_folder="/tmp")
+    assert job.count("unit='TOKENS'") == 2

@@ -275,3 +275,33 @@ def run_operator(config: Any, items: list[Any], out: Collector | None = None,
     finally:
         op.dispose()
     return op, out
+
+
+
+def over_rate(times: list[float], per_second: float, slack: float = 0.1,
+              drain_s: float = 0.1) -> list[tuple[float, int, float]]:
+    """The sliding one-second windows of arrival `times` (seconds) holding more calls than a
+    schedule of `per_second` allows: (start, calls, allowed) each; empty when none.
+
+    A schedule of one slot every 1/per_second allows per_second + 1 calls in a second; `slack`
+    (a share of the rate) covers a call's start after its slot on a quiet machine (store round
+    trip, loop wake-up, the request: milliseconds). On a loaded machine the test process or its
+    store may stall: nothing arrives, and the calls whose slots fell in the stall arrive together
+    when it ends (within `drain_s`). So a window also allows per_second calls for each second of
+    silence the service saw (a gap between arrivals beyond two slots) that ended in the window or
+    up to `drain_s` before it, and no more: a schedule that overruns the rate without such a
+    silence still fails."""
+    import bisect
+
+    ordered = sorted(times)
+    ends = ordered[1:]
+    gaps = [max(0.0, b - a - 2 / per_second) for a, b in zip(ordered, ordered[1:])]
+    over = []
+    for first, start in enumerate(ordered):
+        last = bisect.bisect_left(ordered, start + 1.0)
+        silence = sum(gaps[bisect.bisect_left(ends, start - drain_s):bisect.bisect_left(ends, start + 1.0)])
+        calls = last - first
+        allowed = per_second * (1.0 + slack + silence) + 1
+        if calls > allowed:
+            over.append((start, calls, allowed))
+    return over

@@ -1,0 +1,107 @@
+"""BUDGET n TOKENS on a MODEL call, end to end on Spark (local[2], 4 partitions) against the local
+OpenAI-compatible service, which reports `usage` and counts every prompt it answers: each run
+stops with exit code 3 (STREAMING: the query fails with the budget's message) having spent at
+most the budget plus the documented slack (the estimate errors of the requests in flight), the
+reruns complete the job, and every prompt is paid once over all runs."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
+from jobs import run_flow
+
+pytestmark = pytest.mark.spark
+
+CAPACITY = 3
+PARTITIONS = 4
+BUDGET = 500
+
+FLOW = """PIPELINE tokens_{name} MODE {mode};
+SOURCE tickets FROM JSON 'in/' SCHEMA (id STRING, subject STRING, body STRING);
+STREAM spread = SELECT /*+ REPARTITION({partitions}) */ * FROM tickets;
+STREAM labelled = ENRICH spread
+  WITH MODEL 'gpt-test' AT '{base}'
+    SYSTEM 'You label support tickets: a category and an urgency from 1 to 5.'
+    PROMPT 'Subject: {{subject}}\\nBody: {{body}}'
+  RETURNS (category STRING, urgency INT, summary STRING)
+  ASYNC UNORDERED CAPACITY {capacity} TIMEOUT 10s
+  STORE BUDGET {budget} TOKENS;
+SINK labelled TO JSON 'out/labelled';
+"""
+
+LABELS = keyword_labeller({"category": [("invoice", "billing"), ("password", "account"), ("", "other")],
+                           "urgency": [("down", 5), ("", 2)]})
+
+
+def _tickets(folder: Path, n: int = 48, distinct: int = 24) -> list[dict]:
+    subjects = ["invoice twice", "password reset", "site down", "hello there", "refund invoice", "cannot login"]
+    rows = [{"id": f"t{i}", "subject": subjects[i % distinct % len(subjects)],
+             "body": f"ticket body number {i % distinct} " + "details " * (i % distinct % 5)} for i in range(n)]
+    (folder / "in").mkdir(parents=True)
+    for part in range(2):
+        (folder / f"in/{part}.json").write_text("".join(json.dumps(r) + "\n" for r in rows[part::2]))
+    return rows
+
+
+def _flow(folder: Path, base: str, mode: str) -> Path:
+    header = mode if mode == "BATCH" else "STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW"
+    flow = folder / "pipeline.flow"
+    flow.write_text(FLOW.format(name=mode.lower(), mode=header, base=base, partitions=PARTITIONS,
+                                capacity=CAPACITY, budget=BUDGET))
+    return flow
+
+
+def _slack(stats: dict) -> int:
+    """The documented overshoot: the estimate errors of the requests in flight at the last
+    admission. The prompt is estimated exactly here (the service counts 4 characters a token, as
+    dslc does without tiktoken), so a request's error is at most its completion tokens; at most
+    CAPACITY requests of each of the (local[2]) 2 running tasks are in flight."""
+    calls = max(1, stats["chat_calls"])
+    return 2 * CAPACITY * (stats["completion_tokens"] // calls + 8)
+
+
+@pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
+def test_a_token_budget_stops_each_run_and_reruns_complete_it_paying_each_prompt_once(
+        spark, tmp_path, capfd, mode):
+    rows = _tickets(tmp_path)
+    service = OpenAIService(models=("gpt-test",), labeller=LABELS)
+    with serve_in_thread(service) as running:
+        flow = _flow(tmp_path, running.base_url, mode)
+        spent: list[int] = []
+        stops = 0
+        for _ in range(8):
+            before = running.stats["total_tokens"]
+            try:
+                run_flow(flow)
+            except SystemExit as exc:               # BATCH: the job stops with exit code 3
+                assert mode == "BATCH" and exc.code == 3
+                err = capfd.readouterr().err
+                assert f"BUDGET {BUDGET} TOKENS of 'labelled' (line 4) is spent:" in err
+                assert "rows still unanswered" in err
+                assert not (tmp_path / "out/labelled").exists()      # nothing written: it stopped first
+                stops += 1
+            except Exception as exc:  # noqa: BLE001 - STREAMING: the query fails with the task's BudgetSpent
+                assert mode == "STREAMING", exc
+                assert f"BUDGET {BUDGET} TOKENS of 'labelled' (line 4) is spent" in str(exc)
+                stops += 1
+            else:
+                spent.append(running.stats["total_tokens"] - before)
+                break
+            spent.append(running.stats["total_tokens"] - before)
+        else:
+            pytest.fail(f"the job did not complete in 8 runs: {spent}")
+        stats = running.stats
+    paid = Counter(stats["prompts"])
+    assert len(paid) == 24 and set(paid.values()) == {1}, paid      # each distinct prompt paid once overall
+    whole = stats["total_tokens"]
+    assert stops >= 2 and whole > 2 * BUDGET                        # the budget did stop runs
+    assert all(0 < s <= BUDGET + _slack(stats) for s in spent), (spent, _slack(stats))
+    assert sum(spent) == whole
+    out = [json.loads(line) for p in sorted((tmp_path / "out/labelled").glob("*.json"))
+           for line in p.read_text().splitlines() if line]
+    assert sorted(r["id"] for r in out) == sorted(r["id"] for r in rows)              # each row once
+    assert all(r["category"] == ("billing" if "invoice" in r["subject"] else r["category"]) for r in out)

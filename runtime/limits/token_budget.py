@@ -23,7 +23,7 @@ from dslc.runtime.config import Enrich
 from dslc.runtime.store.base import AnswerStore
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep
-from dslc.runtime.wrappers.stored import BudgetSpent
+from dslc.runtime.limits.budget import BudgetSpent
 
 
 def token_budget(config: Enrich) -> TokenBudget | None:

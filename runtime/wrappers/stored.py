@@ -30,6 +30,7 @@ from typing import Any
 from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
@@ -43,10 +44,6 @@ POLL_S = (0.01, 0.2)   # first and longest wait between looks for an answer anot
 
 
 NOT_KNOWN = object()   # `known_answer`: the row's answer was not found by the chunk's lookup
-
-
-class BudgetSpent(Exception):
-    """The operator's BUDGET for this run is spent: this element is left unanswered."""
 
 
 class _Abandoned(Exception):

@@ -19,6 +19,7 @@ from dslc.compiler.diagnostics import CompileError, Diagnostic
 from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.lexical import Chunk, split_statements
 from dslc.compiler.frontend.parser import parse
+from dslc.compiler.lsp.incremental import EditorCache
 from dslc.compiler.plan.logical import Plan
 from dslc.compiler.plan.planner import to_partial_plan
 from dslc.compiler.source import SourceFile, Span
@@ -53,6 +54,7 @@ class Analysis:
     _program: ast.Program | None = field(default=None, repr=False)
     _plan: Plan | None = field(default=None, repr=False)
     _parsed_text: str = field(default="", repr=False)    # the text `program` was parsed from
+    _cache: EditorCache | None = field(default=None, repr=False)    # the document's remembered steps
 
     @cached_property
     def chunks(self) -> list[Chunk]:
@@ -76,7 +78,7 @@ class Analysis:
         text = self.source.text
         for _ in range(_SALVAGE_ROUNDS):
             try:
-                program = parse(self._with_text(text))
+                program = _parse(self._with_text(text), self._cache)
                 self._parsed_text = text
                 return program
             except CompileError as exc:
@@ -97,26 +99,34 @@ class Analysis:
         program = self.program
         source = self._with_text(self._parsed_text)
         with _collector_paused():
-            plan, _ = to_partial_plan(program, source, require_sink=False)
+            plan, _ = to_partial_plan(program, source, require_sink=False,
+                                      sql=self._cache and self._cache.sql)
         return plan
 
     def _with_text(self, text: str) -> DocumentSource:
         return DocumentSource(self.source.path, text, base=self.source.base)
 
 
-def analyze(text: str, path: str, base: str) -> Analysis:
-    """Check a document as `dslc check` does: the same diagnostics, in the same order."""
+def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -> Analysis:
+    """Check a document as `dslc check` does: the same diagnostics, in the same order. With a
+    `cache` (the document's, kept from version to version), what an edit left unchanged is
+    taken from it (compiler/lsp/incremental.py); it may raise Superseded when the cache says a
+    newer version is waiting."""
     source = DocumentSource(path, text, base=base)
     if len(text) > MAX_CHECKED_CHARS:
         return Analysis(source, [], too_large=True)
     try:
         with _collector_paused():
-            program = parse(source)
+            program = _parse(source, cache)
     except CompileError as exc:
-        return Analysis(source, exc.diagnostics)
+        return Analysis(source, exc.diagnostics, _cache=cache)
     with _collector_paused():
-        checked, problems = to_partial_plan(program, source, require_sink=True)
-    return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text)
+        checked, problems = to_partial_plan(program, source, require_sink=True, sql=cache and cache.sql)
+    return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text, _cache=cache)
+
+
+def _parse(source: DocumentSource, cache: EditorCache | None) -> ast.Program:
+    return parse(source, statement=cache.statement if cache is not None else None)
 
 
 def _blank(text: str, chunks: list[Chunk], diagnostics: list[Diagnostic]) -> str:

@@ -171,3 +171,14 @@ def test_the_server_skips_a_version_that_is_no_longer_the_newest(large):
 def test_moving_spans():
     assert shifted(Span(3, 5), 10) == Span(13, 15)
     assert shifted((Span(0, 1), "a", None, [Span(2, 2)]), 1) == (Span(1, 2), "a", None, [Span(3, 3)])
+
+
+def test_every_error_file_checks_as_from_scratch_with_one_cache_shared_by_all():
+    """tests/errors/*.flow, one after the other with one cache, then again in reverse: the same
+    statement text meets other schemas, other names and other settings around it."""
+    files = sorted((ROOT / "tests" / "errors").glob("*.flow"))
+    assert len(files) > 40
+    cache = EditorCache()
+    for path in files + files[::-1]:
+        _same_as_full(path.read_text(encoding="utf-8", errors="replace"), path, cache)
+    assert cache.hits > 100

@@ -3,7 +3,8 @@ and definitions) the syntax tree and plan of the statements that do check, so th
 statement in the middle of a file leaves the rest of it known to the editor.
 
 Nothing here re-implements a check: the compiler's own `parse` and `to_partial_plan` (the planner
-run of `dslc check`, which also keeps the plan of the statements that checked) run on the text.
+run of `dslc check`, which also keeps the plan of the statements that checked) run on the text,
+with the document's EditorCache supplying what an earlier version already computed.
 A syntax error stops the check before planning, as in `dslc check`; to still know the rest of the
 file, the statements with syntax errors are blanked out (every character but line breaks becomes
 a space, so offsets stay put) and the rest is parsed and planned again."""

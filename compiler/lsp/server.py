@@ -27,7 +27,7 @@ from pygls.uris import to_fs_path
 
 from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
 from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
-from dslc.compiler.lsp.incremental import EditorCache, Superseded
+from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
@@ -51,9 +51,12 @@ class Document:
 
 
 class FlowServer(LanguageServer):
-    """The LanguageServer plus the open documents and the checking thread."""
+    """The LanguageServer plus the open documents and the checking thread. `incremental=False`
+    checks every version from scratch, as the server did before it kept a cache (the bench
+    compares both, bench/lsp_latency.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, incremental: bool = True) -> None:
+        self.incremental = incremental
         try:
             release = version("dslc")
         except PackageNotFoundError:
@@ -69,7 +72,7 @@ class FlowServer(LanguageServer):
             path = to_fs_path(uri)
             fs_path = Path(path) if path else None
             base = str(fs_path.parent) if fs_path else self._workspace_folder()
-            doc = self.documents[uri] = Document(uri, fs_path, base)
+            doc = self.documents[uri] = Document(uri, fs_path, base, cache=EditorCache(0 if not self.incremental else ENTRIES))
         return doc
 
     def _workspace_folder(self) -> str:
@@ -236,9 +239,9 @@ def _document_request(server: FlowServer, method: str, options=None, *, analyzed
     return register
 
 
-def build_server() -> FlowServer:
+def build_server(incremental: bool = True) -> FlowServer:
     """A server with every feature registered."""
-    server = FlowServer()
+    server = FlowServer(incremental)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -306,12 +309,12 @@ def build_server() -> FlowServer:
     return server
 
 
-def main() -> int:
+def main(incremental: bool = True) -> int:
     """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
     stderr: stdout carries the protocol only."""
     logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
                         format="dslc lsp: %(levelname)s %(message)s")
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    build_server().start_io(sys.stdin.buffer, protocol_out)
+    build_server(incremental).start_io(sys.stdin.buffer, protocol_out)
     return 0

@@ -168,12 +168,14 @@ def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
     """Runs on the checking thread; None when a newer version arrived before it ended (`current`
     turned False). A compiler bug becomes one diagnostic, not a dead server."""
     if not current():
+        log.debug("a check of %s skipped: a newer version is waiting", path)
         return None
     try:
         with cache.checking(current):
             analysis = analyze(text, path, base, cache)
         return analysis, LineIndex(text, encoding)
     except Superseded:
+        log.debug("a check of %s stopped: a newer version is waiting", path)
         return None
     except RecursionError:
         return _internal(text, path, base, "the file nests too deeply to check"), LineIndex(text, encoding)

@@ -127,7 +127,10 @@ def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -
 
 
 def _parse(source: DocumentSource, cache: EditorCache | None) -> ast.Program:
-    return parse(source, statement=cache.statement if cache is not None else None)
+    if cache is None:
+        return parse(source)
+    with cache.parsing():
+        return parse(source, statement=cache.statement)
 
 
 def _blank(text: str, chunks: list[Chunk], diagnostics: list[Diagnostic]) -> str:

@@ -32,7 +32,8 @@ from dslc.compiler.frontend.parser import parse_statement
 from dslc.compiler.plan.planner import SqlSteps
 from dslc.compiler.source import Span
 
-ENTRIES = 4096      # remembered results of each kind (a 300-statement file needs 300 to 600)
+ENTRIES = 4096      # remembered results of each kind, at least (a 300-statement file needs 300 to 600)
+ENTRIES_PER_STATEMENT = 3   # and at least this many per statement of the longest version parsed
 _MISSING = object()
 
 
@@ -53,7 +54,21 @@ class EditorCache:
         self.statements = _Lru(entries)
         self.sql = RememberedSql(self, entries)
         self.current: Callable[[], bool] = _always
-        self.hits = self.misses = 0     # for tests and the bench: was anything reused?
+        self.hits = self.misses = 0     # for tests: was anything reused?
+        self._parsed = 0                # statements of the parse under way
+
+    @contextmanager
+    def parsing(self) -> Iterator[None]:
+        """Around the parse of one whole version: the cache grows to hold a few versions of a
+        file of any length (a fixed size would forget everything of a long one, each time)."""
+        self._parsed = 0
+        yield
+
+    def _grow(self) -> None:
+        wanted = ENTRIES_PER_STATEMENT * self._parsed
+        for remembered in (self.statements, self.sql.trees, self.sql.analyses):
+            if remembered.size and remembered.size < wanted:
+                remembered.size = wanted
 
     @contextmanager
     def checking(self, current: Callable[[], bool]) -> Iterator[None]:
@@ -72,6 +87,8 @@ class EditorCache:
     def statement(self, chunk: Chunk) -> tuple[ast.Statement | None, list[Diagnostic]]:
         """`parse_statement`, remembered by the chunk's text."""
         self.go_on()
+        self._parsed += 1
+        self._grow()
         key = (chunk.text, chunk.terminated)
         found = self.statements.get(key)
         if found is None:

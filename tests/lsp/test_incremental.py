@@ -182,3 +182,17 @@ def test_every_error_file_checks_as_from_scratch_with_one_cache_shared_by_all():
     for path in files + files[::-1]:
         _same_as_full(path.read_text(encoding="utf-8", errors="replace"), path, cache)
     assert cache.hits > 100
+
+
+def test_the_cache_grows_with_the_file_and_stays_bounded():
+    """A fixed size would forget every statement of a file longer than it, at every check."""
+    text = generate(400, BRANCH_DEPTH)
+    cache = EditorCache(entries=100)
+    analyze(text, "/nowhere/large.flow", "/nowhere", cache)
+    assert cache.statements.size == 1200 and len(cache.statements) == 400
+    cache.hits = cache.misses = 0
+    analyze(text, "/nowhere/large.flow", "/nowhere", cache)
+    assert cache.misses == 0
+    for n in range(30):     # typing: a new version of one statement each time, none forgotten yet
+        analyze(text.replace("WHERE amount > 1;", f"WHERE amount > 1{n};"), "/nowhere/large.flow", "/nowhere", cache)
+    assert len(cache.statements) == 430 and len(cache.sql.analyses) <= 1200

@@ -109,6 +109,7 @@ class RememberedSql(SqlSteps):
         self.cache = cache
         self.trees = _Lru(entries)
         self.analyses = _Lru(entries)
+        self._tables: dict[int, tuple[object, list]] = {}     # id(tree) → (tree, its tables)
 
     def parse(self, sql: ast.Sql, problems: list[Diagnostic], **options: Any):
         self.cache.go_on()
@@ -125,6 +126,16 @@ class RememberedSql(SqlSteps):
         start, tree, mine = found
         problems.extend(shifted(p, sql.span.start - start) for p in mine)
         return tree
+
+    def tables(self, tree) -> list:
+        """relations(tree), remembered for the trees `parse` remembers (they are never changed)."""
+        found = self._tables.get(id(tree))
+        if found is None or found[0] is not tree:
+            if len(self._tables) > 2 * self.trees.size:
+                self._tables = {id(t): v for k, (_, t, _) in self.trees.data.items()
+                                if (v := self._tables.get(id(t))) is not None and v[0] is t}
+            found = self._tables[id(tree)] = (tree, SqlSteps.tables(tree))
+        return found[1]
 
     def analyze(self, sql: ast.Sql, tree, schemas: Mapping, problems: list[Diagnostic], **options: Any):
         """analyze_query; `tree` is the sqlglot tree of `sql.text` (the planner's `parse`)."""
@@ -220,36 +231,40 @@ class _Lru:
 
 # ---- moving results to where their text is now
 
-_FIELDS: dict[type, tuple[str, ...] | None] = {}
-
-
 def shifted(value, delta: int):
-    """`value` with every Span in it (through dataclasses, tuples and lists) moved by `delta`
-    characters; anything else (sqlglot trees, strings, numbers) is shared, not copied."""
-    if delta == 0:
-        return value
+    """`value` with every Span in it (through dataclasses, tuples, lists and dicts) moved by
+    `delta` characters; anything else (sqlglot trees, strings, numbers) is shared, not copied."""
+    return value if delta == 0 else _shift(value, delta)
+
+
+def _shift(value, delta: int):
     kind = type(value)
     if kind is Span:
         return Span(value.start + delta, value.end + delta)
-    if kind is tuple:
-        return tuple(shifted(v, delta) for v in value)
-    if kind is list:
-        return [shifted(v, delta) for v in value]
-    if kind is dict:
-        return {k: shifted(v, delta) for k, v in value.items()}
-    names = _FIELDS.get(kind, ())
-    if names == ():
-        names = _FIELDS[kind] = _init_fields(kind)
-    if names is None:
+    if kind in _SHARED:
         return value
-    return kind(*(shifted(getattr(value, name), delta) for name in names))
+    mover = _MOVERS.get(kind)
+    if mover is None:
+        mover = _MOVERS[kind] = _mover(kind)
+    return mover(value, delta)
 
 
-def _init_fields(kind: type) -> tuple[str, ...] | None:
-    """The fields a dataclass is built from, in order; None for anything else (left as is)."""
-    if not dataclasses.is_dataclass(kind) or kind is Span:
-        return None
+_SHARED = frozenset({str, int, float, bool, type(None)})
+_MOVERS: dict[type, Callable] = {}
+
+
+def _mover(kind: type) -> Callable:
+    """How to move the spans in a value of one type (found once per type)."""
+    if kind is tuple:
+        return lambda value, delta: tuple([_shift(v, delta) for v in value])
+    if kind is list:
+        return lambda value, delta: [_shift(v, delta) for v in value]
+    if kind is dict:
+        return lambda value, delta: {k: _shift(v, delta) for k, v in value.items()}
+    if not dataclasses.is_dataclass(kind):
+        return lambda value, delta: value
     fields = dataclasses.fields(kind)
     if any(not f.init for f in fields):
         raise TypeError(f"{kind.__name__} has fields outside __init__: cannot move its spans")
-    return tuple(f.name for f in fields)
+    names = tuple(f.name for f in fields)
+    return lambda value, delta: kind(*[_shift(getattr(value, name), delta) for name in names])

@@ -67,10 +67,12 @@ def to_partial_plan(program: ast.Program, source: SourceFile, *, require_sink: b
 
 
 class SqlSteps:
-    """The two sqlglot steps of a STREAM's query, the costly part of a check: parse its text, and
-    analyze the tree against the schemas it reads. Each is a function of its arguments only."""
+    """The sqlglot steps of a STREAM's query, the costly part of a check: parse its text, list
+    the tables a tree reads, analyze the tree against the schemas it reads. Each is a function of
+    its arguments only."""
 
     parse = staticmethod(parse_sql)
+    tables = staticmethod(relations)
     analyze = staticmethod(analyze_query)
 
 
@@ -160,7 +162,7 @@ class _Planner:
         tree, _ = self._parsed(sql)
         if tree is None:
             return []
-        return [ast.Name(t.name, sql.span) for t in relations(tree) if t.name.lower() in self.defs]
+        return [ast.Name(t.name, sql.span) for t in self.sql.tables(tree) if t.name.lower() in self.defs]
 
     def _order(self) -> list[str]:
         """Definitions in dependency order (file order where free); cycles reported."""

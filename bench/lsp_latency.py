@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -254,7 +255,15 @@ def write_section(text: str, path: Path = RESULTS) -> None:
         new = before + text.rstrip() + "\n" + tail
     else:
         new = old.rstrip() + "\n\n" + text.rstrip() + "\n"
-    path.write_text(new, encoding="utf-8")
+    path.write_text(_count_targets(new), encoding="utf-8")
+
+
+def _count_targets(text: str) -> str:
+    """The head's "targets met (all sections)" line counted again over every section's targets."""
+    verdicts = re.findall(r"^\| .* \| (yes|\*\*no\*\*) \|$", text, re.M)
+    met = sum(v == "yes" for v in verdicts)
+    return re.sub(r"\| targets met \(all sections\) \| \d+ of \d+ \|",
+                  f"| targets met (all sections) | {met} of {len(verdicts)} |", text, count=1)
 
 
 def main(argv: list[str] | None = None) -> int:

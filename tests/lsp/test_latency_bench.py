@@ -40,3 +40,13 @@ def test_writing_the_section_leaves_the_others_as_they_were(tmp_path):
     text = results.read_text()
     assert text == ("# Benchmark results\n\nhead\n\n## 1. One\n\nfirst\n\n## 2. Two\n\nsecond\n\n"
                     f"## {lsp_latency.TITLE}\n\nv2\n")
+
+
+def test_writing_the_section_counts_the_targets_of_every_section_again(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# Benchmark results\n\n| targets met (all sections) | 1 of 3 |\n\n## 1. One\n\n"
+                       "| target | measured | met |\n|---|---|---|\n| a | 1 | yes |\n| b | 2 | **no** |\n\n"
+                       f"## {lsp_latency.TITLE}\n\n| target | measured | met |\n|---|---|---|\n| c | 3 | **no** |\n")
+    lsp_latency.write_section(f"## {lsp_latency.TITLE}\n\n| target | measured | met |\n|---|---|---|\n"
+                              "| c | 1 | yes |\n| d | 1 | yes |\n", results)
+    assert "| targets met (all sections) | 3 of 4 |" in results.read_text()

@@ -4,6 +4,7 @@ nowhere else."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer, v_args
@@ -40,25 +41,36 @@ def _lark() -> Lark:
                 propagate_positions=True, maybe_placeholders=True)
 
 
-def parse(source: SourceFile) -> ast.Program:
-    """Parse a whole file; raise CompileError with every syntax error found."""
+def parse(source: SourceFile, *, statement: StatementParser | None = None) -> ast.Program:
+    """Parse a whole file; raise CompileError with every syntax error found. `statement` parses
+    one statement (default `parse_statement`; the editor passes one that remembers results)."""
     statements: list[ast.Statement] = []
     problems: list[Diagnostic] = []
     for chunk in split_statements(source.text):
-        try:
-            tree = _lark().parse(chunk.text)
-        except UnexpectedInput as exc:
-            problems.append(_syntax_error(exc, chunk, source))
-            continue
-        statement = _ToAst(chunk.start).transform(tree)
-        statements.append(statement)
-        if not chunk.terminated:
-            end = chunk.start + len(chunk.text.rstrip())
-            problems.append(error("E0104", Span(max(end - 1, 0), end),
-                                  hint="add ';' after the statement"))
+        parsed, found = (statement or parse_statement)(chunk)
+        if parsed is not None:
+            statements.append(parsed)
+        problems.extend(found)
     if problems:
         raise CompileError(source, problems)
     return ast.Program(tuple(statements))
+
+
+def parse_statement(chunk: Chunk) -> tuple[ast.Statement | None, list[Diagnostic]]:
+    """One statement's syntax tree (None when it does not parse) and its syntax errors; a
+    function of the chunk's text, `terminated` and `start` only."""
+    try:
+        tree = _lark().parse(chunk.text)
+    except UnexpectedInput as exc:
+        return None, [_syntax_error(exc, chunk)]
+    statement = _ToAst(chunk.start).transform(tree)
+    if chunk.terminated:
+        return statement, []
+    end = chunk.start + len(chunk.text.rstrip())
+    return statement, [error("E0104", Span(max(end - 1, 0), end), hint="add ';' after the statement")]
+
+
+StatementParser = Callable[[Chunk], tuple["ast.Statement | None", list[Diagnostic]]]
 
 
 def _describe(names: set[str]) -> tuple[str, list[str]]:
@@ -78,7 +90,7 @@ def _expected(exc: UnexpectedInput) -> set[str]:
     return set(accepts or getattr(exc, "expected", None) or ())
 
 
-def _syntax_error(exc: UnexpectedInput, chunk: Chunk, source: SourceFile) -> Diagnostic:
+def _syntax_error(exc: UnexpectedInput, chunk: Chunk) -> Diagnostic:
     if isinstance(exc, UnexpectedCharacters):
         at = chunk.start + exc.pos_in_stream
         return _bad_character(chunk.text, exc.pos_in_stream, at)
@@ -374,4 +386,4 @@ def parse_text(text: str, path: str = "<input>") -> ast.Program:
     return parse(SourceFile(path, text))
 
 
-__all__ = ["parse", "parse_text", "CompileError", "STATEMENT_KEYWORDS"]
+__all__ = ["parse", "parse_statement", "parse_text", "CompileError", "STATEMENT_KEYWORDS"]

@@ -3,7 +3,8 @@ and definitions) the syntax tree and plan of the statements that do check, so th
 statement in the middle of a file leaves the rest of it known to the editor.
 
 Nothing here re-implements a check: the compiler's own `parse` and `to_partial_plan` (the planner
-run of `dslc check`, which also keeps the plan of the statements that checked) run on the text.
+run of `dslc check`, which also keeps the plan of the statements that checked) run on the text,
+with the document's EditorCache supplying what an earlier version already computed.
 A syntax error stops the check before planning, as in `dslc check`; to still know the rest of the
 file, the statements with syntax errors are blanked out (every character but line breaks becomes
 a space, so offsets stay put) and the rest is parsed and planned again."""
@@ -19,6 +20,7 @@ from dslc.compiler.diagnostics import CompileError, Diagnostic
 from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.lexical import Chunk, split_statements
 from dslc.compiler.frontend.parser import parse
+from dslc.compiler.lsp.incremental import EditorCache
 from dslc.compiler.plan.logical import Plan
 from dslc.compiler.plan.planner import to_partial_plan
 from dslc.compiler.source import SourceFile, Span
@@ -53,6 +55,7 @@ class Analysis:
     _program: ast.Program | None = field(default=None, repr=False)
     _plan: Plan | None = field(default=None, repr=False)
     _parsed_text: str = field(default="", repr=False)    # the text `program` was parsed from
+    _cache: EditorCache | None = field(default=None, repr=False)    # the document's remembered steps
 
     @cached_property
     def chunks(self) -> list[Chunk]:
@@ -76,7 +79,7 @@ class Analysis:
         text = self.source.text
         for _ in range(_SALVAGE_ROUNDS):
             try:
-                program = parse(self._with_text(text))
+                program = _parse(self._with_text(text), self._cache)
                 self._parsed_text = text
                 return program
             except CompileError as exc:
@@ -97,26 +100,37 @@ class Analysis:
         program = self.program
         source = self._with_text(self._parsed_text)
         with _collector_paused():
-            plan, _ = to_partial_plan(program, source, require_sink=False)
+            plan, _ = to_partial_plan(program, source, require_sink=False,
+                                      sql=self._cache and self._cache.sql)
         return plan
 
     def _with_text(self, text: str) -> DocumentSource:
         return DocumentSource(self.source.path, text, base=self.source.base)
 
 
-def analyze(text: str, path: str, base: str) -> Analysis:
-    """Check a document as `dslc check` does: the same diagnostics, in the same order."""
+def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -> Analysis:
+    """Check a document as `dslc check` does: the same diagnostics, in the same order. With a
+    `cache` (the document's, kept from version to version), what an edit left unchanged is
+    taken from it (compiler/lsp/incremental.py); it may raise Superseded when the cache says a
+    newer version is waiting."""
     source = DocumentSource(path, text, base=base)
     if len(text) > MAX_CHECKED_CHARS:
         return Analysis(source, [], too_large=True)
     try:
         with _collector_paused():
-            program = parse(source)
+            program = _parse(source, cache)
     except CompileError as exc:
-        return Analysis(source, exc.diagnostics)
+        return Analysis(source, exc.diagnostics, _cache=cache)
     with _collector_paused():
-        checked, problems = to_partial_plan(program, source, require_sink=True)
-    return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text)
+        checked, problems = to_partial_plan(program, source, require_sink=True, sql=cache and cache.sql)
+    return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text, _cache=cache)
+
+
+def _parse(source: DocumentSource, cache: EditorCache | None) -> ast.Program:
+    if cache is None:
+        return parse(source)
+    with cache.parsing():
+        return parse(source, statement=cache.statement)
 
 
 def _blank(text: str, chunks: list[Chunk], diagnostics: list[Diagnostic]) -> str:

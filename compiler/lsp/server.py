@@ -1,9 +1,12 @@
 """`dslc lsp`: the server's wiring. pygls speaks the protocol over stdio; each open document is
 checked by the compiler on one worker thread (so the protocol keeps flowing while a long file is
 checked), a short pause after the last keystroke, and its diagnostics are published when the
-check of the newest version ends. Requests (completion, hover, ...) use the newest version's
-analysis, waiting for it when typing got ahead. A failure inside a feature is logged and answered
-with nothing: the server outlives any input."""
+check of the newest version ends. Each document keeps what its checks computed
+(compiler/lsp/incremental.py), so an edit costs about what it changed; a check of a version that
+is no longer the newest is skipped, or abandoned at its next statement, so it never delays the
+newest one. Requests (completion, hover, ...) use the newest version's analysis, waiting for it
+when typing got ahead. A failure inside a feature is logged and answered with nothing: the server
+outlives any input."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +14,7 @@ import logging
 import os
 import sys
 import traceback
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import wraps
@@ -23,6 +27,7 @@ from pygls.uris import to_fs_path
 
 from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
 from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
+from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
@@ -41,12 +46,17 @@ class Document:
     running: tuple[int, asyncio.Future] | None = None
     timer: asyncio.Task | None = field(default=None, repr=False)
     salvaged: Analysis | None = None    # the newest analysis whose program and plan are computed
+    newest: int = 0                     # the newest version the client sent (read by the checking thread)
+    cache: EditorCache = field(default_factory=EditorCache, repr=False)
 
 
 class FlowServer(LanguageServer):
-    """The LanguageServer plus the open documents and the checking thread."""
+    """The LanguageServer plus the open documents and the checking thread. `incremental=False`
+    checks every version from scratch, as the server did before it kept a cache (the bench
+    compares both, bench/lsp_latency.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, incremental: bool = True) -> None:
+        self.incremental = incremental
         try:
             release = version("dslc")
         except PackageNotFoundError:
@@ -62,7 +72,7 @@ class FlowServer(LanguageServer):
             path = to_fs_path(uri)
             fs_path = Path(path) if path else None
             base = str(fs_path.parent) if fs_path else self._workspace_folder()
-            doc = self.documents[uri] = Document(uri, fs_path, base)
+            doc = self.documents[uri] = Document(uri, fs_path, base, cache=EditorCache(0 if not self.incremental else ENTRIES))
         return doc
 
     def _workspace_folder(self) -> str:
@@ -85,23 +95,30 @@ class FlowServer(LanguageServer):
 
     async def analysis(self, doc: Document, *, salvage: bool = False) -> tuple[Analysis, LineIndex]:
         """The analysis of the newest version (checked now, or awaited when a check is running);
-        `salvage` also computes the program and plan of the statements that check."""
-        number, text = self.text(doc)
-        if doc.checked is None or doc.checked[0] != number:
+        `salvage` also computes the program and plan of the statements that check. A check
+        overtaken by a newer version gives up (None): then the newest one is awaited instead."""
+        while True:
+            number, text = self.text(doc)
+            if doc.checked is not None and doc.checked[0] == number:
+                _, analysis, index = doc.checked
+                break
             if doc.running is None or doc.running[0] != number:
                 path = str(doc.path) if doc.path else doc.uri
                 encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
                 future = asyncio.get_running_loop().run_in_executor(
-                    self.checker, _check, text, path, doc.base, encoding)
+                    self.checker, _check, text, path, doc.base, encoding, doc.cache,
+                    lambda wanted=number: doc.newest <= wanted)
                 doc.running = (number, future)
-            result = await asyncio.shield(doc.running[1])
+            running = doc.running
+            result = await asyncio.shield(running[1])
+            if doc.running is running:
+                doc.running = None
+            if result is None:
+                continue
             if doc.checked is None or doc.checked[0] < number:
                 doc.checked = (number, *result)
-            if doc.running and doc.running[0] == number:
-                doc.running = None
             analysis, index = result
-        else:
-            _, analysis, index = doc.checked
+            break
         if salvage:
             await asyncio.get_running_loop().run_in_executor(self.checker, _salvage, analysis)
             doc.salvaged = analysis
@@ -146,16 +163,26 @@ class FlowServer(LanguageServer):
         doc.timer = asyncio.get_running_loop().create_task(later())
 
 
-def _check(text: str, path: str, base: str, encoding: str) -> tuple[Analysis, LineIndex]:
-    """Runs on the checking thread. A compiler bug becomes one diagnostic, not a dead server."""
-    index = LineIndex(text, encoding)
+def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
+           current: Callable[[], bool]) -> tuple[Analysis, LineIndex] | None:
+    """Runs on the checking thread; None when a newer version arrived before it ended (`current`
+    turned False). A compiler bug becomes one diagnostic, not a dead server."""
+    if not current():
+        log.debug("a check of %s skipped: a newer version is waiting", path)
+        return None
     try:
-        return analyze(text, path, base), index
+        with cache.checking(current):
+            analysis = analyze(text, path, base, cache)
+        return analysis, LineIndex(text, encoding)
+    except Superseded:
+        log.debug("a check of %s stopped: a newer version is waiting", path)
+        return None
     except RecursionError:
-        return _internal(text, path, base, "the file nests too deeply to check"), index
+        return _internal(text, path, base, "the file nests too deeply to check"), LineIndex(text, encoding)
     except Exception as exc:  # a bug in dslc: say so where the user looks
         log.error("dslc check failed on %s:\n%s", path, traceback.format_exc())
-        return _internal(text, path, base, f"internal error in dslc ({type(exc).__name__}: {exc}); please report it"), index
+        return (_internal(text, path, base, f"internal error in dslc ({type(exc).__name__}: {exc}); please report it"),
+                LineIndex(text, encoding))
 
 
 def _internal(text: str, path: str, base: str, message: str) -> Analysis:
@@ -181,17 +208,54 @@ def _answer_none_on_failure(handler):
     return guarded
 
 
-def build_server() -> FlowServer:
+# How a request gets the analysis it answers from (FlowServer methods).
+Analyzed = Callable[[FlowServer, Document], Awaitable[tuple[Analysis, LineIndex]]]
+
+
+def _newest_salvaged(ls: FlowServer, doc: Document):
+    return ls.analysis(doc, salvage=True)
+
+
+def _newest(ls: FlowServer, doc: Document):
+    return ls.analysis(doc)
+
+
+def _names_soon(ls: FlowServer, doc: Document):
+    return ls.names(doc)
+
+
+def _document_request(server: FlowServer, method: str, options=None, *, analyzed: Analyzed = _newest_salvaged):
+    """Register a request about one open document: the handler gets the document, its analysis
+    and line index, and the request's parameters. A document the client did not open (or
+    closed) gets nothing; a failure answers nothing and is logged."""
+    def register(answer: Callable[..., object]):
+        async def handler(ls: FlowServer, params):
+            doc = ls.opened(params.text_document.uri)
+            if doc is None:
+                return None
+            analysis, index = await analyzed(ls, doc)
+            return answer(doc, analysis, index, params)
+        handler.__name__ = handler.__qualname__ = answer.__name__   # not wraps: pygls reads the signature
+        server.feature(method, options)(_answer_none_on_failure(handler))
+        return answer
+    return register
+
+
+def build_server(incremental: bool = True) -> FlowServer:
     """A server with every feature registered."""
-    server = FlowServer()
+    server = FlowServer(incremental)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
-        ls.schedule(ls.document(params.text_document.uri), 0)
+        doc = ls.document(params.text_document.uri)
+        doc.newest = params.text_document.version or 0
+        ls.schedule(doc, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(ls: FlowServer, params: types.DidChangeTextDocumentParams) -> None:
-        ls.schedule(ls.document(params.text_document.uri), DEBOUNCE_S)
+        doc = ls.document(params.text_document.uri)
+        doc.newest = params.text_document.version or 0     # a check of an older one stops now
+        ls.schedule(doc, DEBOUNCE_S)
 
     @server.feature(types.TEXT_DOCUMENT_DID_SAVE)
     async def did_save(ls: FlowServer, params: types.DidSaveTextDocumentParams) -> None:
@@ -208,49 +272,25 @@ def build_server() -> FlowServer:
             doc.timer.cancel()
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(params.text_document.uri, []))
 
-    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
-    @_answer_none_on_failure
-    async def complete(ls: FlowServer, params: types.CompletionParams):
-        doc = ls.opened(params.text_document.uri)
-        if doc is None:
-            return None
-        analysis, index = await ls.names(doc)
+    @_document_request(server, types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]),
+                       analyzed=_names_soon)
+    def complete(doc: Document, analysis: Analysis, index: LineIndex, params: types.CompletionParams):
         return completion.completions(analysis, index, index.offset(params.position))
 
-    @server.feature(types.TEXT_DOCUMENT_HOVER)
-    @_answer_none_on_failure
-    async def on_hover(ls: FlowServer, params: types.HoverParams):
-        doc = ls.opened(params.text_document.uri)
-        if doc is None:
-            return None
-        analysis, index = await ls.analysis(doc, salvage=True)
+    @_document_request(server, types.TEXT_DOCUMENT_HOVER)
+    def on_hover(doc: Document, analysis: Analysis, index: LineIndex, params: types.HoverParams):
         return hover.hover(analysis, index, index.offset(params.position))
 
-    @server.feature(types.TEXT_DOCUMENT_DEFINITION)
-    @_answer_none_on_failure
-    async def on_definition(ls: FlowServer, params: types.DefinitionParams):
-        doc = ls.opened(params.text_document.uri)
-        if doc is None:
-            return None
-        analysis, index = await ls.analysis(doc, salvage=True)
-        return symbols.definition(analysis, index, params.text_document.uri, index.offset(params.position))
+    @_document_request(server, types.TEXT_DOCUMENT_DEFINITION)
+    def on_definition(doc: Document, analysis: Analysis, index: LineIndex, params: types.DefinitionParams):
+        return symbols.definition(analysis, index, doc.uri, index.offset(params.position))
 
-    @server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    @_answer_none_on_failure
-    async def on_symbols(ls: FlowServer, params: types.DocumentSymbolParams):
-        doc = ls.opened(params.text_document.uri)
-        if doc is None:
-            return None
-        analysis, index = await ls.analysis(doc, salvage=True)
+    @_document_request(server, types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+    def on_symbols(doc: Document, analysis: Analysis, index: LineIndex, params: types.DocumentSymbolParams):
         return symbols.document_symbols(analysis, index)
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-    @_answer_none_on_failure
-    async def on_code_lens(ls: FlowServer, params: types.CodeLensParams):
-        doc = ls.opened(params.text_document.uri)
-        if doc is None:
-            return None
-        analysis, index = await ls.analysis(doc)
+    @_document_request(server, types.TEXT_DOCUMENT_CODE_LENS, analyzed=_newest)
+    def on_code_lens(doc: Document, analysis: Analysis, index: LineIndex, params: types.CodeLensParams):
         return lenses.code_lenses(analysis, index, doc.uri, doc.path)
 
     @server.command(lenses.EXPLAIN)
@@ -271,12 +311,12 @@ def build_server() -> FlowServer:
     return server
 
 
-def main() -> int:
+def main(incremental: bool = True) -> int:
     """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
     stderr: stdout carries the protocol only."""
     logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
                         format="dslc lsp: %(levelname)s %(message)s")
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    build_server().start_io(sys.stdin.buffer, protocol_out)
+    build_server(incremental).start_io(sys.stdin.buffer, protocol_out)
     return 0

@@ -57,17 +57,29 @@ def to_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = Tr
 
 
 def to_partial_plan(program: ast.Program, source: SourceFile, *, require_sink: bool = True,
-                    mode: str | None = None) -> tuple[plan.Plan, list[Diagnostic]]:
+                    mode: str | None = None, sql: SqlSteps | None = None) -> tuple[plan.Plan, list[Diagnostic]]:
     """The plan of every statement that checked, and every problem found: what `dslc check
-    --spark` hands Spark's analyzer when the fast check already found errors elsewhere."""
-    planner = _Planner(source, mode)
+    --spark` hands Spark's analyzer when the fast check already found errors elsewhere. `sql`:
+    the sqlglot steps (the editor passes ones that remember results, compiler/lsp/incremental.py)."""
+    planner = _Planner(source, mode, sql)
     result = planner.build(program, require_sink=require_sink)
     return result, planner.problems
 
 
+class SqlSteps:
+    """The sqlglot steps of a STREAM's query, the costly part of a check: parse its text, list
+    the tables a tree reads, analyze the tree against the schemas it reads. Each is a function of
+    its arguments only."""
+
+    parse = staticmethod(parse_sql)
+    tables = staticmethod(relations)
+    analyze = staticmethod(analyze_query)
+
+
 class _Planner:
-    def __init__(self, source: SourceFile, mode: str | None = None):
+    def __init__(self, source: SourceFile, mode: str | None = None, sql: SqlSteps | None = None):
         self.source = source
+        self.sql = sql or SqlSteps()
         self.mode_override = mode
         self._trees: dict[int, tuple[object | None, list[Diagnostic]]] = {}
         self.problems: list[Diagnostic] = []
@@ -143,14 +155,14 @@ class _Planner:
         """The sqlglot tree of a query and its syntax errors, parsed once per statement."""
         if sql.span.start not in self._trees:
             problems: list[Diagnostic] = []
-            self._trees[sql.span.start] = (parse_sql(sql, problems), problems)
+            self._trees[sql.span.start] = (self.sql.parse(sql, problems), problems)
         return self._trees[sql.span.start]
 
     def _sql_tables(self, sql: ast.Sql) -> list[ast.Name]:
         tree, _ = self._parsed(sql)
         if tree is None:
             return []
-        return [ast.Name(t.name, sql.span) for t in relations(tree) if t.name.lower() in self.defs]
+        return [ast.Name(t.name, sql.span) for t in self.sql.tables(tree) if t.name.lower() in self.defs]
 
     def _order(self) -> list[str]:
         """Definitions in dependency order (file order where free); cycles reported."""
@@ -361,7 +373,7 @@ class _Planner:
             self.problems.extend(syntax_errors)
             return None
         extended = any(k in ('spark.sql.extensions', 'spark.jars.packages', 'spark.jars') for k, _ in self.settings.conf)
-        info = analyze_query(stmt.sql, tree, schemas, self.problems, functions=not extended)
+        info = self.sql.analyze(stmt.sql, tree, schemas, self.problems, functions=not extended)
         if info is None or info.schema is None:
             return None
         for read in info.reads:

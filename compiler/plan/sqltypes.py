@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from sqlglot import exp
 from sqlglot.errors import ParseError
@@ -21,8 +22,10 @@ _VOID = re.compile(r"\bVOID\b", re.I)
 _NULL_TYPE = re.compile(r"(?:^|(?<=<)|(?<=, )|(?<=: ))NULL(?=$|[>,])")
 
 
+@lru_cache(maxsize=4096)
 def canonical(text: str) -> str | None:
-    """The canonical Spark spelling of a type (`DECIMAL(10, 2)`), or None when it is not one."""
+    """The canonical Spark spelling of a type (`DECIMAL(10, 2)`), or None when it is not one.
+    Remembered: a long pipeline spells the same few types again and again (sqlglot is slow)."""
     words = _WORD.findall(_FIELD_NAME.sub(":", text))
     if any(w.upper() not in SPARK_TYPE_WORDS for w in words):
         return None

@@ -2,6 +2,7 @@
 opening a file and again after an edit that fixes one of its errors."""
 from __future__ import annotations
 
+import asyncio
 import re
 import subprocess
 import sys
@@ -89,6 +90,34 @@ async def test_a_burst_of_edits_is_checked_once_for_the_last_version(client, tmp
     seen = versions_published(client, uri)
     assert seen[0] == 1 and seen[-1] == 6 and seen == sorted(seen)   # never an older version after a newer
     assert len(seen) < 6      # versions typed without a pause in between are not all checked
+
+
+async def test_edits_during_a_long_check_end_with_the_newest_versions_diagnostics(client, tmp_path):
+    """A 300-statement file: edits arrive while the check of the opened text (from scratch, the
+    longest) and of later versions run; the checks they overtake stop half-way, and what they
+    leave behind does not change the diagnostics of the versions checked after them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench.compiler_scaling import BRANCH_DEPTH, UDFS, generate
+
+    (tmp_path / "udfs.py").write_text(UDFS)
+    path = tmp_path / "large.flow"
+    text = generate(300, BRANCH_DEPTH)
+    path.write_text(text)
+    at = text.index("SELECT ", len(text) // 2) + len("SELECT ")
+    typo = text[:at] + "nope_" + text[at:]
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id="flow", version=1, text=text)))
+    for version in range(2, 9):
+        await asyncio.sleep(0.03 * version)     # pauses both shorter and longer than the server's
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            [types.TextDocumentContentChangeWholeDocument(text=typo if version % 2 == 0 else text)]))
+    last = await wait_for_version(client, uri, 8, timeout=120)
+    assert [(d.code, d.range.start.line) for d in last] == [("E0204", typo[:at].count("\n"))]
+    assert await change_and_wait(client, uri, text, version=9, timeout=120) == []
+    seen = versions_published(client, uri)
+    assert seen == sorted(seen) and seen[-2:] == [8, 9]
 
 
 async def test_ranges_count_utf16_code_units_as_the_protocol_says(client):

@@ -185,6 +185,13 @@ class SparkTypes(TypeAnnotator):
             names = [c.name for c in lateral.args["alias"].columns] if lateral.args.get("alias") else []
             types = generated_types(lateral.this)
             return {n: t or exp.DataType.build("UNKNOWN") for n, t in zip(names, types)}
+        query = lateral.this.unnest() if isinstance(lateral, exp.Lateral) and isinstance(lateral.this, exp.Subquery) \
+            else None
+        if isinstance(query, exp.Query):            # LATERAL (SELECT ...) [AS s(a, b)]: its select list
+            renamed = [c.name for c in lateral.args["alias"].columns] if lateral.args.get("alias") else []
+            selects = query.selects
+            names = renamed + [s.alias_or_name for s in selects[len(renamed):]]
+            return {n: s.type or exp.DataType.build("UNKNOWN") for n, s in zip(names, selects)}
         return super()._get_scope_source_selects(scope, source_name)
 
     def _maybe_coerce(self, type1, type2):

@@ -9,7 +9,6 @@ from typing import Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
@@ -21,6 +20,7 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.compiler.plan.spark_dialect import SPARK_SQL
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
 from dslc.compiler.plan.operand_types import operand_errors
 from dslc.compiler.plan.spark_names import SparkNamer, generator_name
@@ -28,7 +28,7 @@ from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
-_SPARK = Dialect.get_or_raise("spark")
+_SPARK = SPARK_SQL
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WINDOW_TYPE = "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"
 
@@ -84,7 +84,7 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
     """Parse a query (or a WHERE condition) with sqlglot's Spark dialect."""
     try:
         if condition:
-            return sqlglot.parse_one(sql.text, dialect="spark", into=exp.Condition)
+            return sqlglot.parse_one(sql.text, dialect=_SPARK, into=exp.Condition)
         statements = _SPARK.parser().parse(_window_calls_as_names(_SPARK.tokenize(sql.text)), sql.text)
     except ParseError as exc:
         for item in exc.errors[:3]:
@@ -162,10 +162,33 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
         problems.append(error("E0206", sql.span.sub(0, 1), detail="a query must read a source or stream"))
         return None
     functions_ok = _check_functions(tree, sql, problems) if functions else True
-    if not _check_columns(tree, sql, schemas, problems) or not functions_ok:
+    named = _anonymous_items_named(tree)
+    if not _check_columns(named, sql, schemas, problems) or not functions_ok:
         return None
-    schema = _output_schema(tree, schemas, sql, problems)
+    schema = _output_schema(named, schemas, sql, problems)
     return QueryInfo(tuple(reads), schema, _aggregates(tree), _item_spans(tree, sql, len(schema or ())))
+
+
+_ANONYMOUS = "__dslc_item_"
+
+
+def _anonymous_items_named(tree: exp.Expression) -> exp.Expression:
+    """A copy of the query in which every unaliased subquery and LATERAL in a FROM clause has a
+    name of its own. Spark allows them without one; sqlglot names them all '' and then mixes them
+    up (a LATERAL subquery reading the unaliased subquery left of it). No such name is printed."""
+    def anonymous(node: exp.Expression) -> bool:
+        return not node.alias and isinstance(node.parent, (exp.From, exp.Join)) and \
+            (isinstance(node, exp.Lateral) or isinstance(node.this, exp.Query))
+
+    if not any(anonymous(n) for n in tree.find_all(exp.Subquery, exp.Lateral)):
+        return tree
+    tree = tree.copy()
+    for place, node in enumerate(list(tree.find_all(exp.Subquery, exp.Lateral))):
+        if anonymous(node):
+            alias = node.args.get("alias") or exp.TableAlias()
+            alias.set("this", exp.to_identifier(f"{_ANONYMOUS}{place}"))
+            node.set("alias", alias)
+    return tree
 
 
 def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, ...]:
@@ -239,15 +262,50 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
         return None if schema is None else {f.name.lower() for f in schema}
     if isinstance(source, Scope) and isinstance(source.expression, exp.Lateral):
         alias = source.expression.args.get("alias")          # LATERAL VIEW explode(x) t AS a, b
-        return {c.name.lower() for c in alias.columns} if alias is not None and alias.columns else None
+        if alias is not None and alias.columns:
+            return {c.name.lower() for c in alias.columns}
+        query = source.expression.this.unnest() if isinstance(source.expression.this, exp.Subquery) else None
+        if isinstance(query, exp.Query) and not any(s.is_star for s in query.selects):
+            return {n.lower() for n in query.named_selects}     # LATERAL (SELECT c1 + c2 AS a)
+        return None
     if not isinstance(source, Scope) or not isinstance(source.expression, exp.Query):
         return None
     renamed = source.expression.parent.alias_column_names if source.expression.parent else []
     if renamed:                                 # `(SELECT ...) AS t(a, b)`, `WITH t(x, y) AS (...)`
         return {n.lower() for n in renamed}
+    script = transform_columns(source.expression)
+    if script is not None:
+        return {n.lower() for n, _ in script}
     if any(isinstance(s, exp.Star) or s.is_star for s in source.expression.selects):
         return None
     return {n.lower() for n in source.expression.named_selects}
+
+
+def transform_columns(query: exp.Expression) -> list[tuple[str, str]] | None:
+    """The columns of `SELECT TRANSFORM(...) USING 'script' [AS (...)]`, None for any other query:
+    the names (and types) after AS, STRING when no type is given, `key` and `value` without AS."""
+    items = query.selects if isinstance(query, exp.Select) else []
+    if len(items) != 1 or not isinstance(items[0], exp.QueryTransform):
+        return None
+    schema = items[0].args.get("schema")
+    if schema is None:
+        return [("key", "STRING"), ("value", "STRING")]
+    columns = []
+    for column in schema.expressions:
+        kind = column.args.get("kind") if isinstance(column, exp.ColumnDef) else None
+        columns.append((column.name, kind.sql(dialect="spark") if kind is not None else "STRING"))
+    return columns
+
+
+def _transforms_as_columns(tree: exp.Expression) -> exp.Expression:
+    """Each TRANSFORM script's output as typed NULL columns, so that sqlglot resolves and types the
+    queries over it (a copy of the tree: the script itself is Spark's to run)."""
+    for select in list(tree.find_all(exp.Select)):
+        columns = transform_columns(select)
+        if columns is not None:
+            select.set("expressions", [exp.alias_(exp.cast(exp.null(), exp.DataType.build(t, dialect="spark")),
+                                                  exp.to_identifier(n, quoted=True)) for n, t in columns])
+    return tree
 
 
 def _struct_columns(scope: Scope, schemas: Schemas) -> dict[str, str]:
@@ -297,10 +355,18 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
     for scope in traverse_scope(tree):
         visible: dict[str, set[str] | None] = {}
         walk: Scope | None = scope
+        enclosing = {id(lateral) for lateral in _ancestors(scope.expression, exp.Lateral)}
         while walk is not None:
-            for alias in walk.sources:
+            for alias, source in walk.sources.items():
+                if isinstance(source, Scope) and _lateral_of(source.expression) in enclosing:
+                    continue        # a LATERAL subquery does not read its own output
                 visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
             walk = walk.parent
+        for alias, columns in _left_of_lateral(scope, schemas).items():
+            if alias == "" and visible.get(alias) is not None and columns is not None:
+                visible[alias] = visible[alias] | columns       # two unaliased items share the name ''
+            elif visible.get(alias) is None:
+                visible[alias] = columns
         every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
         structs = _struct_columns(scope, schemas)
         unknown_source = any(c is None for c in visible.values())
@@ -347,6 +413,63 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
     return ok
 
 
+def _ancestors(node: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
+    found = []
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, kind):
+            found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _lateral_of(query: exp.Expression) -> int | None:
+    """The id of the LATERAL that is `query` or whose subquery it is."""
+    if isinstance(query, exp.Lateral):
+        return id(query)
+    parent = query.parent
+    if isinstance(parent, exp.Subquery) and isinstance(parent.parent, exp.Lateral):
+        return id(parent.parent)
+    return None
+
+
+def _left_of_lateral(scope: Scope, schemas: Schemas) -> dict[str, set[str] | None]:
+    """The FROM items left of each LATERAL subquery around this scope, which the subquery may read
+    (`FROM t1, LATERAL (SELECT c1 + c2 AS a), LATERAL (SELECT a * 2)`); an item without an alias
+    is keyed by its place, since sqlglot gives every unaliased one the same empty name."""
+    found: dict[str, set[str] | None] = {}
+    node: exp.Expression | None = scope.expression
+    while node is not None:
+        lateral = node.find_ancestor(exp.Lateral)
+        select = lateral.find_ancestor(exp.Select) if lateral is not None else None
+        if select is None:
+            break
+        first = select.args.get("from_") or select.args.get("from")
+        items = ([first.this] if first is not None else []) + [j.this for j in select.args.get("joins") or []]
+        for place, item in enumerate(items):
+            if item is lateral:
+                break
+            found.setdefault(item.alias_or_name.lower() or f"#{place}", _item_columns(item, schemas))
+        node = select
+    return found
+
+
+def _item_columns(item: exp.Expression, schemas: Schemas) -> set[str] | None:
+    """The column names of one FROM item, None when they cannot be known here."""
+    alias = item.args.get("alias")
+    renamed = [c.name.lower() for c in alias.columns] if isinstance(alias, exp.TableAlias) and alias.columns else []
+    if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+        schema = schemas.get(item.name.lower())
+        return None if schema is None else set(renamed) | {f.name.lower() for f in schema[len(renamed):]}
+    query = item.this.unnest() if isinstance(item, exp.Lateral) and isinstance(item.this, exp.Subquery) \
+        else item.unnest() if isinstance(item, exp.Subquery) else None
+    if renamed:
+        return set(renamed)
+    if isinstance(query, exp.Query) and not any(s.is_star for s in query.selects):
+        return {n.lower() for n in query.named_selects}
+    return None
+
+
 def _grouping_analytics(query: exp.Expression) -> bool:
     group = query.args.get("group") if isinstance(query, exp.Select) else None
     return group is not None and (any(group.args.get(k) for k in ("cube", "rollup", "grouping_sets"))
@@ -360,7 +483,9 @@ def _name_hint(name: str, known: Mapping[str, object]) -> str | None:
 
 
 def _where(visible: Mapping[str, object]) -> str:
-    names = sorted(visible)
+    names = sorted(n for n in visible if n and not n.startswith((_ANONYMOUS, "#")))
+    if not names:
+        return "the relations of its FROM clause"
     return f"'{names[0]}'" if len(names) == 1 else "any of " + ", ".join(f"'{n}'" for n in names)
 
 
@@ -386,7 +511,7 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     try:
         schema = MappingSchema(mapping, dialect="spark")
         spellings: dict[str, str] = {}
-        qualified = qualify(_named_as_spark(tree.copy(), sql.text, spellings), schema=schema, dialect="spark",
+        qualified = qualify(_named_as_spark(_transforms_as_columns(tree.copy()), sql.text, spellings), schema=schema, dialect="spark",
                             validate_qualify_columns=False, quote_identifiers=False)
         annotator = SparkTypes(schema, expression_metadata=SPARK_METADATA)
         typed = annotator.annotate(qualified)

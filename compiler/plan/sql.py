@@ -162,7 +162,7 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
         problems.append(error("E0206", sql.span.sub(0, 1), detail="a query must read a source or stream"))
         return None
     functions_ok = _check_functions(tree, sql, problems) if functions else True
-    named = _anonymous_items_named(tree)
+    named = _table_functions_as_queries(_anonymous_items_named(tree))
     if not _check_columns(named, sql, schemas, problems) or not functions_ok:
         return None
     schema = _output_schema(named, schemas, sql, problems)
@@ -189,6 +189,46 @@ def _anonymous_items_named(tree: exp.Expression) -> exp.Expression:
             alias.set("this", exp.to_identifier(f"{_ANONYMOUS}{place}"))
             node.set("alias", alias)
     return tree
+
+
+# Table-valued functions whose columns do not depend on their arguments.
+_TABLE_FUNCTIONS = {"range": (("id", "BIGINT"),), "sql_keywords": (("keyword", "STRING"), ("reserved", "BOOLEAN"))}
+
+
+def _table_functions_as_queries(tree: exp.Expression) -> exp.Expression:
+    """A copy of the query in which every table-valued function in FROM whose columns can be known
+    here (`range(10)`, `explode(array(1, 2)) t(v)`) is a subquery of typed NULLs with the names and
+    types Spark gives them, so that sqlglot resolves and types what reads it."""
+    calls = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Func)
+             and not t.this.find(exp.Column) and _function_columns(t.this) is not None]
+    if not calls:
+        return tree
+    tree = tree.copy()
+    for table in [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Func)]:
+        columns = _function_columns(table.this) if not table.this.find(exp.Column) else None
+        if columns is None:
+            continue
+        alias = table.args.get("alias")
+        renamed = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+        names = renamed + [name for name, _ in columns[len(renamed):]]
+        query = exp.select(*[exp.alias_(exp.cast(exp.null(), exp.DataType.build(sqlglot_spelling(t), dialect="spark")),
+                                         exp.to_identifier(n, quoted=True)) for n, (_, t) in zip(names, columns)])
+        name = alias.name if alias is not None and alias.name else f"{_ANONYMOUS}{id(table)}"
+        table.replace(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(name))))
+    return tree
+
+
+def _function_columns(call: exp.Func) -> list[tuple[str, str]] | None:
+    """The (name, type) columns of a table-valued function of constant arguments, None when unknown."""
+    name = call.name.lower() if isinstance(call, exp.Anonymous) else generator_name(call)
+    if name in _TABLE_FUNCTIONS:
+        return list(_TABLE_FUNCTIONS[name])
+    if name is None or generator_name(call) is None:
+        return None
+    probe = exp.select(call.copy())
+    SparkTypes(MappingSchema({}, dialect="spark"), expression_metadata=SPARK_METADATA).annotate(probe)
+    columns = [(c.name, c.type) for c in _generated_columns(name, probe.selects[0])]
+    return columns if columns and all(t != UNKNOWN for _, t in columns) else None
 
 
 def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, ...]:

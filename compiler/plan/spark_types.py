@@ -110,12 +110,30 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
         return None
     if left.this in _NUMERIC_ORDER and right.this in _NUMERIC_ORDER:
         return _numeric_wider(left.this, right.this)
+    promoted = _string_as_number(left, right) or _string_as_number(right, left)
+    if promoted is not None:
+        return wider(promoted, right) if _is(left, *_TEXT) else wider(left, promoted)
     if _is(left, T.DATE) and _is(right, T.TIMESTAMP) or _is(left, T.TIMESTAMP) and _is(right, T.DATE):
         return exp.DataType.build("TIMESTAMP")
     if left.this == right.this and left.this in (T.ARRAY, T.MAP) and len(left.expressions) == len(right.expressions):
         inner = [wider(a, b) for a, b in zip(left.expressions, right.expressions)]
         if all(i is not None for i in inner):
             return exp.DataType(this=left.this, expressions=inner, nested=True)
+    return None
+
+
+_TEXT = (T.TEXT, T.VARCHAR, T.CHAR)
+
+
+def _string_as_number(text: exp.DataType, other: exp.DataType) -> exp.DataType | None:
+    """ANSI mode's implicit cast of a STRING met by a number (arithmetic, CASE/IF branches, UNION
+    columns): BIGINT beside an integral type, DOUBLE beside a fractional or decimal one."""
+    if not _is(text, *_TEXT):
+        return None
+    if _is(other, *_INTEGRAL):
+        return exp.DataType.build("BIGINT")
+    if _is(other, T.FLOAT, T.DOUBLE, T.DECIMAL):
+        return exp.DataType.build("DOUBLE")
     return None
 
 
@@ -232,6 +250,9 @@ class SparkTypes(TypeAnnotator):
             return exp.DataType.build("BIGINT")
         if not isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
             return None
+        promoted_left, promoted_right = _string_as_number(lt, rt), _string_as_number(rt, lt)
+        if promoted_left is not None or promoted_right is not None:       # 1 + '2' is BIGINT
+            return self._arithmetic(node, left, right, promoted_left or lt, promoted_right or rt)
         if _is(lt, T.DECIMAL) or _is(rt, T.DECIMAL):
             if _is(lt, T.FLOAT, T.DOUBLE) or _is(rt, T.FLOAT, T.DOUBLE):
                 return exp.DataType.build("DOUBLE")
@@ -636,6 +657,7 @@ SPARK_METADATA = {
     exp.TimestampTrunc: {"returns": exp.DataType.build("TIMESTAMP")},
     exp.ArrayUniqueAgg: {"annotator": lambda self, e: _typed(self, e, _array_of(e.this.type))},
     exp.Div: {"annotator": lambda self, e: self._annotate_binary(e)},
+    exp.If: {"annotator": lambda self, e: self._annotate_by_args(e, "true", "false")},
     exp.Coalesce: {"annotator": lambda self, e: self._annotate_by_args(e, "this", "expressions")},
     exp.Bracket: {"annotator": _bracket},
     exp.Dot: {"annotator": _dot},

@@ -4,7 +4,8 @@ Each difference below is a query Spark's parser accepts that sqlglot refuses, fo
 golden SQL tests (tests/sql/golden): a multi-unit interval whose parts carry a sign
 (`INTERVAL -1 DAY 1 HOUR -1 MINUTE`), `TABLE t` as a query of a set operation, an aggregate of
 several arguments after DISTINCT (`corr(DISTINCT x, y)`), and `first_value(x, false)` /
-`any_value(x, false)` (sqlglot reads only `true` as the ignore-nulls flag). Only parsing differs:
+`any_value(x, false)` (sqlglot reads only `true` as the ignore-nulls flag), and the casts
+`bigint(x)`, `smallint(x)`, `tinyint(x)`, `binary(x)`, `decimal(x)`. Only parsing differs:
 the trees are the ones sqlglot's Spark dialect builds, so everything downstream reads them alike.
 """
 from __future__ import annotations
@@ -33,8 +34,23 @@ def _with_nulls_flag(cls: type[exp.Expression]):
     return build
 
 
+def _type_function(type_text: str):
+    """`bigint(x)`, `binary(x)`, ...: Spark's cast by a function named after the type (sqlglot knows
+    only some of them: int, double, date, ...)."""
+    def build(args: list[exp.Expression]) -> exp.Expression:
+        if len(args) != 1:
+            return exp.Anonymous(this=type_text.split("(")[0].lower(), expressions=args)
+        return exp.Cast(this=args[0], to=exp.DataType.build(type_text, dialect="spark"))
+    return build
+
+
+_TYPE_FUNCTIONS = {"TINYINT": "TINYINT", "SMALLINT": "SMALLINT", "BIGINT": "BIGINT", "BINARY": "BINARY",
+                   "DECIMAL": "DECIMAL(10, 0)"}
+
+
 class SparkSqlParser(SparkParser):
-    FUNCTIONS = {**SparkParser.FUNCTIONS, **{name: _with_nulls_flag(cls) for name, cls in _WITH_NULLS_FLAG.items()}}
+    FUNCTIONS = {**SparkParser.FUNCTIONS, **{name: _with_nulls_flag(cls) for name, cls in _WITH_NULLS_FLAG.items()},
+                 **{name: _type_function(text) for name, text in _TYPE_FUNCTIONS.items()}}
 
     def validate_expression(self, expression, args=None):
         """`corr(DISTINCT x, y)`: sqlglot's two-argument aggregates take DISTINCT's list as one

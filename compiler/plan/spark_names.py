@@ -34,6 +34,10 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
              "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
              "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
 
+# Functions named after a type (`double('1')`): Spark builds a cast it does not print.
+_TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
+                             "string", "binary", "date", "timestamp"})
+
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
 _RANKING = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.RowNumber, exp.Ntile)
@@ -275,6 +279,8 @@ class SparkNamer:
                 return f"{'TIMESTAMP' if word == 'TIMESTAMP_LTZ' else word} '{node.this.this}'"
             return self._literal(node.this)
         called = self._called_name(node)
+        if called in _TYPE_FUNCTIONS and not isinstance(node, exp.TryCast):
+            return self.sql(node.this)      # double(x) is a cast Spark did not see written: it prints x
         if called in ("to_timestamp", "to_date"):
             return f"{called}({self.sql(node.this)})"     # a call sqlglot reads as a CAST
         to = node.to.sql(dialect="spark").replace(", ", ",")

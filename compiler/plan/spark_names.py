@@ -38,6 +38,8 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
                              "string", "binary", "date", "timestamp"})
 
+from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
+
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
 _RANKING = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.RowNumber, exp.Ntile)
@@ -355,6 +357,11 @@ class SparkNamer:
         written, defaults = _DEFAULTS.get(name, (None, ()))
         if written is not None and len(args) == written:
             args += list(defaults)
+        elif not isinstance(node, exp.Trim):
+            if name == "log" and len(args) == 1:
+                args = ["E()"] + args           # log(x) is Spark's Logarithm(E(), x)
+            args += registry_defaults(name, len(args))
+            name = PRINTED_NAMES.get(name, name)
         return f"{name}({', '.join(args)})"
 
     def _written_arguments(self, node: exp.Expression) -> list[str] | None:
@@ -483,6 +490,23 @@ class SparkNamer:
         if text == "CURRENT ROW":
             return text
         return f"{text} {str(side).upper()}" if side else text
+
+
+def registry_defaults(name: str, written: int) -> list[str]:
+    """The arguments Spark adds to the name of a call of `written` arguments (spark_calls.py). Spark
+    fills left-out arguments from the end, so a call with more arguments than a recorded example
+    gets the tail of that example's defaults."""
+    for fewer in range(written, -1, -1):
+        recorded = DEFAULT_ARGUMENTS.get((name, fewer))
+        if recorded is None:
+            continue
+        if fewer == written:
+            return [recorded] if recorded else []
+        parts = recorded.split(", ")
+        if "'" in recorded or written - fewer >= len(parts) or written not in ARITIES.get(name, ()):
+            return []
+        return parts[written - fewer:]
+    return []
 
 
 def generator_name(item: exp.Expression) -> str | None:

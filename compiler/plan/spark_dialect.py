@@ -15,6 +15,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import TokenType
 
+MULTI_UNIT = "multi_unit_interval"
 _WITH_NULLS_FLAG = {"ANY_VALUE": exp.AnyValue, "FIRST": exp.First, "FIRST_VALUE": exp.FirstValue,
                     "LAST": exp.Last, "LAST_VALUE": exp.LastValue}
 
@@ -66,10 +67,12 @@ class SparkSqlParser(SparkParser):
     def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
         """Spark's `INTERVAL 1 DAY -1 HOUR`: every part of a multi-unit interval may have a sign."""
         interval = super()._parse_interval(require_interval, parse_function_unit)
-        if interval is None or not self._signed_unit_follows():
-            return interval
-        return self.expression(exp.Add(this=interval, expression=self._parse_interval(
-            False, parse_function_unit=parse_function_unit)))
+        if interval is not None and self._signed_unit_follows():
+            interval = self.expression(exp.Add(this=interval, expression=self._parse_interval(
+                False, parse_function_unit=parse_function_unit)))
+        if isinstance(interval, exp.Add):
+            interval.meta[MULTI_UNIT] = True      # one literal of several units: Spark folds it into one value
+        return interval
 
     def _signed_unit_follows(self) -> bool:
         tokens = self._tokens[self._index:self._index + 3]

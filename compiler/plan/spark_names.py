@@ -38,6 +38,7 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
                              "string", "binary", "date", "timestamp"})
 
+from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
@@ -158,6 +159,13 @@ class SparkNamer:
             implicit = isinstance(node.expression, exp.Column) and \
                 node.this.meta.get("start") in (None, _first_position(node.expression))
             return value if implicit else f"{value} AS {node.this.name}"
+        parts = multi_unit_parts(node)
+        value = multi_unit_value(parts) if parts else None
+        if value is not None:
+            return value.sql()          # INTERVAL 1 YEAR 2 MONTHS is one literal to Spark
+        if isinstance(node, (exp.Add, exp.Sub)) and all(isinstance(side, (exp.Interval, exp.Null))
+                                                        for side in (node.left, node.right)):
+            return f"({self.sql(node.left)} {'+' if isinstance(node, exp.Add) else '-'} {self.sql(node.right)})"
         if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
                                                      or isinstance(node.right, exp.Interval)):
             op = "+" if isinstance(node, exp.Add) else "-"
@@ -247,6 +255,9 @@ class SparkNamer:
         return self.text[node.meta["start"]:node.meta["end"] + 1]
 
     def _interval(self, node: exp.Interval) -> str:
+        value = literal_value(node)
+        if value is not None:
+            return value.sql()
         unit = node.args.get("unit")
         if isinstance(unit, exp.IntervalSpan):
             unit_text = f"{unit.this.name.upper()} TO {unit.expression.name.upper()}"

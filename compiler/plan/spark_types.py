@@ -13,6 +13,7 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
+from dslc.compiler.plan.spark_intervals import literal_value
 from dslc.compiler.plan.spark_returns import SPARK_RETURNS
 
 T = exp.DataType.Type
@@ -115,6 +116,8 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
         return wider(promoted, right) if _is(left, *_TEXT) else wider(left, promoted)
     if _is(left, T.DATE) and _is(right, T.TIMESTAMP) or _is(left, T.TIMESTAMP) and _is(right, T.DATE):
         return exp.DataType.build("TIMESTAMP")
+    if _is(left, T.INTERVAL) and _is(right, T.INTERVAL):
+        return interval_span(left, right)
     if left.this == right.this and left.this in (T.ARRAY, T.MAP) and len(left.expressions) == len(right.expressions):
         inner = [wider(a, b) for a, b in zip(left.expressions, right.expressions)]
         if all(i is not None for i in inner):
@@ -155,7 +158,27 @@ def _interval_units(node: exp.Expression) -> set[str]:
     return units
 
 
+_INTERVAL_FIELDS = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
+
+
+def interval_span(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
+    """The interval type covering two of one family (YEAR and MONTH: YEAR TO MONTH), None when one
+    is year-month and the other day-time."""
+    fields = []
+    for side in (left, right):
+        words = side.sql(dialect="spark").upper().split()
+        fields += [w for w in words if w in _INTERVAL_FIELDS]
+    if not fields or not words or (set(fields) & {"YEAR", "MONTH"} and set(fields) - {"YEAR", "MONTH"}):
+        return None
+    ranked = sorted(set(fields), key=_INTERVAL_FIELDS.index)
+    text = f"INTERVAL {ranked[0]}" + (f" TO {ranked[-1]}" if len(ranked) > 1 else "")
+    return exp.DataType.build(text, dialect="spark")
+
+
 def interval_type(node: exp.Interval) -> exp.DataType | None:
+    value = literal_value(node)
+    if value is not None:
+        return exp.DataType.build(value.type_text(), dialect="spark")
     unit = node.args.get("unit")
     if isinstance(unit, exp.IntervalSpan):
         text = f"INTERVAL {unit.this.name.upper()} TO {unit.expression.name.upper()}"
@@ -286,7 +309,7 @@ class SparkTypes(TypeAnnotator):
             if _is(other, T.UNKNOWN):
                 return None
             if interval_left and interval_right:
-                return lt
+                return interval_span(lt, rt) or lt
             return None
         if isinstance(node, (exp.Mul, exp.Div)):
             return None

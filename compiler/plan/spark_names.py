@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import decimal
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from sqlglot import exp
 
@@ -103,8 +103,9 @@ class _Children(dict):
 class SparkNamer:
     """Prints expressions of one query the way Spark names them."""
 
-    def __init__(self, text: str, tree: exp.Expression):
+    def __init__(self, text: str, tree: exp.Expression, columns: Mapping[str, frozenset[str]] | None = None):
         self.text = text
+        self.columns = columns or {}        # relation (lower case) -> its column names (lower case)
         self.relations = {t.alias_or_name.lower() for t in tree.find_all(exp.Table)} | \
                          {s.alias.lower() for s in tree.find_all(exp.Subquery) if s.alias} | \
                          {c.alias.lower() for c in tree.find_all(exp.CTE)}
@@ -322,7 +323,20 @@ class SparkNamer:
         inner = {t.alias_or_name.lower() for t in node.find_all(exp.Table)}
         outer = [c for c in node.find_all(exp.Column) if c.table and c.table.lower() not in inner
                  and c.table.lower() in self.relations]
-        return ", ".join(dict.fromkeys(c.name for c in outer))
+        if not self.columns:
+            return ", ".join(dict.fromkeys(c.name for c in outer))
+        tables = list(node.find_all(exp.Table))
+        if any(t.name.lower() not in self.columns for t in tables):
+            return ", ".join(dict.fromkeys(c.name for c in outer))
+        own = set().union(*[self.columns[t.name.lower()] for t in tables]) if tables else set()
+        own |= {a.alias.lower() for a in node.find_all(exp.Alias)} | \
+               {c.name.lower() for alias in node.find_all(exp.TableAlias) for c in alias.columns} | \
+               {v.name.lower() for lam in node.find_all(exp.Lambda) for v in lam.expressions}
+        around = set().union(*self.columns.values())
+        unqualified = [c for c in node.find_all(exp.Column) if not c.table and not isinstance(c.this, exp.Star)
+                       and c.name.lower() not in own and c.name.lower() in around]
+        found = sorted(outer + unqualified, key=lambda c: _first_position(c) or 0)
+        return ", ".join(c.name for c in found)       # every reference, in the order written
 
     def _lambda(self, node: exp.Lambda) -> str:
         names = {v.name.lower() for v in node.expressions}

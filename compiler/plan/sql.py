@@ -551,7 +551,7 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     try:
         schema = MappingSchema(mapping, dialect="spark")
         spellings: dict[str, str] = {}
-        qualified = qualify(_named_as_spark(_transforms_as_columns(tree.copy()), sql.text, spellings), schema=schema, dialect="spark",
+        qualified = qualify(_named_as_spark(_transforms_as_columns(tree.copy()), sql.text, spellings, mapping), schema=schema, dialect="spark",
                             validate_qualify_columns=False, quote_identifiers=False)
         annotator = SparkTypes(schema, expression_metadata=SPARK_METADATA)
         typed = annotator.annotate(qualified)
@@ -588,10 +588,12 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     return tuple(fields)
 
 
-def _named_as_spark(tree: exp.Expression, text: str, spellings: dict[str, str]) -> exp.Expression:
+def _named_as_spark(tree: exp.Expression, text: str, spellings: dict[str, str],
+                    mapping: Mapping[str, Mapping[str, str]] | None = None) -> exp.Expression:
     """Give every unaliased computed select item, in every query block, the name Spark gives it,
     so that outer queries and later statements resolve `count(1)` as Spark does."""
-    namer = SparkNamer(text, tree)
+    namer = SparkNamer(text, tree, {name: frozenset(c.split(_REPEAT)[0].lower() for c in columns)
+                                    for name, columns in (mapping or {}).items()})
     for select in list(tree.find_all(exp.Select)):
         for item in list(select.expressions):
             star = item.is_star and not isinstance(item, exp.Subquery)    # (SELECT * FROM t) is one value

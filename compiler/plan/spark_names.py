@@ -63,7 +63,6 @@ _TEMPLATES: dict[type[exp.Expression], str] = {
     exp.Between: "between({this}, {low}, {high})",
     exp.Subquery: "scalarsubquery({outer})",
     exp.Exists: "exists({outer})",
-    exp.Bracket: "{this}[{expressions}]",
     exp.IgnoreNulls: "{this}",
     exp.RespectNulls: "{this}",
     exp.Distinct: "DISTINCT {expressions}",
@@ -201,6 +200,15 @@ class SparkNamer:
             return f"locate({self._list(args)}{'' if node.args.get('position') else ', 1'})"
         if isinstance(node, exp.Anonymous) and node.name.lower() in ("isnull", "isnotnull"):
             return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
+        if isinstance(node, exp.VarMap):            # map(k1, v1, k2, v2): sqlglot keeps keys and values apart
+            pairs = [self.sql(part) for kv in zip(node.args["keys"].expressions, node.args["values"].expressions)
+                     for part in kv]
+            return f"map({', '.join(pairs)})"
+        if isinstance(node, exp.Bracket):
+            called = self._element_at(node)
+            if called:
+                return f"{called}({self.sql(node.this)}, {self._list(node.expressions)})"
+            return f"{self.sql(node.this)}[{self._list(node.expressions)}]"
         if isinstance(node, exp.Func):
             return self._function(node)
         if isinstance(node, exp.Identifier):
@@ -419,6 +427,19 @@ class SparkNamer:
                 parts.append(self.text[start:i])
                 start = i + 1
         return None
+
+    def _element_at(self, node: exp.Bracket) -> str | None:
+        """element_at / try_element_at when the subscript was written as that call (sqlglot reads
+        both as `x[i]`)."""
+        written = (self._written(node) or "").lower()
+        if written in ("element_at", "try_element_at"):
+            return written
+        first = _first_position(node)
+        if first is None:
+            return None
+        found = re.search(r"\b(try_element_at|element_at)\s*\(\s*(?:[A-Za-z_]\w*\s*\(\s*)*$",
+                          self.text[max(0, first - 200):first], re.I)
+        return found[1].lower() if found else None
 
     def _called_name(self, node: exp.Expression) -> str | None:
         """The name a call was written with, read from the text before its first argument (sqlglot

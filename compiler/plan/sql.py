@@ -337,6 +337,20 @@ def transform_columns(query: exp.Expression) -> list[tuple[str, str]] | None:
     return columns
 
 
+_BARE_CALLS = {exp.CurrentDate: "current_date", exp.CurrentTimestamp: "current_timestamp"}
+
+
+def _bare_names_as_columns(tree: exp.Expression, text: str, mapping: Mapping[str, Mapping[str, str]]) -> exp.Expression:
+    """`current_date` written without parentheses is a column when a relation the query reads has
+    one of that name (Spark resolves columns first); sqlglot always reads it as the function."""
+    columns = {c.lower() for cols in mapping.values() for c in cols}
+    for node in list(tree.find_all(*_BARE_CALLS)):
+        word = _BARE_CALLS[type(node)]
+        if word in columns and node.this is None and re.search(rf"\b{word}\b(?!\s*\()", text, re.I):
+            node.replace(exp.column(word))
+    return tree
+
+
 def _transforms_as_columns(tree: exp.Expression) -> exp.Expression:
     """Each TRANSFORM script's output as typed NULL columns, so that sqlglot resolves and types the
     queries over it (a copy of the tree: the script itself is Spark's to run)."""
@@ -551,7 +565,8 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     try:
         schema = MappingSchema(mapping, dialect="spark")
         spellings: dict[str, str] = {}
-        qualified = qualify(_named_as_spark(_transforms_as_columns(tree.copy()), sql.text, spellings, mapping), schema=schema, dialect="spark",
+        prepared = _bare_names_as_columns(_transforms_as_columns(tree.copy()), sql.text, mapping)
+        qualified = qualify(_named_as_spark(prepared, sql.text, spellings, mapping), schema=schema, dialect="spark",
                             validate_qualify_columns=False, quote_identifiers=False)
         annotator = SparkTypes(schema, expression_metadata=SPARK_METADATA)
         typed = annotator.annotate(qualified)

@@ -30,20 +30,35 @@ _CALL = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\(")
 
 def arities(spark, name: str) -> tuple[int, ...] | None:
     """The argument counts Spark accepts, None when a probe fails for another reason everywhere
-    (a function Spark parses as syntax, or one that needs a lambda)."""
+    (a function Spark parses as syntax, or one that needs a lambda). A count refused with NULLs
+    is tried again with a unit keyword first (`dateadd(DAY, n, ts)` is Spark's timestampadd)."""
     accepted = []
     for count in range(MAX_PROBED + 1):
-        args = ", ".join(["NULL"] * count)
-        try:
-            spark.sql(f"SELECT `{name}`({args})").schema
-        except Exception as exc:    # noqa: BLE001 - the condition tells whether the count was refused
-            text = str(exc)
-            if "WRONG_NUM_ARGS" in text or "INVALID_NUMBER_OF_ARGUMENTS" in text:
-                continue
-            if "UNRESOLVED_ROUTINE" in text or "PARSE_SYNTAX_ERROR" in text:
-                return None
-        accepted.append(count)
+        verdict = _probe(spark, name, ["NULL"] * count)
+        if verdict == "syntax":
+            return None
+        if verdict == "wrong" and count:
+            verdict = _probe(spark, name, ["DAY"] + ["NULL"] * (count - 1))
+        if verdict == "ok":
+            accepted.append(count)
     return tuple(accepted)
+
+
+def _probe(spark, name: str, args: list[str]) -> str:
+    """ok, wrong (WRONG_NUM_ARGS) or syntax (Spark does not read it as a call)."""
+    keyword = bool(args) and args[0] == "DAY"
+    try:
+        called = name if keyword else f"`{name}`"     # a keyword form needs the bare name
+        spark.sql(f"SELECT {called}({', '.join(args)})").schema
+    except Exception as exc:    # noqa: BLE001 - the condition tells whether the count was refused
+        text = str(exc)
+        if keyword:             # the keyword form counts only when Spark read it as one
+            return "ok" if "DATATYPE_MISMATCH" in text else "wrong"
+        if "WRONG_NUM_ARGS" in text or "INVALID_NUMBER_OF_ARGUMENTS" in text or "UNRESOLVED_COLUMN" in text:
+            return "wrong"
+        if "UNRESOLVED_ROUTINE" in text or "PARSE_SYNTAX_ERROR" in text:
+            return "syntax" if args and args[0] == "NULL" or not args else "wrong"
+    return "ok"
 
 
 def spark_name(spark, sql: str) -> str | None:
@@ -99,6 +114,9 @@ def printing(spark, name: str) -> tuple[str | None, dict[int, str]]:
 
 
 def tables(spark) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[tuple[str, int], str]]:
+    from dslc.compiler.plan import spark_names
+
+    spark_names.PRINTED_NAMES, spark_names.DEFAULT_ARGUMENTS = {}, {}    # dslc's names without these tables
     names = sorted(r[0] for r in spark.sql("SHOW FUNCTIONS").collect() if re.fullmatch(r"[a-z_][a-z0-9_]*", r[0]))
     counts, printed, defaults = {}, {}, {}
     for name in names:

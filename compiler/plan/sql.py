@@ -20,6 +20,7 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.compiler.plan.arity import arity_error
 from dslc.compiler.plan.spark_dialect import SPARK_SQL
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
 from dslc.compiler.plan.operand_types import operand_errors
@@ -91,8 +92,12 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
             offset = _offset(sql.text, item.get("line") or 1, item.get("col") or 1)
             highlight = len(item.get("highlight") or " ")
             start = max(0, offset - highlight)
-            problems.append(error("E0206", sql.span.sub(start, highlight),
-                                  detail=_readable(item.get("description", str(exc)).split(". Line")[0])))
+            detail = _readable(item.get("description", str(exc)).split(". Line")[0])
+            if "number of provided arguments" in detail:       # sqlglot's own argument count check
+                problems.append(error("E0212", sql.span.sub(start, highlight), condition="WRONG_NUM_ARGS",
+                                      detail=detail, hint="Spark's analyzer refuses it when the job starts"))
+                continue
+            problems.append(error("E0206", sql.span.sub(start, highlight), detail=detail))
         return None
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc)))
@@ -272,6 +277,7 @@ def _check_functions(tree: exp.Expression, sql: ast.Sql, problems: list[Diagnost
     for call in tree.find_all(exp.Func):
         start, end = call.meta.get("start"), call.meta.get("end")
         if start is None:
+            ok = _check_unplaced_call(call, sql, problems) and ok
             continue
         written = sql.text[start:end + 1]
         if not _NAME.fullmatch(written) or not sql.text[end + 1:].lstrip().startswith("("):
@@ -280,7 +286,37 @@ def _check_functions(tree: exp.Expression, sql: ast.Sql, problems: list[Diagnost
             problems.append(error("E0201", sql.span.sub(start, end - start + 1), kind="SQL function",
                                   name=written, hint=did_you_mean(written.lower(), SPARK_FUNCTIONS)))
             ok = False
+            continue
+        wrong = arity_error(written, sql.text, sql.text.index("(", end + 1), _extent(call, sql))
+        if wrong is not None:
+            problems.append(wrong)
+            ok = False
     return ok
+
+
+_OPERATOR_WORDS = frozenset({"and", "or", "not", "in", "exists", "when", "case", "between", "like", "ilike",
+                             "rlike", "regexp", "any", "some", "every"})
+_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
+
+
+def _check_unplaced_call(call: exp.Func, sql: ast.Sql, problems: list[Diagnostic]) -> bool:
+    """The argument count of a call sqlglot keeps no position for (`substr(x)` becomes a Substring):
+    its name is the word before the '(' that opens its first argument."""
+    if isinstance(call, (exp.Cast, exp.TryCast, exp.Binary, exp.Connector, exp.Unary, exp.Predicate)) \
+            or call.find(exp.DataType) is not None:
+        return True     # an operator, or CAST(x AS DECIMAL(1, 0)): parentheses that are no call's
+    starts = [n.meta["start"] for child in call.iter_expressions() for n in child.walk()
+              if n.meta.get("start") is not None]
+    if not starts:
+        return True
+    found = _OPENING.search(sql.text, max(0, min(starts) - 100), min(starts))
+    if found is None or found[1].lower() not in SPARK_FUNCTIONS or found[1].lower() in _OPERATOR_WORDS:
+        return True
+    wrong = arity_error(found[1], sql.text, sql.text.index("(", found.start(1)),
+                        sql.span.sub(found.start(1), len(found[1])))
+    if wrong is not None:
+        problems.append(wrong)
+    return wrong is None
 
 
 def _aggregates(tree: exp.Expression) -> bool:
@@ -293,6 +329,9 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
     """The column names a FROM item offers, None when they cannot be known here (a lateral view,
     a star over something unknown): then nothing is reported against it."""
     source = scope.sources.get(alias)
+    pivoted = source.expression.parent if isinstance(source, Scope) else source
+    if isinstance(pivoted, (exp.Table, exp.Subquery)) and pivoted.args.get("pivots"):
+        return None         # PIVOT / UNPIVOT make columns of their own (`2012_s`): Spark checks them
     if isinstance(source, exp.Table):
         schema = schemas.get(source.name.lower())
         alias = source.args.get("alias")

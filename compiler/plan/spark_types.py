@@ -110,6 +110,8 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
             return exp.DataType.build("DOUBLE")
         return None
     if left.this in _NUMERIC_ORDER and right.this in _NUMERIC_ORDER:
+        if T.FLOAT in (left.this, right.this) and {left.this, right.this} & set(_INTEGRAL):
+            return exp.DataType.build("DOUBLE")     # ANSI: no integral type widens to FLOAT in CASE/UNION
         return _numeric_wider(left.this, right.this)
     promoted = _string_as_number(left, right) or _string_as_number(right, left)
     if promoted is not None:
@@ -583,6 +585,18 @@ def _anonymous(self, e):
     if name == "histogram_numeric" and first is not None and not _is(first, T.UNKNOWN):
         return _typed(self, e, exp.DataType.build(f"ARRAY<STRUCT<x: {first.sql(dialect='spark')}, y: DOUBLE>>",
                                                   dialect="spark"))
+    if name == "decode" and len(args) >= 3:         # decode(x, search, result, ..., default): the results' type
+        results = args[2::2] + ([args[-1]] if len(args) % 2 == 0 else [])
+        kind = results[0].type
+        for other in results[1:]:
+            kind = wider(kind, other.type) if kind is not None and other.type is not None else None
+        return _typed(self, e, kind)
+    if name == "decode" and len(args) == 2:           # decode(binary, charset)
+        return _typed(self, e, exp.DataType.build("STRING"))
+    if name == "get" and len(args) == 2:
+        return _typed(self, e, _element(first))
+    if name in ("to_number", "try_to_number") and len(args) == 2:
+        return _typed(self, e, number_format_type(args[1]))
     if name in ("date_part", "datepart") and len(args) == 2:
         return _typed(self, e, date_part_type(args[0], args[1].type))
     returns = _ANONYMOUS_RETURNS.get(name)
@@ -605,6 +619,29 @@ def _anonymous(self, e):
             return _typed(self, e, None)
     registered = SPARK_RETURNS.get(name)
     return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
+
+
+def _decode(self, e):
+    """decode(x, search, result, ..., default): the wider type of its results."""
+    args = e.expressions
+    if len(args) == 2:
+        return _typed(self, e, exp.DataType.build("STRING"))
+    results = args[2::2] + ([args[-1]] if len(args) % 2 == 0 else [])
+    kind = results[0].type if results else None
+    for other in results[1:]:
+        kind = wider(kind, other.type) if kind is not None and other.type is not None else None
+    return _typed(self, e, kind)
+
+
+def number_format_type(fmt: exp.Expression) -> exp.DataType | None:
+    """to_number's DECIMAL(p, s): p the format's digits (0 and 9), s those after its point (. or D)."""
+    if not isinstance(fmt, exp.Literal) or not fmt.is_string:
+        return None
+    text = fmt.this.upper()
+    point = max(text.find("."), text.find("D"))
+    digits = sum(ch in "09" for ch in text)
+    scale = sum(ch in "09" for ch in text[point + 1:]) if point >= 0 else 0
+    return decimal(digits, scale) if 0 < digits <= MAX_PRECISION else None
 
 
 def _array_with(self, e):
@@ -647,7 +684,8 @@ _ANONYMOUS_RETURNS = {
     "months_between": "DOUBLE", "datediff": "INT", "bool_and": "BOOLEAN", "bool_or": "BOOLEAN",
     "every": "BOOLEAN", "some": "BOOLEAN", "count_if": "BIGINT", "approx_count_distinct": "BIGINT",
     "input_file_block_start": "BIGINT", "current_catalog": "STRING", "current_database": "STRING",
-    "current_user": "STRING", "version": "STRING", "try_to_number": "DECIMAL", "json_array_length": "INT",
+    "current_user": "STRING", "version": "STRING", "json_array_length": "INT",
+    "json_object_keys": "ARRAY<STRING>", "getbit": "TINYINT",
 }
 
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.DayOfYear, exp.Quarter,
@@ -689,11 +727,16 @@ SPARK_METADATA = {
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
     exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    exp.DecodeCase: {"annotator": lambda self, e: _decode(self, e)},
+    exp.ToNumber: {"annotator": lambda self, e: _typed(self, e, number_format_type(e.args.get("format")))},
+    exp.JSONKeys: {"returns": exp.DataType.build("ARRAY<STRING>", dialect="spark")},
+    exp.Getbit: {"returns": exp.DataType.build("TINYINT")},
     exp.ArrayAppend: {"annotator": _array_with},
     exp.ArrayPrepend: {"annotator": _array_with},
     exp.RegexpExtractAll: {"returns": exp.DataType.build("ARRAY<STRING>", dialect="spark")},
     **{safe: {"annotator": lambda self, e, op=op: _try_arithmetic(self, e, op)}
-       for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul))},
+       for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul),
+                        (exp.SafeDivide, exp.Div))},
     exp.DateDiff: {"annotator": lambda self, e: _typed(self, e, exp.DataType.build(   # with a unit: timestampdiff
         "BIGINT" if isinstance(e.args.get("unit"), exp.Var) else "INT"))},
     exp.TimestampAdd: {"annotator": lambda self, e: _typed(self, e, _timestamp_like(e.this.type))},

@@ -298,7 +298,8 @@ class SparkNamer:
                     and not (self._written(node.this) or "")[-2:].upper() == "BD":
                 found = re.search(r"([A-Za-z_]+)\s*$", self.text[:_first_position(node.this)])
                 word = found[1].upper() if found else node.to.sql(dialect="spark")
-                return f"{'TIMESTAMP' if word == 'TIMESTAMP_LTZ' else word} '{node.this.this}'"
+                word = "TIMESTAMP" if word == "TIMESTAMP_LTZ" else word
+                return f"{word} '{datetime_literal(word, node.this.this)}'"
             return self._literal(node.this)
         called = self._called_name(node)
         if called in _TYPE_FUNCTIONS and not isinstance(node, exp.TryCast):
@@ -536,6 +537,28 @@ class SparkNamer:
         if text == "CURRENT ROW":
             return text
         return f"{text} {str(side).upper()}" if side else text
+
+
+_DATE_TEXT = re.compile(r"\s*([+-]?\d{4,})-(\d{1,2})-(\d{1,2})")
+_TIME_TEXT = re.compile(r"(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?\s*(Z|UTC|[+-]00:?00)?\s*$", re.I)
+
+
+def datetime_literal(word: str, text: str) -> str:
+    """A DATE / TIMESTAMP literal's value as Spark prints it (`TIMESTAMP '2019-01-01'` is named
+    `TIMESTAMP '2019-01-01 00:00:00'`); the text as written when it is not a plain one."""
+    date = _DATE_TEXT.match(text)
+    if date is None or word not in ("DATE", "TIMESTAMP", "TIMESTAMP_NTZ"):
+        return text
+    year, month, day = int(date[1]), int(date[2]), int(date[3])
+    day_text = f"{'+' if year > 9999 else '-' if year < 0 else ''}{abs(year):04d}-{month:02d}-{day:02d}"
+    if word == "DATE":
+        return day_text if not text[date.end():].strip() else text
+    time = _TIME_TEXT.match(text, date.end())
+    if time is None or (time[5] and word == "TIMESTAMP_NTZ"):
+        return text
+    hour, minute, second = (int(time[i]) if time[i] else 0 for i in (1, 2, 3))
+    fraction = (time[4] or "")[:6].rstrip("0")
+    return f"{day_text} {hour:02d}:{minute:02d}:{second:02d}" + (f".{fraction}" if fraction else "")
 
 
 def registry_defaults(name: str, written: int) -> list[str]:

@@ -163,6 +163,10 @@ class SparkNamer:
         value = multi_unit_value(parts) if parts else None
         if value is not None:
             return value.sql()          # INTERVAL 1 YEAR 2 MONTHS is one literal to Spark
+        if isinstance(node, exp.Add) and any(isinstance(side, exp.Null) for side in (node.left, node.right)):
+            stamp = next((side for side in (node.left, node.right) if self._timestamp_literal(side)), None)
+            if stamp is not None:                       # the NULL is an interval added to a timestamp
+                return f"{self.sql(stamp)} + NULL"
         if isinstance(node, (exp.Add, exp.Sub)) and all(isinstance(side, (exp.Interval, exp.Null))
                                                         for side in (node.left, node.right)):
             return f"({self.sql(node.left)} {'+' if isinstance(node, exp.Add) else '-'} {self.sql(node.right)})"
@@ -309,6 +313,13 @@ class SparkNamer:
         to = node.to.sql(dialect="spark").replace(", ", ",")
         word = "TRY_CAST" if isinstance(node, exp.TryCast) and self._try_cast_written(node) else "CAST"
         return f"{word}({self.sql(node.this)} AS {to})"
+
+    def _timestamp_literal(self, node: exp.Expression) -> bool:
+        """TIMESTAMP '...' / TIMESTAMP_NTZ '...' (a typed literal, not a CAST written as one)."""
+        return isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string \
+            and node.to.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ,
+                                 exp.DataType.Type.TIMESTAMPLTZ, exp.DataType.Type.TIMESTAMPNTZ) \
+            and not self._cast_written(node)
 
     def _try_cast_written(self, node: exp.TryCast) -> bool:
         start = _first_position(node.this)
@@ -514,10 +525,11 @@ class SparkNamer:
 
     def _frame(self, frame: exp.WindowSpec | None, function: exp.Expression, ordered: bool) -> str:
         if frame is not None:
-            start = self._bound(frame.args.get("start"), frame.args.get("start_side"))
-            end = self._bound(frame.args.get("end"), frame.args.get("end_side")) if frame.args.get("end") \
+            kind = (frame.args.get("kind") or "ROWS").upper()
+            start = self._bound(frame.args.get("start"), frame.args.get("start_side"), kind)
+            end = self._bound(frame.args.get("end"), frame.args.get("end_side"), kind) if frame.args.get("end") \
                 else "CURRENT ROW"
-            return f"{(frame.args.get('kind') or 'ROWS').upper()} BETWEEN {start} AND {end}"
+            return f"{kind} BETWEEN {start} AND {end}"
         if isinstance(function, (exp.Lag, exp.Lead)):
             offset = function.args.get("offset")
             n = int(offset.name) if isinstance(offset, exp.Literal) and offset.is_int else 1
@@ -529,7 +541,7 @@ class SparkNamer:
             return "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
         return "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
 
-    def _bound(self, value, side) -> str:
+    def _bound(self, value, side, kind: str = "ROWS") -> str:
         if isinstance(value, str):
             text = value.upper()
         else:

@@ -14,7 +14,7 @@ from pathlib import Path
 from dslc.compiler.pipeline import compile_file
 from dslc.runtime import secrets
 from dslc.runtime.metrics import format_table
-from dslc.runtime.spark import failure
+from dslc.runtime.spark import analysis_errors, failure
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -77,6 +77,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                          DSLC_METRICS_WRITTEN=str(Path(folder) / "metrics.path"))
         if remote:
             env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
+                   analysis_errors.FLOW_ENV: str(Path(args.file).resolve()),
                    **calls, **watch}
             code = _call([sys.executable, str(job)], env)
         else:
@@ -119,7 +120,8 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
                                 *_driver_python(extra), *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent), **watch}
+           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
+           analysis_errors.FLOW_ENV: str(Path(args.file).resolve()), **watch}
     if calls:
         env.update(calls)
         # executors started elsewhere (a cluster) get it through Spark; local ones inherit env.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import decimal
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from sqlglot import exp
 
@@ -33,6 +33,13 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
              "regexp_replace": (3, ("1",)), "sort_array": (1, ("true",)),
              "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
              "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
+
+# Functions named after a type (`double('1')`): Spark builds a cast it does not print.
+_TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
+                             "string", "binary", "date", "timestamp"})
+
+from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
+from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
@@ -56,7 +63,6 @@ _TEMPLATES: dict[type[exp.Expression], str] = {
     exp.Between: "between({this}, {low}, {high})",
     exp.Subquery: "scalarsubquery({outer})",
     exp.Exists: "exists({outer})",
-    exp.Bracket: "{this}[{expressions}]",
     exp.IgnoreNulls: "{this}",
     exp.RespectNulls: "{this}",
     exp.Distinct: "DISTINCT {expressions}",
@@ -96,8 +102,9 @@ class _Children(dict):
 class SparkNamer:
     """Prints expressions of one query the way Spark names them."""
 
-    def __init__(self, text: str, tree: exp.Expression):
+    def __init__(self, text: str, tree: exp.Expression, columns: Mapping[str, frozenset[str]] | None = None):
         self.text = text
+        self.columns = columns or {}        # relation (lower case) -> its column names (lower case)
         self.relations = {t.alias_or_name.lower() for t in tree.find_all(exp.Table)} | \
                          {s.alias.lower() for s in tree.find_all(exp.Subquery) if s.alias} | \
                          {c.alias.lower() for c in tree.find_all(exp.CTE)}
@@ -152,6 +159,17 @@ class SparkNamer:
             implicit = isinstance(node.expression, exp.Column) and \
                 node.this.meta.get("start") in (None, _first_position(node.expression))
             return value if implicit else f"{value} AS {node.this.name}"
+        parts = multi_unit_parts(node)
+        value = multi_unit_value(parts) if parts else None
+        if value is not None:
+            return value.sql()          # INTERVAL 1 YEAR 2 MONTHS is one literal to Spark
+        if isinstance(node, exp.Add) and any(isinstance(side, exp.Null) for side in (node.left, node.right)):
+            stamp = next((side for side in (node.left, node.right) if self._timestamp_literal(side)), None)
+            if stamp is not None:                       # the NULL is an interval added to a timestamp
+                return f"{self.sql(stamp)} + NULL"
+        if isinstance(node, (exp.Add, exp.Sub)) and all(isinstance(side, (exp.Interval, exp.Null))
+                                                        for side in (node.left, node.right)):
+            return f"({self.sql(node.left)} {'+' if isinstance(node, exp.Add) else '-'} {self.sql(node.right)})"
         if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
                                                      or isinstance(node.right, exp.Interval)):
             op = "+" if isinstance(node, exp.Add) else "-"
@@ -186,6 +204,15 @@ class SparkNamer:
             return f"locate({self._list(args)}{'' if node.args.get('position') else ', 1'})"
         if isinstance(node, exp.Anonymous) and node.name.lower() in ("isnull", "isnotnull"):
             return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
+        if isinstance(node, exp.VarMap):            # map(k1, v1, k2, v2): sqlglot keeps keys and values apart
+            pairs = [self.sql(part) for kv in zip(node.args["keys"].expressions, node.args["values"].expressions)
+                     for part in kv]
+            return f"map({', '.join(pairs)})"
+        if isinstance(node, exp.Bracket):
+            called = self._element_at(node)
+            if called:
+                return f"{called}({self.sql(node.this)}, {self._list(node.expressions)})"
+            return f"{self.sql(node.this)}[{self._list(node.expressions)}]"
         if isinstance(node, exp.Func):
             return self._function(node)
         if isinstance(node, exp.Identifier):
@@ -241,6 +268,9 @@ class SparkNamer:
         return self.text[node.meta["start"]:node.meta["end"] + 1]
 
     def _interval(self, node: exp.Interval) -> str:
+        value = literal_value(node)
+        if value is not None:
+            return value.sql()
         unit = node.args.get("unit")
         if isinstance(unit, exp.IntervalSpan):
             unit_text = f"{unit.this.name.upper()} TO {unit.expression.name.upper()}"
@@ -272,14 +302,24 @@ class SparkNamer:
                     and not (self._written(node.this) or "")[-2:].upper() == "BD":
                 found = re.search(r"([A-Za-z_]+)\s*$", self.text[:_first_position(node.this)])
                 word = found[1].upper() if found else node.to.sql(dialect="spark")
-                return f"{'TIMESTAMP' if word == 'TIMESTAMP_LTZ' else word} '{node.this.this}'"
+                word = "TIMESTAMP" if word == "TIMESTAMP_LTZ" else word
+                return f"{word} '{datetime_literal(word, node.this.this)}'"
             return self._literal(node.this)
         called = self._called_name(node)
+        if called in _TYPE_FUNCTIONS and not isinstance(node, exp.TryCast):
+            return self.sql(node.this)      # double(x) is a cast Spark did not see written: it prints x
         if called in ("to_timestamp", "to_date"):
             return f"{called}({self.sql(node.this)})"     # a call sqlglot reads as a CAST
         to = node.to.sql(dialect="spark").replace(", ", ",")
         word = "TRY_CAST" if isinstance(node, exp.TryCast) and self._try_cast_written(node) else "CAST"
         return f"{word}({self.sql(node.this)} AS {to})"
+
+    def _timestamp_literal(self, node: exp.Expression) -> bool:
+        """TIMESTAMP '...' / TIMESTAMP_NTZ '...' (a typed literal, not a CAST written as one)."""
+        return isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string \
+            and node.to.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ,
+                                 exp.DataType.Type.TIMESTAMPLTZ, exp.DataType.Type.TIMESTAMPNTZ) \
+            and not self._cast_written(node)
 
     def _try_cast_written(self, node: exp.TryCast) -> bool:
         start = _first_position(node.this)
@@ -303,7 +343,20 @@ class SparkNamer:
         inner = {t.alias_or_name.lower() for t in node.find_all(exp.Table)}
         outer = [c for c in node.find_all(exp.Column) if c.table and c.table.lower() not in inner
                  and c.table.lower() in self.relations]
-        return ", ".join(dict.fromkeys(c.name for c in outer))
+        if not self.columns:
+            return ", ".join(dict.fromkeys(c.name for c in outer))
+        tables = list(node.find_all(exp.Table))
+        if any(t.name.lower() not in self.columns for t in tables):
+            return ", ".join(dict.fromkeys(c.name for c in outer))
+        own = set().union(*[self.columns[t.name.lower()] for t in tables]) if tables else set()
+        own |= {a.alias.lower() for a in node.find_all(exp.Alias)} | \
+               {c.name.lower() for alias in node.find_all(exp.TableAlias) for c in alias.columns} | \
+               {v.name.lower() for lam in node.find_all(exp.Lambda) for v in lam.expressions}
+        around = set().union(*self.columns.values())
+        unqualified = [c for c in node.find_all(exp.Column) if not c.table and not isinstance(c.this, exp.Star)
+                       and c.name.lower() not in own and c.name.lower() in around]
+        found = sorted(outer + unqualified, key=lambda c: _first_position(c) or 0)
+        return ", ".join(c.name for c in found)       # every reference, in the order written
 
     def _lambda(self, node: exp.Lambda) -> str:
         names = {v.name.lower() for v in node.expressions}
@@ -349,6 +402,11 @@ class SparkNamer:
         written, defaults = _DEFAULTS.get(name, (None, ()))
         if written is not None and len(args) == written:
             args += list(defaults)
+        elif not isinstance(node, exp.Trim):
+            if name == "log" and len(args) == 1:
+                args = ["E()"] + args           # log(x) is Spark's Logarithm(E(), x)
+            args += registry_defaults(name, len(args))
+            name = PRINTED_NAMES.get(name, name)
         return f"{name}({', '.join(args)})"
 
     def _written_arguments(self, node: exp.Expression) -> list[str] | None:
@@ -381,6 +439,19 @@ class SparkNamer:
                 parts.append(self.text[start:i])
                 start = i + 1
         return None
+
+    def _element_at(self, node: exp.Bracket) -> str | None:
+        """element_at / try_element_at when the subscript was written as that call (sqlglot reads
+        both as `x[i]`)."""
+        written = (self._written(node) or "").lower()
+        if written in ("element_at", "try_element_at"):
+            return written
+        first = _first_position(node)
+        if first is None:
+            return None
+        found = re.search(r"\b(try_element_at|element_at)\s*\(\s*(?:[A-Za-z_]\w*\s*\(\s*)*$",
+                          self.text[max(0, first - 200):first], re.I)
+        return found[1].lower() if found else None
 
     def _called_name(self, node: exp.Expression) -> str | None:
         """The name a call was written with, read from the text before its first argument (sqlglot
@@ -454,10 +525,11 @@ class SparkNamer:
 
     def _frame(self, frame: exp.WindowSpec | None, function: exp.Expression, ordered: bool) -> str:
         if frame is not None:
-            start = self._bound(frame.args.get("start"), frame.args.get("start_side"))
-            end = self._bound(frame.args.get("end"), frame.args.get("end_side")) if frame.args.get("end") \
+            kind = (frame.args.get("kind") or "ROWS").upper()
+            start = self._bound(frame.args.get("start"), frame.args.get("start_side"), kind)
+            end = self._bound(frame.args.get("end"), frame.args.get("end_side"), kind) if frame.args.get("end") \
                 else "CURRENT ROW"
-            return f"{(frame.args.get('kind') or 'ROWS').upper()} BETWEEN {start} AND {end}"
+            return f"{kind} BETWEEN {start} AND {end}"
         if isinstance(function, (exp.Lag, exp.Lead)):
             offset = function.args.get("offset")
             n = int(offset.name) if isinstance(offset, exp.Literal) and offset.is_int else 1
@@ -469,7 +541,7 @@ class SparkNamer:
             return "RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW"
         return "ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
 
-    def _bound(self, value, side) -> str:
+    def _bound(self, value, side, kind: str = "ROWS") -> str:
         if isinstance(value, str):
             text = value.upper()
         else:
@@ -477,6 +549,45 @@ class SparkNamer:
         if text == "CURRENT ROW":
             return text
         return f"{text} {str(side).upper()}" if side else text
+
+
+_DATE_TEXT = re.compile(r"\s*([+-]?\d{4,})-(\d{1,2})-(\d{1,2})")
+_TIME_TEXT = re.compile(r"(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?\s*(Z|UTC|[+-]00:?00)?\s*$", re.I)
+
+
+def datetime_literal(word: str, text: str) -> str:
+    """A DATE / TIMESTAMP literal's value as Spark prints it (`TIMESTAMP '2019-01-01'` is named
+    `TIMESTAMP '2019-01-01 00:00:00'`); the text as written when it is not a plain one."""
+    date = _DATE_TEXT.match(text)
+    if date is None or word not in ("DATE", "TIMESTAMP", "TIMESTAMP_NTZ"):
+        return text
+    year, month, day = int(date[1]), int(date[2]), int(date[3])
+    day_text = f"{'+' if year > 9999 else '-' if year < 0 else ''}{abs(year):04d}-{month:02d}-{day:02d}"
+    if word == "DATE":
+        return day_text if not text[date.end():].strip() else text
+    time = _TIME_TEXT.match(text, date.end())
+    if time is None or (time[5] and word == "TIMESTAMP_NTZ"):
+        return text
+    hour, minute, second = (int(time[i]) if time[i] else 0 for i in (1, 2, 3))
+    fraction = (time[4] or "")[:6].rstrip("0")
+    return f"{day_text} {hour:02d}:{minute:02d}:{second:02d}" + (f".{fraction}" if fraction else "")
+
+
+def registry_defaults(name: str, written: int) -> list[str]:
+    """The arguments Spark adds to the name of a call of `written` arguments (spark_calls.py). Spark
+    fills left-out arguments from the end, so a call with more arguments than a recorded example
+    gets the tail of that example's defaults."""
+    for fewer in range(written, -1, -1):
+        recorded = DEFAULT_ARGUMENTS.get((name, fewer))
+        if recorded is None:
+            continue
+        if fewer == written:
+            return [recorded] if recorded else []
+        parts = recorded.split(", ")
+        if "'" in recorded or written - fewer >= len(parts) or written not in ARITIES.get(name, ()):
+            return []
+        return parts[written - fewer:]
+    return []
 
 
 def generator_name(item: exp.Expression) -> str | None:

@@ -13,6 +13,7 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
+from dslc.compiler.plan.spark_intervals import literal_value
 from dslc.compiler.plan.spark_returns import SPARK_RETURNS
 
 T = exp.DataType.Type
@@ -109,13 +110,35 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
             return exp.DataType.build("DOUBLE")
         return None
     if left.this in _NUMERIC_ORDER and right.this in _NUMERIC_ORDER:
+        if T.FLOAT in (left.this, right.this) and {left.this, right.this} & set(_INTEGRAL):
+            return exp.DataType.build("DOUBLE")     # ANSI: no integral type widens to FLOAT in CASE/UNION
         return _numeric_wider(left.this, right.this)
+    promoted = _string_as_number(left, right) or _string_as_number(right, left)
+    if promoted is not None:
+        return wider(promoted, right) if _is(left, *_TEXT) else wider(left, promoted)
     if _is(left, T.DATE) and _is(right, T.TIMESTAMP) or _is(left, T.TIMESTAMP) and _is(right, T.DATE):
         return exp.DataType.build("TIMESTAMP")
+    if _is(left, T.INTERVAL) and _is(right, T.INTERVAL):
+        return interval_span(left, right)
     if left.this == right.this and left.this in (T.ARRAY, T.MAP) and len(left.expressions) == len(right.expressions):
         inner = [wider(a, b) for a, b in zip(left.expressions, right.expressions)]
         if all(i is not None for i in inner):
             return exp.DataType(this=left.this, expressions=inner, nested=True)
+    return None
+
+
+_TEXT = (T.TEXT, T.VARCHAR, T.CHAR)
+
+
+def _string_as_number(text: exp.DataType, other: exp.DataType) -> exp.DataType | None:
+    """ANSI mode's implicit cast of a STRING met by a number (arithmetic, CASE/IF branches, UNION
+    columns): BIGINT beside an integral type, DOUBLE beside a fractional or decimal one."""
+    if not _is(text, *_TEXT):
+        return None
+    if _is(other, *_INTEGRAL):
+        return exp.DataType.build("BIGINT")
+    if _is(other, T.FLOAT, T.DOUBLE, T.DECIMAL):
+        return exp.DataType.build("DOUBLE")
     return None
 
 
@@ -137,7 +160,27 @@ def _interval_units(node: exp.Expression) -> set[str]:
     return units
 
 
+_INTERVAL_FIELDS = ("YEAR", "MONTH", "DAY", "HOUR", "MINUTE", "SECOND")
+
+
+def interval_span(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
+    """The interval type covering two of one family (YEAR and MONTH: YEAR TO MONTH), None when one
+    is year-month and the other day-time."""
+    fields = []
+    for side in (left, right):
+        words = side.sql(dialect="spark").upper().split()
+        fields += [w for w in words if w in _INTERVAL_FIELDS]
+    if not fields or not words or (set(fields) & {"YEAR", "MONTH"} and set(fields) - {"YEAR", "MONTH"}):
+        return None
+    ranked = sorted(set(fields), key=_INTERVAL_FIELDS.index)
+    text = f"INTERVAL {ranked[0]}" + (f" TO {ranked[-1]}" if len(ranked) > 1 else "")
+    return exp.DataType.build(text, dialect="spark")
+
+
 def interval_type(node: exp.Interval) -> exp.DataType | None:
+    value = literal_value(node)
+    if value is not None:
+        return exp.DataType.build(value.type_text(), dialect="spark")
     unit = node.args.get("unit")
     if isinstance(unit, exp.IntervalSpan):
         text = f"INTERVAL {unit.this.name.upper()} TO {unit.expression.name.upper()}"
@@ -185,6 +228,13 @@ class SparkTypes(TypeAnnotator):
             names = [c.name for c in lateral.args["alias"].columns] if lateral.args.get("alias") else []
             types = generated_types(lateral.this)
             return {n: t or exp.DataType.build("UNKNOWN") for n, t in zip(names, types)}
+        query = lateral.this.unnest() if isinstance(lateral, exp.Lateral) and isinstance(lateral.this, exp.Subquery) \
+            else None
+        if isinstance(query, exp.Query):            # LATERAL (SELECT ...) [AS s(a, b)]: its select list
+            renamed = [c.name for c in lateral.args["alias"].columns] if lateral.args.get("alias") else []
+            selects = query.selects
+            names = renamed + [s.alias_or_name for s in selects[len(renamed):]]
+            return {n: s.type or exp.DataType.build("UNKNOWN") for n, s in zip(names, selects)}
         return super()._get_scope_source_selects(scope, source_name)
 
     def _maybe_coerce(self, type1, type2):
@@ -225,6 +275,9 @@ class SparkTypes(TypeAnnotator):
             return exp.DataType.build("BIGINT")
         if not isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod)):
             return None
+        promoted_left, promoted_right = _string_as_number(lt, rt), _string_as_number(rt, lt)
+        if promoted_left is not None or promoted_right is not None:       # 1 + '2' is BIGINT
+            return self._arithmetic(node, left, right, promoted_left or lt, promoted_right or rt)
         if _is(lt, T.DECIMAL) or _is(rt, T.DECIMAL):
             if _is(lt, T.FLOAT, T.DOUBLE) or _is(rt, T.FLOAT, T.DOUBLE):
                 return exp.DataType.build("DOUBLE")
@@ -258,7 +311,7 @@ class SparkTypes(TypeAnnotator):
             if _is(other, T.UNKNOWN):
                 return None
             if interval_left and interval_right:
-                return lt
+                return interval_span(lt, rt) or lt
             return None
         if isinstance(node, (exp.Mul, exp.Div)):
             return None
@@ -532,6 +585,18 @@ def _anonymous(self, e):
     if name == "histogram_numeric" and first is not None and not _is(first, T.UNKNOWN):
         return _typed(self, e, exp.DataType.build(f"ARRAY<STRUCT<x: {first.sql(dialect='spark')}, y: DOUBLE>>",
                                                   dialect="spark"))
+    if name == "decode" and len(args) >= 3:         # decode(x, search, result, ..., default): the results' type
+        results = args[2::2] + ([args[-1]] if len(args) % 2 == 0 else [])
+        kind = results[0].type
+        for other in results[1:]:
+            kind = wider(kind, other.type) if kind is not None and other.type is not None else None
+        return _typed(self, e, kind)
+    if name == "decode" and len(args) == 2:           # decode(binary, charset)
+        return _typed(self, e, exp.DataType.build("STRING"))
+    if name == "get" and len(args) == 2:
+        return _typed(self, e, _element(first))
+    if name in ("to_number", "try_to_number") and len(args) == 2:
+        return _typed(self, e, number_format_type(args[1]))
     if name in ("date_part", "datepart") and len(args) == 2:
         return _typed(self, e, date_part_type(args[0], args[1].type))
     returns = _ANONYMOUS_RETURNS.get(name)
@@ -554,6 +619,29 @@ def _anonymous(self, e):
             return _typed(self, e, None)
     registered = SPARK_RETURNS.get(name)
     return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
+
+
+def _decode(self, e):
+    """decode(x, search, result, ..., default): the wider type of its results."""
+    args = e.expressions
+    if len(args) == 2:
+        return _typed(self, e, exp.DataType.build("STRING"))
+    results = args[2::2] + ([args[-1]] if len(args) % 2 == 0 else [])
+    kind = results[0].type if results else None
+    for other in results[1:]:
+        kind = wider(kind, other.type) if kind is not None and other.type is not None else None
+    return _typed(self, e, kind)
+
+
+def number_format_type(fmt: exp.Expression) -> exp.DataType | None:
+    """to_number's DECIMAL(p, s): p the format's digits (0 and 9), s those after its point (. or D)."""
+    if not isinstance(fmt, exp.Literal) or not fmt.is_string:
+        return None
+    text = fmt.this.upper()
+    point = max(text.find("."), text.find("D"))
+    digits = sum(ch in "09" for ch in text)
+    scale = sum(ch in "09" for ch in text[point + 1:]) if point >= 0 else 0
+    return decimal(digits, scale) if 0 < digits <= MAX_PRECISION else None
 
 
 def _array_with(self, e):
@@ -596,7 +684,8 @@ _ANONYMOUS_RETURNS = {
     "months_between": "DOUBLE", "datediff": "INT", "bool_and": "BOOLEAN", "bool_or": "BOOLEAN",
     "every": "BOOLEAN", "some": "BOOLEAN", "count_if": "BIGINT", "approx_count_distinct": "BIGINT",
     "input_file_block_start": "BIGINT", "current_catalog": "STRING", "current_database": "STRING",
-    "current_user": "STRING", "version": "STRING", "try_to_number": "DECIMAL", "json_array_length": "INT",
+    "current_user": "STRING", "version": "STRING", "json_array_length": "INT",
+    "json_object_keys": "ARRAY<STRING>", "getbit": "TINYINT",
 }
 
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.DayOfYear, exp.Quarter,
@@ -629,6 +718,7 @@ SPARK_METADATA = {
     exp.TimestampTrunc: {"returns": exp.DataType.build("TIMESTAMP")},
     exp.ArrayUniqueAgg: {"annotator": lambda self, e: _typed(self, e, _array_of(e.this.type))},
     exp.Div: {"annotator": lambda self, e: self._annotate_binary(e)},
+    exp.If: {"annotator": lambda self, e: self._annotate_by_args(e, "true", "false")},
     exp.Coalesce: {"annotator": lambda self, e: self._annotate_by_args(e, "this", "expressions")},
     exp.Bracket: {"annotator": _bracket},
     exp.Dot: {"annotator": _dot},
@@ -637,11 +727,16 @@ SPARK_METADATA = {
     exp.Flatten: {"annotator": lambda self, e: _typed(self, e, _element(e.this.type))},
     exp.FromJson: {"annotator": lambda self, e: _typed(self, e, _struct_of(e.expression))},
     exp.TimestampDiff: {"returns": exp.DataType.build("BIGINT")},
+    exp.DecodeCase: {"annotator": lambda self, e: _decode(self, e)},
+    exp.ToNumber: {"annotator": lambda self, e: _typed(self, e, number_format_type(e.args.get("format")))},
+    exp.JSONKeys: {"returns": exp.DataType.build("ARRAY<STRING>", dialect="spark")},
+    exp.Getbit: {"returns": exp.DataType.build("TINYINT")},
     exp.ArrayAppend: {"annotator": _array_with},
     exp.ArrayPrepend: {"annotator": _array_with},
     exp.RegexpExtractAll: {"returns": exp.DataType.build("ARRAY<STRING>", dialect="spark")},
     **{safe: {"annotator": lambda self, e, op=op: _try_arithmetic(self, e, op)}
-       for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul))},
+       for safe, op in ((exp.SafeAdd, exp.Add), (exp.SafeSubtract, exp.Sub), (exp.SafeMultiply, exp.Mul),
+                        (exp.SafeDivide, exp.Div))},
     exp.DateDiff: {"annotator": lambda self, e: _typed(self, e, exp.DataType.build(   # with a unit: timestampdiff
         "BIGINT" if isinstance(e.args.get("unit"), exp.Var) else "INT"))},
     exp.TimestampAdd: {"annotator": lambda self, e: _typed(self, e, _timestamp_like(e.this.type))},

@@ -9,7 +9,6 @@ from typing import Mapping
 
 import sqlglot
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 from sqlglot.optimizer.qualify import qualify
 from sqlglot.optimizer.scope import Scope, traverse_scope
@@ -21,6 +20,8 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.compiler.plan.arity import arity_error
+from dslc.compiler.plan.spark_dialect import SPARK_SQL
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
 from dslc.compiler.plan.operand_types import operand_errors
 from dslc.compiler.plan.spark_names import SparkNamer, generator_name
@@ -28,7 +29,7 @@ from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
-_SPARK = Dialect.get_or_raise("spark")
+_SPARK = SPARK_SQL
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WINDOW_TYPE = "STRUCT<start: TIMESTAMP, end: TIMESTAMP>"
 
@@ -84,15 +85,19 @@ def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = Fal
     """Parse a query (or a WHERE condition) with sqlglot's Spark dialect."""
     try:
         if condition:
-            return sqlglot.parse_one(sql.text, dialect="spark", into=exp.Condition)
+            return sqlglot.parse_one(sql.text, dialect=_SPARK, into=exp.Condition)
         statements = _SPARK.parser().parse(_window_calls_as_names(_SPARK.tokenize(sql.text)), sql.text)
     except ParseError as exc:
         for item in exc.errors[:3]:
             offset = _offset(sql.text, item.get("line") or 1, item.get("col") or 1)
             highlight = len(item.get("highlight") or " ")
             start = max(0, offset - highlight)
-            problems.append(error("E0206", sql.span.sub(start, highlight),
-                                  detail=_readable(item.get("description", str(exc)).split(". Line")[0])))
+            detail = _readable(item.get("description", str(exc)).split(". Line")[0])
+            if "number of provided arguments" in detail:       # sqlglot's own argument count check
+                problems.append(error("E0212", sql.span.sub(start, highlight), condition="WRONG_NUM_ARGS",
+                                      detail=detail, hint="Spark's analyzer refuses it when the job starts"))
+                continue
+            problems.append(error("E0206", sql.span.sub(start, highlight), detail=detail))
         return None
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc)))
@@ -162,10 +167,73 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
         problems.append(error("E0206", sql.span.sub(0, 1), detail="a query must read a source or stream"))
         return None
     functions_ok = _check_functions(tree, sql, problems) if functions else True
-    if not _check_columns(tree, sql, schemas, problems) or not functions_ok:
+    named = _table_functions_as_queries(_anonymous_items_named(tree))
+    if not _check_columns(named, sql, schemas, problems) or not functions_ok:
         return None
-    schema = _output_schema(tree, schemas, sql, problems)
+    schema = _output_schema(named, schemas, sql, problems)
     return QueryInfo(tuple(reads), schema, _aggregates(tree), _item_spans(tree, sql, len(schema or ())))
+
+
+_ANONYMOUS = "__dslc_item_"
+
+
+def _anonymous_items_named(tree: exp.Expression) -> exp.Expression:
+    """A copy of the query in which every unaliased subquery and LATERAL in a FROM clause has a
+    name of its own. Spark allows them without one; sqlglot names them all '' and then mixes them
+    up (a LATERAL subquery reading the unaliased subquery left of it). No such name is printed."""
+    def anonymous(node: exp.Expression) -> bool:
+        return not node.alias and isinstance(node.parent, (exp.From, exp.Join)) and \
+            (isinstance(node, exp.Lateral) or isinstance(node.this, exp.Query))
+
+    if not any(anonymous(n) for n in tree.find_all(exp.Subquery, exp.Lateral)):
+        return tree
+    tree = tree.copy()
+    for place, node in enumerate(list(tree.find_all(exp.Subquery, exp.Lateral))):
+        if anonymous(node):
+            alias = node.args.get("alias") or exp.TableAlias()
+            alias.set("this", exp.to_identifier(f"{_ANONYMOUS}{place}"))
+            node.set("alias", alias)
+    return tree
+
+
+# Table-valued functions whose columns do not depend on their arguments.
+_TABLE_FUNCTIONS = {"range": (("id", "BIGINT"),), "sql_keywords": (("keyword", "STRING"), ("reserved", "BOOLEAN"))}
+
+
+def _table_functions_as_queries(tree: exp.Expression) -> exp.Expression:
+    """A copy of the query in which every table-valued function in FROM whose columns can be known
+    here (`range(10)`, `explode(array(1, 2)) t(v)`) is a subquery of typed NULLs with the names and
+    types Spark gives them, so that sqlglot resolves and types what reads it."""
+    calls = [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Func)
+             and not t.this.find(exp.Column) and _function_columns(t.this) is not None]
+    if not calls:
+        return tree
+    tree = tree.copy()
+    for table in [t for t in tree.find_all(exp.Table) if isinstance(t.this, exp.Func)]:
+        columns = _function_columns(table.this) if not table.this.find(exp.Column) else None
+        if columns is None:
+            continue
+        alias = table.args.get("alias")
+        renamed = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+        names = renamed + [name for name, _ in columns[len(renamed):]]
+        query = exp.select(*[exp.alias_(exp.cast(exp.null(), exp.DataType.build(sqlglot_spelling(t), dialect="spark")),
+                                         exp.to_identifier(n, quoted=True)) for n, (_, t) in zip(names, columns)])
+        name = alias.name if alias is not None and alias.name else f"{_ANONYMOUS}{id(table)}"
+        table.replace(exp.Subquery(this=query, alias=exp.TableAlias(this=exp.to_identifier(name))))
+    return tree
+
+
+def _function_columns(call: exp.Func) -> list[tuple[str, str]] | None:
+    """The (name, type) columns of a table-valued function of constant arguments, None when unknown."""
+    name = call.name.lower() if isinstance(call, exp.Anonymous) else generator_name(call)
+    if name in _TABLE_FUNCTIONS:
+        return list(_TABLE_FUNCTIONS[name])
+    if name is None or generator_name(call) is None:
+        return None
+    probe = exp.select(call.copy())
+    SparkTypes(MappingSchema({}, dialect="spark"), expression_metadata=SPARK_METADATA).annotate(probe)
+    columns = [(c.name, c.type) for c in _generated_columns(name, probe.selects[0])]
+    return columns if columns and all(t != UNKNOWN for _, t in columns) else None
 
 
 def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, ...]:
@@ -209,6 +277,7 @@ def _check_functions(tree: exp.Expression, sql: ast.Sql, problems: list[Diagnost
     for call in tree.find_all(exp.Func):
         start, end = call.meta.get("start"), call.meta.get("end")
         if start is None:
+            ok = _check_unplaced_call(call, sql, problems) and ok
             continue
         written = sql.text[start:end + 1]
         if not _NAME.fullmatch(written) or not sql.text[end + 1:].lstrip().startswith("("):
@@ -217,7 +286,37 @@ def _check_functions(tree: exp.Expression, sql: ast.Sql, problems: list[Diagnost
             problems.append(error("E0201", sql.span.sub(start, end - start + 1), kind="SQL function",
                                   name=written, hint=did_you_mean(written.lower(), SPARK_FUNCTIONS)))
             ok = False
+            continue
+        wrong = arity_error(written, sql.text, sql.text.index("(", end + 1), _extent(call, sql))
+        if wrong is not None:
+            problems.append(wrong)
+            ok = False
     return ok
+
+
+_OPERATOR_WORDS = frozenset({"and", "or", "not", "in", "exists", "when", "case", "between", "like", "ilike",
+                             "rlike", "regexp", "any", "some", "every"})
+_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
+
+
+def _check_unplaced_call(call: exp.Func, sql: ast.Sql, problems: list[Diagnostic]) -> bool:
+    """The argument count of a call sqlglot keeps no position for (`substr(x)` becomes a Substring):
+    its name is the word before the '(' that opens its first argument."""
+    if isinstance(call, (exp.Cast, exp.TryCast, exp.Binary, exp.Connector, exp.Unary, exp.Predicate)) \
+            or call.find(exp.DataType) is not None:
+        return True     # an operator, or CAST(x AS DECIMAL(1, 0)): parentheses that are no call's
+    starts = [n.meta["start"] for child in call.iter_expressions() for n in child.walk()
+              if n.meta.get("start") is not None]
+    if not starts:
+        return True
+    found = _OPENING.search(sql.text, max(0, min(starts) - 100), min(starts))
+    if found is None or found[1].lower() not in SPARK_FUNCTIONS or found[1].lower() in _OPERATOR_WORDS:
+        return True
+    wrong = arity_error(found[1], sql.text, sql.text.index("(", found.start(1)),
+                        sql.span.sub(found.start(1), len(found[1])))
+    if wrong is not None:
+        problems.append(wrong)
+    return wrong is None
 
 
 def _aggregates(tree: exp.Expression) -> bool:
@@ -230,6 +329,9 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
     """The column names a FROM item offers, None when they cannot be known here (a lateral view,
     a star over something unknown): then nothing is reported against it."""
     source = scope.sources.get(alias)
+    pivoted = source.expression.parent if isinstance(source, Scope) else source
+    if isinstance(pivoted, (exp.Table, exp.Subquery)) and pivoted.args.get("pivots"):
+        return None         # PIVOT / UNPIVOT make columns of their own (`2012_s`): Spark checks them
     if isinstance(source, exp.Table):
         schema = schemas.get(source.name.lower())
         alias = source.args.get("alias")
@@ -239,15 +341,64 @@ def _source_columns(scope: Scope, alias: str, schemas: Schemas) -> set[str] | No
         return None if schema is None else {f.name.lower() for f in schema}
     if isinstance(source, Scope) and isinstance(source.expression, exp.Lateral):
         alias = source.expression.args.get("alias")          # LATERAL VIEW explode(x) t AS a, b
-        return {c.name.lower() for c in alias.columns} if alias is not None and alias.columns else None
+        if alias is not None and alias.columns:
+            return {c.name.lower() for c in alias.columns}
+        query = source.expression.this.unnest() if isinstance(source.expression.this, exp.Subquery) else None
+        if isinstance(query, exp.Query) and not any(s.is_star for s in query.selects):
+            return {n.lower() for n in query.named_selects}     # LATERAL (SELECT c1 + c2 AS a)
+        return None
     if not isinstance(source, Scope) or not isinstance(source.expression, exp.Query):
         return None
     renamed = source.expression.parent.alias_column_names if source.expression.parent else []
     if renamed:                                 # `(SELECT ...) AS t(a, b)`, `WITH t(x, y) AS (...)`
         return {n.lower() for n in renamed}
+    script = transform_columns(source.expression)
+    if script is not None:
+        return {n.lower() for n, _ in script}
     if any(isinstance(s, exp.Star) or s.is_star for s in source.expression.selects):
         return None
     return {n.lower() for n in source.expression.named_selects}
+
+
+def transform_columns(query: exp.Expression) -> list[tuple[str, str]] | None:
+    """The columns of `SELECT TRANSFORM(...) USING 'script' [AS (...)]`, None for any other query:
+    the names (and types) after AS, STRING when no type is given, `key` and `value` without AS."""
+    items = query.selects if isinstance(query, exp.Select) else []
+    if len(items) != 1 or not isinstance(items[0], exp.QueryTransform):
+        return None
+    schema = items[0].args.get("schema")
+    if schema is None:
+        return [("key", "STRING"), ("value", "STRING")]
+    columns = []
+    for column in schema.expressions:
+        kind = column.args.get("kind") if isinstance(column, exp.ColumnDef) else None
+        columns.append((column.name, kind.sql(dialect="spark") if kind is not None else "STRING"))
+    return columns
+
+
+_BARE_CALLS = {exp.CurrentDate: "current_date", exp.CurrentTimestamp: "current_timestamp"}
+
+
+def _bare_names_as_columns(tree: exp.Expression, text: str, mapping: Mapping[str, Mapping[str, str]]) -> exp.Expression:
+    """`current_date` written without parentheses is a column when a relation the query reads has
+    one of that name (Spark resolves columns first); sqlglot always reads it as the function."""
+    columns = {c.lower() for cols in mapping.values() for c in cols}
+    for node in list(tree.find_all(*_BARE_CALLS)):
+        word = _BARE_CALLS[type(node)]
+        if word in columns and node.this is None and re.search(rf"\b{word}\b(?!\s*\()", text, re.I):
+            node.replace(exp.column(word))
+    return tree
+
+
+def _transforms_as_columns(tree: exp.Expression) -> exp.Expression:
+    """Each TRANSFORM script's output as typed NULL columns, so that sqlglot resolves and types the
+    queries over it (a copy of the tree: the script itself is Spark's to run)."""
+    for select in list(tree.find_all(exp.Select)):
+        columns = transform_columns(select)
+        if columns is not None:
+            select.set("expressions", [exp.alias_(exp.cast(exp.null(), exp.DataType.build(t, dialect="spark")),
+                                                  exp.to_identifier(n, quoted=True)) for n, t in columns])
+    return tree
 
 
 def _struct_columns(scope: Scope, schemas: Schemas) -> dict[str, str]:
@@ -297,10 +448,18 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
     for scope in traverse_scope(tree):
         visible: dict[str, set[str] | None] = {}
         walk: Scope | None = scope
+        enclosing = {id(lateral) for lateral in _ancestors(scope.expression, exp.Lateral)}
         while walk is not None:
-            for alias in walk.sources:
+            for alias, source in walk.sources.items():
+                if isinstance(source, Scope) and _lateral_of(source.expression) in enclosing:
+                    continue        # a LATERAL subquery does not read its own output
                 visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
             walk = walk.parent
+        for alias, columns in _left_of_lateral(scope, schemas).items():
+            if alias == "" and visible.get(alias) is not None and columns is not None:
+                visible[alias] = visible[alias] | columns       # two unaliased items share the name ''
+            elif visible.get(alias) is None:
+                visible[alias] = columns
         every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
         structs = _struct_columns(scope, schemas)
         unknown_source = any(c is None for c in visible.values())
@@ -347,6 +506,63 @@ def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problem
     return ok
 
 
+def _ancestors(node: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
+    found = []
+    parent = node.parent
+    while parent is not None:
+        if isinstance(parent, kind):
+            found.append(parent)
+        parent = parent.parent
+    return found
+
+
+def _lateral_of(query: exp.Expression) -> int | None:
+    """The id of the LATERAL that is `query` or whose subquery it is."""
+    if isinstance(query, exp.Lateral):
+        return id(query)
+    parent = query.parent
+    if isinstance(parent, exp.Subquery) and isinstance(parent.parent, exp.Lateral):
+        return id(parent.parent)
+    return None
+
+
+def _left_of_lateral(scope: Scope, schemas: Schemas) -> dict[str, set[str] | None]:
+    """The FROM items left of each LATERAL subquery around this scope, which the subquery may read
+    (`FROM t1, LATERAL (SELECT c1 + c2 AS a), LATERAL (SELECT a * 2)`); an item without an alias
+    is keyed by its place, since sqlglot gives every unaliased one the same empty name."""
+    found: dict[str, set[str] | None] = {}
+    node: exp.Expression | None = scope.expression
+    while node is not None:
+        lateral = node.find_ancestor(exp.Lateral)
+        select = lateral.find_ancestor(exp.Select) if lateral is not None else None
+        if select is None:
+            break
+        first = select.args.get("from_") or select.args.get("from")
+        items = ([first.this] if first is not None else []) + [j.this for j in select.args.get("joins") or []]
+        for place, item in enumerate(items):
+            if item is lateral:
+                break
+            found.setdefault(item.alias_or_name.lower() or f"#{place}", _item_columns(item, schemas))
+        node = select
+    return found
+
+
+def _item_columns(item: exp.Expression, schemas: Schemas) -> set[str] | None:
+    """The column names of one FROM item, None when they cannot be known here."""
+    alias = item.args.get("alias")
+    renamed = [c.name.lower() for c in alias.columns] if isinstance(alias, exp.TableAlias) and alias.columns else []
+    if isinstance(item, exp.Table) and isinstance(item.this, exp.Identifier):
+        schema = schemas.get(item.name.lower())
+        return None if schema is None else set(renamed) | {f.name.lower() for f in schema[len(renamed):]}
+    query = item.this.unnest() if isinstance(item, exp.Lateral) and isinstance(item.this, exp.Subquery) \
+        else item.unnest() if isinstance(item, exp.Subquery) else None
+    if renamed:
+        return set(renamed)
+    if isinstance(query, exp.Query) and not any(s.is_star for s in query.selects):
+        return {n.lower() for n in query.named_selects}
+    return None
+
+
 def _grouping_analytics(query: exp.Expression) -> bool:
     group = query.args.get("group") if isinstance(query, exp.Select) else None
     return group is not None and (any(group.args.get(k) for k in ("cube", "rollup", "grouping_sets"))
@@ -360,7 +576,9 @@ def _name_hint(name: str, known: Mapping[str, object]) -> str | None:
 
 
 def _where(visible: Mapping[str, object]) -> str:
-    names = sorted(visible)
+    names = sorted(n for n in visible if n and not n.startswith((_ANONYMOUS, "#")))
+    if not names:
+        return "the relations of its FROM clause"
     return f"'{names[0]}'" if len(names) == 1 else "any of " + ", ".join(f"'{n}'" for n in names)
 
 
@@ -386,7 +604,8 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     try:
         schema = MappingSchema(mapping, dialect="spark")
         spellings: dict[str, str] = {}
-        qualified = qualify(_named_as_spark(tree.copy(), sql.text, spellings), schema=schema, dialect="spark",
+        prepared = _bare_names_as_columns(_transforms_as_columns(tree.copy()), sql.text, mapping)
+        qualified = qualify(_named_as_spark(prepared, sql.text, spellings, mapping), schema=schema, dialect="spark",
                             validate_qualify_columns=False, quote_identifiers=False)
         annotator = SparkTypes(schema, expression_metadata=SPARK_METADATA)
         typed = annotator.annotate(qualified)
@@ -423,10 +642,12 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
     return tuple(fields)
 
 
-def _named_as_spark(tree: exp.Expression, text: str, spellings: dict[str, str]) -> exp.Expression:
+def _named_as_spark(tree: exp.Expression, text: str, spellings: dict[str, str],
+                    mapping: Mapping[str, Mapping[str, str]] | None = None) -> exp.Expression:
     """Give every unaliased computed select item, in every query block, the name Spark gives it,
     so that outer queries and later statements resolve `count(1)` as Spark does."""
-    namer = SparkNamer(text, tree)
+    namer = SparkNamer(text, tree, {name: frozenset(c.split(_REPEAT)[0].lower() for c in columns)
+                                    for name, columns in (mapping or {}).items()})
     for select in list(tree.find_all(exp.Select)):
         for item in list(select.expressions):
             star = item.is_star and not isinstance(item, exp.Subquery)    # (SELECT * FROM t) is one value

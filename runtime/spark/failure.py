@@ -8,12 +8,14 @@ run as `python job.py` or spark-submit by hand, the error is raised as usual.
 """
 from __future__ import annotations
 
+import logging
 import os
 import re
 import sys
 import traceback
 from typing import Callable
 
+from .analysis_errors import located
 from .progress import close_all
 
 #: The log file `dslc run` keeps Spark's output in; the traceback of a failed job is added to it.
@@ -48,13 +50,17 @@ def run_main(main: Callable[[], object]) -> None:
         if not log:
             main()
             return
+        # PySpark logs each refused query with Java's stack trace on the console; the run shows
+        # it once, at its .flow line, and keeps the trace in the log
+        logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
         try:
             main()
         except Exception as error:  # noqa: BLE001 - every failure ends the job the same way
             with open(log, "a", encoding="utf-8") as file:
                 file.write("\n--- the job's traceback ---\n")
                 traceback.print_exc(file=file)
-            print(f"dslc: error: {clear_line(error)}", file=sys.stderr, flush=True)
+            placed = located(error)         # a query Spark refused, at its line of the .flow file
+            print(placed if placed is not None else f"dslc: error: {clear_line(error)}", file=sys.stderr, flush=True)
             sys.exit(1)
     finally:
         close_all()   # a failed job never reached its report, which stops its live progress

@@ -120,3 +120,30 @@ def test_a_failing_dslc_test_case_shows_its_clear_line_not_task_tracebacks(flow)
     assert "Traceback" not in shown and "PythonException" not in shown, shown[-3000:]
     log = re.search(r"Spark's full log: (\S+)", shown).group(1)
     assert "ElementFailure" in open(log).read()
+
+
+ONLY_SPARK_REFUSES = """PIPELINE only_spark MODE BATCH;
+SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, amount DOUBLE);
+STREAM q = SELECT id, sort_array(amount) AS s FROM orders;
+SINK q TO PARQUET 'out/q';
+"""
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_query_only_spark_refuses_fails_the_run_at_its_line_in_the_flow(flow):
+    """#34: the fast check leaves a function's argument types to Spark; `dslc run` shows Spark's
+    AnalysisException at job start where `dslc check --spark` would, at the .flow file's line."""
+    flow.rows_file("in/orders/1.json", [{"id": "o1", "amount": 2.5}])
+    path = flow.write(ONLY_SPARK_REFUSES)
+    assert main(["check", str(path)]) == 0             # the fast check accepts it
+    result = _dslc(flow, "run", str(path), "--master", "local[1]")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown[-3000:]
+    assert "Traceback" not in shown, shown[-3000:]
+    assert re.search(r"\S+\.flow:3:23: error\[E0212\]: Spark rejects this query "
+                     r"\(DATATYPE_MISMATCH\.UNEXPECTED_INPUT_TYPE\)", shown), shown[-3000:]
+    assert "    3 | STREAM q = SELECT id, sort_array(amount) AS s FROM orders;" in shown or \
+        " 3 | STREAM q = SELECT id, sort_array(amount) AS s FROM orders;" in shown
+    assert "^" * len("sort_array(amount)") in shown
+    assert "SQLQueryContextLogger" not in shown and "at org.apache" not in shown, shown[-3000:]

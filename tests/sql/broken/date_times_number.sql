@@ -1,0 +1,2 @@
+-- expect: E0212 2:8
+SELECT signup * 2 FROM users

@@ -1,0 +1,2 @@
+-- expect: E0212 2:8
+SELECT visits + INTERVAL 2 DAYS FROM users

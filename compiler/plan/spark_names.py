@@ -40,6 +40,7 @@ _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", 
 
 from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
+from dslc.compiler.plan.arity import written_arguments  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
@@ -421,24 +422,8 @@ class SparkNamer:
             opening = self.text.rfind("(", 0, first) if first is not None else -1
             if opening < 0 or self.text[opening + 1:first].strip():
                 return None
-        parts, depth, quote, start = [], 0, None, opening + 1
-        for i in range(opening + 1, len(self.text)):
-            ch = self.text[i]
-            if quote:
-                quote = None if ch == quote else quote
-            elif ch in "'\"`":
-                quote = ch
-            elif ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                if depth == 0:
-                    parts.append(self.text[start:i])
-                    return parts
-                depth -= 1
-            elif ch == "," and depth == 0:
-                parts.append(self.text[start:i])
-                start = i + 1
-        return None
+        parts = written_arguments(self.text, opening)
+        return [""] if parts == [] else parts     # `f()`: one empty argument, as the namer counts it
 
     def _element_at(self, node: exp.Bracket) -> str | None:
         """element_at / try_element_at when the subscript was written as that call (sqlglot reads

@@ -27,3 +27,11 @@ def fault_server(_fault_server_session: FaultServer) -> Iterator[FaultServer]:
 def collector() -> Collector:
     """A fresh recording Output."""
     return Collector()
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def location(request, tmp_path):
+    """An answer store's location on each backend: an SQLite file, the suite's Redis."""
+    if request.param == "sqlite":
+        return str(tmp_path / "answers.db")
+    return request.getfixturevalue("redis_server").url(0)

@@ -15,13 +15,6 @@ from dslc.runtime.store.open_stores import check_location, make_store
 from dslc.runtime.store.sqlite import SqliteStore
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def location(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "answers.db")
-    return request.getfixturevalue("redis_server").url(0)
-
-
 def run(coro):
     return asyncio.run(coro)
 

@@ -15,13 +15,6 @@ from runtime_support import run_operator as run
 _names = iter(range(10**9))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def location(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "answers.db")
-    return request.getfixturevalue("redis_server").url(0)
-
-
 def enrich(server: FaultServer, location: str, run_id: str = "run1", **kw) -> Enrich:
     base = dict(name=f"stored{next(_names)}", line=3, call=HttpCall(server.url("/kv/{id}")),
                 returns=(Column("value", "STRING"),), key_columns=("id",), mode=Mode.UNORDERED,

@@ -19,13 +19,6 @@ from runtime_support import run_operator as run
 _names = iter(range(10**9))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def location(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "answers.db")
-    return request.getfixturevalue("redis_server").url(0)
-
-
 @pytest.fixture(autouse=True)
 def four_characters_a_token(monkeypatch):
     """dslc's estimate as the test service counts (tiktoken, when installed, counts otherwise)."""

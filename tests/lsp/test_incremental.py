@@ -130,9 +130,11 @@ def test_a_schema_changed_upstream_analyses_its_readers_again(large):
 def test_a_module_beside_the_file_is_looked_for_on_every_check(large, tmp_path):
     """Which user modules exist is not remembered: one deleted is reported at the next check."""
     path, text = large
+    # a module name no other test imports: a `udfs` imported earlier in the run stays findable
+    text = text.replace("'udfs:", "'lsp_incremental_udfs:")
     flow = tmp_path / "large.flow"
     flow.write_text(text)
-    module = tmp_path / "udfs.py"
+    module = tmp_path / "lsp_incremental_udfs.py"
     module.write_text(UDFS)
     cache = EditorCache()
     assert analyze(text, str(flow), str(tmp_path), cache).diagnostics == []

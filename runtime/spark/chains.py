@@ -70,7 +70,7 @@ def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Waterm
     found = stored_join.find(df.schema, operators, _output_schema) if joining else None
     if found is None:
         return _run(df, name, operators, watermark, states, metrics, batch_size)
-    position, stored, _ = found
+    position, stored, columns = found
     before, op, after = operators[:position], operators[position], operators[position + 1:]
     if any(_dead_letters(o) for o in before) or (after and _dead_letters(op)):
         # the dead-letter column would reach a later pass as a column of its rows: one pass
@@ -78,7 +78,7 @@ def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Waterm
     if before:
         df = _run(df, name, before, None, states, metrics, batch_size)
     returns = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in op.returns))
-    joined, spec = stored_join.join(df, op, stored, returns)
+    joined, spec = stored_join.join(df, op, stored, columns, returns)
     out = _run(joined, name, (op,), None, states, metrics, batch_size, spec, df.schema)
     return _run_joining(out, name, after, None, states, metrics, batch_size) if after else out
 

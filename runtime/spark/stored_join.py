@@ -51,8 +51,8 @@ def enabled(spark) -> bool:
     return str(spark.conf.get(CONF, "true")).strip().lower() != "false"
 
 
-def _variant(op: C.Enrich, schema: StructType) -> str | None:
-    """The op's request variant when its rows can be joined to its answers, else None."""
+def _variant(op: C.Enrich, schema: StructType) -> tuple[str, tuple[str, ...]] | None:
+    """The op's request variant and request columns when its rows can be joined to its answers."""
     if op.store is None or op.order_by or type(op.call) not in KINDS or isinstance(op.call, C.PythonCall):
         return None
     try:
@@ -63,7 +63,8 @@ def _variant(op: C.Enrich, schema: StructType) -> str | None:
     types = {f.name: f.dataType.simpleString() for f in schema.fields}
     if not columns or any(types.get(c) not in _KEY_TYPES for c in columns):
         return None
-    return variant_of(call)
+    variant = variant_of(call)
+    return (variant, columns) if variant is not None else None
 
 
 def _answers(op: C.Enrich, variant: str) -> list[tuple[str, str]]:
@@ -79,16 +80,16 @@ def _answers(op: C.Enrich, variant: str) -> list[tuple[str, str]]:
 
 
 def find(schema: StructType, operators: Sequence[C.Enrich | C.Process],
-         output_schema) -> tuple[int, list[tuple[str, str]], str] | None:
-    """The first ENRICH of the chain with answers to join: (its position, the answers, its variant)."""
+         output_schema) -> tuple[int, list[tuple[str, str]], tuple[str, ...]] | None:
+    """The first ENRICH of the chain with answers to join: (its position, the answers, its request columns)."""
     for position, op in enumerate(operators):
         if isinstance(op, C.Enrich) and op.store is not None:
             here = output_schema(schema, tuple(operators[:position]))
-            variant = _variant(op, here)
-            if variant is not None:
-                answers = _answers(op, variant)
+            found = _variant(op, here)
+            if found is not None:
+                answers = _answers(op, found[0])
                 if answers:
-                    return position, answers, variant
+                    return position, answers, found[1]
     return None
 
 
@@ -104,11 +105,11 @@ def _dataframe(spark, table: pa.Table) -> DataFrame:
     return spark.read.parquet(folder)
 
 
-def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], returns: StructType) -> tuple[DataFrame, C.JoinedAnswers]:
-    """`df` with the RETURNS columns and FLAG of the rows that have a stored answer (NULL for the others)."""
+def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: tuple[str, ...],
+         returns: StructType) -> tuple[DataFrame, C.JoinedAnswers]:
+    """`df` with the RETURNS columns and FLAG of the rows that have a stored answer (NULL for the
+    others), joined on the request `columns`."""
     spark = df.sparkSession
-    call = KINDS[type(op.call)](op)
-    columns = call.request_columns() or ()
     args = StructType([StructField(c, df.schema[c].dataType, True) for c in columns])
     table = pa.table({"args": pa.array([a for a, _ in answers], pa.string()),
                       "output": pa.array([o for _, o in answers], pa.string())})

@@ -17,8 +17,11 @@ import pytest
 # parallel collector's cost more CPU than they save: the same tests use about 40 % less CPU (a
 # contract file: 57 s -> 33 s; one `dslc run` of the fraud example: 26 s -> 13 s). Only how the
 # JVM compiles changes, not what runs. Set either variable yourself to override.
+# Executors in their own JVMs (local-cluster, the standalone cluster) get the same options; the
+# jobs `dslc run` starts get no Spark UI either (as the session below): nobody looks at it.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", JVM_OPTIONS)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{JVM_OPTIONS} -Dspark.executor.extraJavaOptions="{JVM_OPTIONS}" '
+                                           "-Dspark.ui.enabled=false")
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS)
 
 

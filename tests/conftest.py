@@ -56,6 +56,7 @@ class AppServer:
             sock.bind(("127.0.0.1", port or 0))
             self.port = sock.getsockname()[1]
         self.loop = asyncio.new_event_loop()
+        self.stopped = False
         self.runner = web.AppRunner(app)
         ready = threading.Event()
 
@@ -72,9 +73,12 @@ class AppServer:
         ready.wait(10)
 
     def stop(self) -> None:
-        """Stop serving (closing the port); again is a no-op."""
-        if self.loop.is_closed() or not self.loop.is_running():
+        """Stop serving (closing the port); again is a no-op. (A second stop right after the first
+        found the loop still running, its stop not yet processed, and waited 10 s for a cleanup
+        that loop never ran: the teardown of every test that stopped its server itself.)"""
+        if self.stopped or self.loop.is_closed() or not self.loop.is_running():
             return
+        self.stopped = True
         try:
             asyncio.run_coroutine_threadsafe(self.runner.cleanup(), self.loop).result(10)
         except TimeoutError:     # a client's idle keep-alive connection held the shutdown up

@@ -8,7 +8,8 @@ several arguments after DISTINCT (`corr(DISTINCT x, y)`), and `first_value(x, fa
 `bigint(x)`, `smallint(x)`, `tinyint(x)`, `binary(x)`, `decimal(x)`, a PIVOT whose aggregates are
 expressions (`ceil(sum(x)), avg(x) + 1 AS a1`), Hive's `FROM t MAP a, b USING 'cat'` (Spark's
 other spelling of `SELECT TRANSFORM(a, b) USING 'cat'`), and `count(*) FROM from t` (a FROM right
-before another FROM is the alias of the item before it). Only parsing differs:
+before another FROM is the alias of the item before it). Unary `+` (which sqlglot drops) is kept
+as UnaryPlus: Spark names `+x` `(+ x)`. Only parsing differs:
 the trees are the ones sqlglot's Spark dialect builds, so everything downstream reads them alike.
 """
 from __future__ import annotations
@@ -21,6 +22,11 @@ from sqlglot.tokens import Token, TokenType
 MULTI_UNIT = "multi_unit_interval"
 _WITH_NULLS_FLAG = {"ANY_VALUE": exp.AnyValue, "FIRST": exp.First, "FIRST_VALUE": exp.FirstValue,
                     "LAST": exp.Last, "LAST_VALUE": exp.LastValue}
+
+
+class UnaryPlus(exp.Paren):
+    """`+x`: the value of x, which Spark keeps in the names it prints (`(+ 230)`); a Paren to every
+    part of dslc that does not print names."""
 
 
 def _with_nulls_flag(cls: type[exp.Expression]):
@@ -105,6 +111,8 @@ def _opens_script(tokens: list[Token], at: int, depth: int) -> bool:
 class SparkSqlParser(SparkParser):
     FUNCTIONS = {**SparkParser.FUNCTIONS, **{name: _with_nulls_flag(cls) for name, cls in _WITH_NULLS_FLAG.items()},
                  **{name: _type_function(text) for name, text in _TYPE_FUNCTIONS.items()}}
+    UNARY_PARSERS = {**SparkParser.UNARY_PARSERS,
+                     TokenType.PLUS: lambda self: self.expression(UnaryPlus(this=self._parse_unary()))}
     # Spark has no `x FOR y IN z` comprehension; without it `sum(x) FOR c IN (...)` stays PIVOT's.
     RANGE_PARSERS = {token: parse for token, parse in SparkParser.RANGE_PARSERS.items() if token != TokenType.FOR}
 
@@ -158,6 +166,9 @@ class SparkSql(Spark):
     """Spark's dialect with SparkSqlParser (generation and typing are sqlglot's Spark)."""
 
     Parser = SparkSqlParser
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {**Spark.Generator.TRANSFORMS, UnaryPlus: lambda self, e: f"(+{self.sql(e, 'this')})"}
 
 
 SPARK_SQL = SparkSql()

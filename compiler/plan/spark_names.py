@@ -41,6 +41,7 @@ _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", 
 from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
 from dslc.compiler.plan.arity import written_arguments  # noqa: E402
+from dslc.compiler.plan.spark_dialect import UnaryPlus  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
@@ -50,6 +51,7 @@ _RANKING = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.RowNumber, exp.Ntile)
 # those children as Spark prints them, {expressions} the list of children, {name} the node's
 # name, {outer} the outer columns a subquery refers to.
 _TEMPLATES: dict[type[exp.Expression], str] = {
+    UnaryPlus: "(+ {this})",
     exp.Paren: "{this}",
     exp.Dot: "{this}.{name}",
     exp.Null: "NULL",
@@ -75,7 +77,7 @@ _PRINTERS: dict[type[exp.Expression], str] = {
     exp.TryCast: "_cast", exp.Case: "_case", exp.Window: "_window", exp.Lambda: "_lambda",
 }
 _ARGS = {"left": "this", "right": "expression"}
-_CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
+_CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*[-+]?\s*$")     # int(-1): a sign may lead
 
 
 def _registered(table: dict[type, str], node: exp.Expression) -> str | None:
@@ -256,6 +258,8 @@ class SparkNamer:
             return repr(float(text))
         if text.startswith("."):
             return "0" + text
+        if text.isdigit() and len(text) > 1 and text.startswith("0"):
+            return str(int(text))       # 07 is the integer 7
         return text
 
     def _written_call(self, argument: exp.Expression) -> bool:

@@ -13,6 +13,7 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
+from dslc.compiler.plan.spark_dialect import UnaryPlus
 from dslc.compiler.plan.spark_intervals import literal_value
 from dslc.compiler.plan.spark_returns import SPARK_RETURNS
 
@@ -693,6 +694,7 @@ _DATE_PARTS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.
 
 SPARK_METADATA = {
     **EXPRESSION_METADATA,
+    UnaryPlus: {"annotator": lambda self, e: self._annotate_by_args(e, "this")},
     exp.Sum: {"annotator": _sum},
     exp.Avg: {"annotator": _avg},
     exp.Round: {"annotator": _round},

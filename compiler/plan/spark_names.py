@@ -34,6 +34,9 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
              "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
              "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
 
+# Functions Spark names by their first argument alone (the schema and options are not printed).
+_FIRST_ARGUMENT_ONLY = frozenset({"from_json", "from_csv", "to_json", "to_csv", "schema_of_json", "schema_of_csv"})
+
 # Functions named after a type (`double('1')`): Spark builds a cast it does not print.
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
                              "string", "binary", "date", "timestamp"})
@@ -159,6 +162,8 @@ class SparkNamer:
             return f"{self._called_name(node) or 'any'}({self.sql(node.this.unnest())})"
         if isinstance(node, exp.PropertyEQ) and isinstance(node.parent, exp.Struct):
             value = self.sql(node.expression)
+            if self._function_name(node.parent) == "named_struct":
+                return f"{node.this.name}, {value}"      # named_struct('a', 1) is named_struct(a, 1)
             implicit = isinstance(node.expression, exp.Column) and \
                 node.this.meta.get("start") in (None, _first_position(node.expression))
             return value if implicit else f"{value} AS {node.this.name}"
@@ -180,6 +185,14 @@ class SparkNamer:
         if isinstance(node, exp.Mul) and isinstance(node.right, exp.Interval) \
                 and not isinstance(node.left, exp.Interval):
             return f"({self.sql(node.right)} * {self.sql(node.left)})"    # Spark: interval * number
+        if isinstance(node, exp.Mod) and self._called_name(node) == "mod":
+            return f"mod({self.sql(node.left)}, {self.sql(node.right)})"
+        if isinstance(node, exp.WithinGroup) and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) \
+                and isinstance(node.expression, exp.Order) and len(node.expression.expressions) == 1:
+            order = node.expression.expressions[0]
+            name = "percentile_cont" if isinstance(node.this, exp.PercentileCont) else "percentile_disc"
+            return (f"{name}({self.sql(node.this.this)}) WITHIN GROUP (ORDER BY {self.sql(order.this)}"
+                    f"{' DESC' if order.args.get('desc') else ''})")
         if type(node) in _BINARY:
             return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
         if isinstance(node, exp.In):
@@ -197,7 +210,8 @@ class SparkNamer:
         if isinstance(node, exp.Extract):
             start = _first_position(node.expression)
             found = re.search(r"(\w+)\s+FROM\s*$", self.text[:start], re.I) if start is not None else None
-            field = found[1] if found else node.this.name.upper()     # as written: extract(d FROM c)
+            field = found[1] if found else node.this.this if isinstance(node.this, exp.Literal) \
+                else node.this.name.upper()     # as written: extract(d FROM c), extract('d', c)
             return f"extract({field} FROM {self.sql(node.expression)})"
         if isinstance(node, exp.Trim) and node.args.get("position"):
             where = f"{node.args['position']} {self.sql(node.expression)} FROM " if node.expression else ""
@@ -379,7 +393,7 @@ class SparkNamer:
             args = ["1"]
         if name in ("first", "last", "first_value", "last_value") and len(args) > 1:
             args = args[:1]
-        if name == "from_json":
+        if name in _FIRST_ARGUMENT_ONLY:
             args = args[:1]
         if name == "date_sub" and isinstance(node.expression, exp.Mul) and node.expression.meta.get("start") is None:
             args = [self.sql(node.this), self.sql(node.expression.this)]    # sqlglot: date_add(d, x * -1)

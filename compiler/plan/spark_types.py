@@ -9,6 +9,8 @@ The conformance corpus in tests/sql/ compares the result with Spark's own analyz
 """
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
@@ -613,9 +615,12 @@ def _anonymous(self, e):
     if name in ("any_value", "first_value", "last_value", "percentile_approx", "approx_percentile", "mode",
                 "median_value", "max_by", "min_by", "nanvl", "ifnull", "nvl"):
         return _typed(self, e, first)
-    if name == "from_json" and len(args) >= 2 and isinstance(args[1], exp.Literal) and args[1].is_string:
+    if name in ("from_json", "from_csv") and len(args) >= 2 and isinstance(args[1], exp.Literal) \
+            and args[1].is_string:
+        schema = args[1].this.strip()       # a DDL column list (`a INT, b STRING`) or one type
+        whole = name == "from_json" and re.match(r"(struct|array|map)\s*<", schema, re.I)
         try:
-            return _typed(self, e, exp.DataType.build(f"STRUCT<{args[1].this}>", dialect="spark"))
+            return _typed(self, e, exp.DataType.build(schema if whole else f"STRUCT<{schema}>", dialect="spark"))
         except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
             return _typed(self, e, None)
     registered = SPARK_RETURNS.get(name)

@@ -119,6 +119,9 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
     promoted = _string_as_number(left, right) or _string_as_number(right, left)
     if promoted is not None:
         return wider(promoted, right) if _is(left, *_TEXT) else wider(left, promoted)
+    for text, other in ((left, right), (right, left)):      # ANSI: a STRING takes the other side's type
+        if _is(text, *_TEXT) and _is(other, T.BINARY, T.BOOLEAN, T.DATE, *_TIMESTAMPS):
+            return other
     if _is(left, T.DATE) and _is(right, T.TIMESTAMP) or _is(left, T.TIMESTAMP) and _is(right, T.DATE):
         return exp.DataType.build("TIMESTAMP")
     if _is(left, T.INTERVAL) and _is(right, T.INTERVAL):
@@ -131,6 +134,7 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
 
 
 _TEXT = (T.TEXT, T.VARCHAR, T.CHAR)
+_TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMPLTZ)
 
 
 def _string_as_number(text: exp.DataType, other: exp.DataType) -> exp.DataType | None:
@@ -802,9 +806,14 @@ def _timestamp_like(arg: exp.DataType | None) -> exp.DataType | None:
 
 
 def _struct_of(schema: exp.Expression | None) -> exp.DataType | None:
+    """from_json's type: the one type its schema names (`array<int>`, `struct<a:int>`), or the
+    STRUCT of its DDL column list (`a INT, b STRING`)."""
     if not isinstance(schema, exp.Literal) or not schema.is_string:
         return None
+    text = schema.this.strip()
     try:
-        return exp.DataType.build(f"STRUCT<{schema.this}>", dialect="spark")
+        if re.match(r"(struct|array|map)\s*<", text, re.I):
+            return exp.DataType.build(text, dialect="spark")
+        return exp.DataType.build(f"STRUCT<{text}>", dialect="spark")
     except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
         return None

@@ -363,6 +363,40 @@ def _typed(self: SparkTypes, e: exp.Expression, result) -> exp.Expression:
     return e
 
 
+def _negated(self, e):
+    """`-2147483648` is an INT (the literal's negative fits), `- '1'` a DOUBLE (ANSI), else the
+    operand's type."""
+    inner = e.this
+    if isinstance(inner, exp.Literal) and not inner.is_string and inner.is_int:
+        value = -int(inner.this)
+        kind = "INT" if value >= -2**31 else "BIGINT" if value >= -2**63 else None
+        if kind is not None:
+            return _typed(self, e, exp.DataType.build(kind))
+    return _string_as_double(self, e)
+
+
+def _string_as_double(self, e):
+    """A unary numeric operator (`-x`, `+x`, abs(x)): a STRING operand is read as a DOUBLE (ANSI)."""
+    kind = e.this.type if e.this is not None else None
+    return _typed(self, e, exp.DataType.build("DOUBLE") if _is(kind, *_TEXT) else kind)
+
+
+def _median(self, e):
+    """median(x): DOUBLE of numbers, the interval type of intervals."""
+    kind = e.this.type if e.this is not None else None
+    if _is(kind, T.INTERVAL):
+        return _typed(self, e, kind)
+    return _typed(self, e, exp.DataType.build("DOUBLE") if kind is not None and kind.this in _NUMERIC_ORDER
+                  or _is(kind, T.DECIMAL) else None)
+
+
+def _all_binary(self, e, args):
+    """concat / || / elt of BINARY values only is a BINARY; anything else stays sqlglot's STRING."""
+    if args and all(_is(a.type, T.BINARY) for a in args):
+        return _typed(self, e, exp.DataType.build("BINARY"))
+    return None
+
+
 def _sum(self, e):
     t = e.this.type if e.this is not None else None
     if _is(t, T.DECIMAL):
@@ -703,7 +737,19 @@ _DATE_PARTS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.
 
 SPARK_METADATA = {
     **EXPRESSION_METADATA,
-    UnaryPlus: {"annotator": lambda self, e: self._annotate_by_args(e, "this")},
+    UnaryPlus: {"annotator": _string_as_double},
+    exp.Neg: {"annotator": _negated},
+    exp.Abs: {"annotator": _string_as_double},
+    exp.Mode: {"annotator": lambda self, e: _typed(self, e, e.this.type if e.this is not None else None)},
+    exp.Median: {"annotator": _median},
+    exp.Nvl2: {"annotator": lambda self, e: _typed(self, e, wider(e.args["true"].type, e.args["false"].type)
+                                                   if e.args.get("true") is not None and e.args.get("false") is not None
+                                                   and e.args["true"].type is not None and e.args["false"].type is not None
+                                                   else None)},
+    exp.DPipe: {"annotator": lambda self, e: _all_binary(self, e, [e.this, e.expression])
+                or _typed(self, e, exp.DataType.build("STRING"))},
+    exp.Concat: {"annotator": lambda self, e: _all_binary(self, e, e.expressions)
+                 or _typed(self, e, exp.DataType.build("STRING"))},
     exp.Sum: {"annotator": _sum},
     exp.Avg: {"annotator": _avg},
     exp.Round: {"annotator": _round},

@@ -32,7 +32,7 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
              "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)), "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
              "regexp_replace": (3, ("1",)), "sort_array": (1, ("true",)),
              "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
-             "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
+             "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",)), "replace": (2, ("",))}
 
 # Functions Spark names by their first argument alone (the schema and options are not printed).
 _FIRST_ARGUMENT_ONLY = frozenset({"from_json", "from_csv", "to_json", "to_csv", "schema_of_json", "schema_of_csv"})
@@ -103,6 +103,20 @@ class _Children(dict):
         if key == "outer":
             return self.namer._outer(self.node)
         return self.namer.sql(self.node.args[_ARGS.get(key, key)])
+
+
+_BINARY_CALLS = frozenset({"unhex", "binary", "to_binary", "try_to_binary", "aes_encrypt", "aes_decrypt", "unbase64"})
+
+
+def _binary_valued(node: exp.Expression | None) -> bool:
+    """A value that is certainly a BINARY by its writing: X'..', a cast to BINARY, unhex(...)."""
+    if isinstance(node, exp.HexString):
+        return True
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return node.to.is_type(exp.DataType.Type.BINARY, exp.DataType.Type.VARBINARY)
+    if isinstance(node, exp.Unhex):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in _BINARY_CALLS
 
 
 class SparkNamer:
@@ -404,6 +418,8 @@ class SparkNamer:
                 last = written_args[-1].strip()       # sqlglot turned the pattern into strftime's
                 if last[:1] in "'\"" and last[-1:] == last[:1]:
                     args[-1] = last[1:-1]
+        if name in ("lpad", "rpad") and len(args) == 2 and _binary_valued(node.this):
+            args.append("X'00'")                  # a BINARY is padded with zero bytes, not spaces
         if name in ("CEIL", "FLOOR") and len(args) == 2:
             name = name.lower()                   # CEIL(x), but ceil(x, scale)
         unit = node.args.get("unit")

@@ -227,12 +227,18 @@ class SparkNamer:
             field = found[1] if found else node.this.this if isinstance(node.this, exp.Literal) \
                 else node.this.name.upper()     # as written: extract(d FROM c), extract('d', c)
             return f"extract({field} FROM {self.sql(node.expression)})"
-        if isinstance(node, exp.Trim) and node.args.get("position"):
-            where = f"{node.args['position']} {self.sql(node.expression)} FROM " if node.expression else ""
-            return f"TRIM({where}{self.sql(node.this)})"
+        if isinstance(node, exp.Trim):
+            position = str(node.args.get("position") or "").upper()
+            if node.expression is None:         # trim(x), ltrim(x), rtrim(x)
+                name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
+                return f"{name}({self.sql(node.this)})"
+            if self._syntax_between(node.expression, node.this, "FROM"):
+                return f"TRIM({position or 'BOTH'} {self.sql(node.expression)} FROM {self.sql(node.this)})"
         if isinstance(node, exp.StrPosition):
             args = [node.args["substr"], node.this] + ([node.args["position"]] if node.args.get("position") else [])
-            return f"locate({self._list(args)}{'' if node.args.get('position') else ', 1'})"
+            name = "position" if self._called_name(node) == "position" \
+                and not self._syntax_between(node.args["substr"], node.this, "IN") else "locate"
+            return f"{name}({self._list(args)}{'' if node.args.get('position') else ', 1'})"
         if isinstance(node, exp.Anonymous) and node.name.lower() in ("isnull", "isnotnull"):
             return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
         if isinstance(node, exp.VarMap):            # map(k1, v1, k2, v2): sqlglot keeps keys and values apart
@@ -253,6 +259,13 @@ class SparkNamer:
         if isinstance(node, exp.Var):
             return node.name
         return node.sql(dialect="spark")
+
+    def _syntax_between(self, first: exp.Expression, second: exp.Expression, word: str) -> bool:
+        """True when `word` (FROM, IN) is written between two arguments: SQL syntax, not commas."""
+        start, end = _first_position(first), _first_position(second)
+        if start is None or end is None or end <= start:
+            return False
+        return re.search(rf"\b{word}\b", self.text[start:end], re.I) is not None
 
     def _list(self, nodes: Iterable[exp.Expression]) -> str:
         return ", ".join(self.sql(n) for n in nodes)

@@ -124,6 +124,16 @@ class SparkSqlParser(SparkParser):
         sqlglot only a call."""
         return self._parse_alias(self._parse_assignment())
 
+    def _pivot_column_names(self, aggregations):
+        """Each unaliased PIVOT aggregate is named as Spark names the column (`CEIL(sum(x))`); one
+        aggregate alone adds no name to the pivot values."""
+        if len(aggregations) == 1:
+            return []
+        from dslc.compiler.plan.spark_names import SparkNamer      # it reads this dialect's trees
+
+        return [agg.alias if isinstance(agg, exp.Alias) else SparkNamer(self.sql or "", agg).name(agg)
+                for agg in aggregations]
+
     def validate_expression(self, expression, args=None):
         """`corr(DISTINCT x, y)`: sqlglot's two-argument aggregates take DISTINCT's list as one
         argument; keep such a call by its name, with its arguments as written."""

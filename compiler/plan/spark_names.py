@@ -351,6 +351,9 @@ class SparkNamer:
                 word = "TIMESTAMP" if word == "TIMESTAMP_LTZ" else word
                 return f"{word} '{datetime_literal(word, node.this.this)}'"
             return self._literal(node.this)
+        if node.to.is_type(exp.DataType.Type.ARRAY) \
+                and (isinstance(node.this, exp.Null) or isinstance(node.this, exp.Array) and not node.this.expressions):
+            return self.sql(node.this)      # Spark names CAST(NULL AS ARRAY<STRING>) NULL, CAST(array() AS ...) array()
         called = self._called_name(node)
         if called in _TYPE_FUNCTIONS and not isinstance(node, exp.TryCast):
             return self.sql(node.this)      # double(x) is a cast Spark did not see written: it prints x

@@ -138,9 +138,12 @@ def _offset(text: str, line: int, col: int) -> int:
 
 
 def relations(tree: exp.Expression) -> list[exp.Table]:
-    """The tables a query reads by name (its own CTEs are not relations of the pipeline)."""
+    """The tables a query reads by name (its own CTEs are not relations of the pipeline, nor the
+    names in a join hint such as `/*+ BROADCAST(a) */`, which may be aliases and which Spark
+    ignores when they name nothing)."""
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    return [t for t in tree.find_all(exp.Table) if t.name and t.name.lower() not in ctes]
+    return [t for t in tree.find_all(exp.Table)
+            if t.name and t.name.lower() not in ctes and t.find_ancestor(exp.Hint) is None]
 
 
 def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,

@@ -382,12 +382,30 @@ def _string_as_double(self, e):
 
 
 def _median(self, e):
-    """median(x): DOUBLE of numbers, the interval type of intervals."""
+    """median(x): DOUBLE of numbers, the whole interval type of intervals."""
     kind = e.this.type if e.this is not None else None
     if _is(kind, T.INTERVAL):
-        return _typed(self, e, kind)
+        return _typed(self, e, _whole_interval(kind))
     return _typed(self, e, exp.DataType.build("DOUBLE") if kind is not None and kind.this in _NUMERIC_ORDER
                   or _is(kind, T.DECIMAL) else None)
+
+
+def _within_group(self, e):
+    """percentile_cont/disc(p) WITHIN GROUP (ORDER BY x): the interval type of an interval x, else
+    DOUBLE."""
+    order = e.expression.expressions if isinstance(e.expression, exp.Order) else []
+    if not isinstance(e.this, (exp.PercentileCont, exp.PercentileDisc)) or len(order) != 1:
+        return _typed(self, e, e.this.type if e.this is not None else None)
+    kind = order[0].this.type
+    return _typed(self, e, _whole_interval(kind) if _is(kind, T.INTERVAL) else exp.DataType.build("DOUBLE"))
+
+
+def _whole_interval(kind: exp.DataType) -> exp.DataType:
+    """The whole year-month or day-time interval type an interval of any fields belongs to (a
+    percentile of INTERVAL MONTH values is an INTERVAL YEAR TO MONTH)."""
+    spelt = kind.sql(dialect="spark").upper()
+    return exp.DataType.build("INTERVAL YEAR TO MONTH" if "YEAR" in spelt or "MONTH" in spelt
+                              else "INTERVAL DAY TO SECOND", dialect="spark")
 
 
 def _all_binary(self, e, args):
@@ -742,6 +760,7 @@ SPARK_METADATA = {
     exp.Abs: {"annotator": _string_as_double},
     exp.Mode: {"annotator": lambda self, e: _typed(self, e, e.this.type if e.this is not None else None)},
     exp.Median: {"annotator": _median},
+    exp.WithinGroup: {"annotator": _within_group},
     exp.Nvl2: {"annotator": lambda self, e: _typed(self, e, wider(e.args["true"].type, e.args["false"].type)
                                                    if e.args.get("true") is not None and e.args.get("false") is not None
                                                    and e.args["true"].type is not None and e.args["false"].type is not None

@@ -6,12 +6,15 @@ functions, read from Spark's own function registry.
 For every function `SHOW FUNCTIONS` lists:
 - the argument counts Spark accepts: the function is called with 0 to 8 NULLs and every count
   Spark's analyzer does not refuse with WRONG_NUM_ARGS is kept (nothing is executed);
+- the aggregate functions (the registry's group `agg_funcs`, grouping() and grouping_id() aside:
+  they name grouping columns, they aggregate nothing), for the GROUP BY rules (aggregation.py);
 - the name Spark prints for a call (`SINH(1)` for `sinh(1)`) and the arguments it adds to the
   name when they are left out (`mask(x)` is named `mask(x, X, x, n, NULL)`): each example of
   `DESCRIBE FUNCTION EXTENDED` is named by Spark and by dslc's SparkNamer, and where the two differ
   only by the function name's case or by arguments appended at the end, the difference is kept.
 
-The fast check uses the tables for names (spark_names.py) and for argument counts (arity.py).
+The fast check uses the tables for names (spark_names.py), for argument counts (arity.py) and for
+aggregation (aggregation.py).
 Run it again after a Spark upgrade.
 """
 from __future__ import annotations
@@ -113,11 +116,23 @@ def printing(spark, name: str) -> tuple[str | None, dict[int, str]]:
     return printed, defaults
 
 
+def aggregates(spark, names: list[str]) -> list[str]:
+    """The functions Spark's registry files under aggregate functions."""
+    identifier = spark._jvm.org.apache.spark.sql.catalyst.FunctionIdentifier
+    catalog = spark._jsparkSession.sessionState().catalog()
+    return [name for name in names if name not in ("grouping", "grouping_id")
+            and catalog.lookupFunctionInfo(identifier.apply(name)).getGroup() == "agg_funcs"]
+
+
+def function_names(spark) -> list[str]:
+    return sorted(r[0] for r in spark.sql("SHOW FUNCTIONS").collect() if re.fullmatch(r"[a-z_][a-z0-9_]*", r[0]))
+
+
 def tables(spark) -> tuple[dict[str, tuple[int, ...]], dict[str, str], dict[tuple[str, int], str]]:
     from dslc.compiler.plan import spark_names
 
     spark_names.PRINTED_NAMES, spark_names.DEFAULT_ARGUMENTS = {}, {}    # dslc's names without these tables
-    names = sorted(r[0] for r in spark.sql("SHOW FUNCTIONS").collect() if re.fullmatch(r"[a-z_][a-z0-9_]*", r[0]))
+    names = function_names(spark)
     counts, printed, defaults = {}, {}, {}
     for name in names:
         accepted = arities(spark, name)
@@ -149,7 +164,9 @@ def main() -> int:
     lines += [f"    {name!r}: {shown!r}," for name, shown in sorted(printed.items())]
     lines += ["}", "", "# (name, arguments written) -> the arguments Spark adds to the printed name", "DEFAULT_ARGUMENTS = {"]
     lines += [f"    {key!r}: {text!r}," for key, text in sorted(defaults.items())]
-    lines += ["}", ""]
+    lines += ["}", "", "# the aggregate functions (grouping() and grouping_id() aside)", "AGGREGATES = frozenset({"]
+    lines += [f"    {name!r}," for name in aggregates(spark, function_names(spark))]
+    lines += ["})", ""]
     TARGET.write_text("\n".join(lines), encoding="utf-8")
     print(f"{TARGET}: {len(counts)} arities, {len(printed)} printed names, {len(defaults)} defaults", file=sys.stderr)
     spark.stop()

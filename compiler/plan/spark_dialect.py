@@ -5,7 +5,11 @@ golden SQL tests (tests/sql/golden): a multi-unit interval whose parts carry a s
 (`INTERVAL -1 DAY 1 HOUR -1 MINUTE`), `TABLE t` as a query of a set operation, an aggregate of
 several arguments after DISTINCT (`corr(DISTINCT x, y)`), and `first_value(x, false)` /
 `any_value(x, false)` (sqlglot reads only `true` as the ignore-nulls flag), and the casts
-`bigint(x)`, `smallint(x)`, `tinyint(x)`, `binary(x)`, `decimal(x)`. Only parsing differs:
+`bigint(x)`, `smallint(x)`, `tinyint(x)`, `binary(x)`, `decimal(x)`, a PIVOT whose aggregates are
+expressions (`ceil(sum(x)), avg(x) + 1 AS a1`), Hive's `FROM t MAP a, b USING 'cat'` (Spark's
+other spelling of `SELECT TRANSFORM(a, b) USING 'cat'`), and `count(*) FROM from t` (a FROM right
+before another FROM is the alias of the item before it). Unary `+` (which sqlglot drops) is kept
+as UnaryPlus: Spark names `+x` `(+ x)`. Only parsing differs:
 the trees are the ones sqlglot's Spark dialect builds, so everything downstream reads them alike.
 """
 from __future__ import annotations
@@ -13,11 +17,16 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.parsers.spark import SparkParser
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 MULTI_UNIT = "multi_unit_interval"
 _WITH_NULLS_FLAG = {"ANY_VALUE": exp.AnyValue, "FIRST": exp.First, "FIRST_VALUE": exp.FirstValue,
                     "LAST": exp.Last, "LAST_VALUE": exp.LastValue}
+
+
+class UnaryPlus(exp.Paren):
+    """`+x`: the value of x, which Spark keeps in the names it prints (`(+ 230)`); a Paren to every
+    part of dslc that does not print names."""
 
 
 def _with_nulls_flag(cls: type[exp.Expression]):
@@ -49,9 +58,81 @@ _TYPE_FUNCTIONS = {"TINYINT": "TINYINT", "SMALLINT": "SMALLINT", "BIGINT": "BIGI
                    "DECIMAL": "DECIMAL(10, 0)"}
 
 
+def _hive_script_clauses(tokens: list[Token]) -> list[Token]:
+    """`MAP a, b USING 'cat'` / `REDUCE a, b USING 'cat'` after a FROM clause, as the tokens of
+    `SELECT TRANSFORM(a, b) USING 'cat'`; `FROM FROM` as an alias before FROM. The new tokens carry
+    the positions of the word they stand for, so error carets stay right."""
+    out: list[Token] = []
+    depth, script_at = 0, None
+    for i, token in enumerate(tokens):
+        following = tokens[i + 1] if i + 1 < len(tokens) else None
+        if token.token_type == TokenType.FROM and following is not None and following.token_type == TokenType.FROM:
+            out.append(Token(TokenType.VAR, token.text, token.line, token.col, token.start, token.end, token.comments))
+            continue
+        if token.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            depth += 1
+        elif token.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            depth -= 1
+        if script_at is None and token.text.upper() in ("MAP", "REDUCE") and out \
+                and _opens_script(tokens, i, depth):
+            script_at = depth
+            out += [Token(kind, text, token.line, token.col, token.start, token.end, token.comments)
+                    for kind, text in ((TokenType.SELECT, "SELECT"), (TokenType.VAR, "TRANSFORM"),
+                                       (TokenType.L_PAREN, "("))]
+            continue
+        if script_at is not None and depth == script_at and token.token_type == TokenType.USING:
+            out.append(Token(TokenType.R_PAREN, ")", token.line, token.col, token.start, token.start))
+            script_at = None
+        out.append(token)
+    return out
+
+
+def _opens_script(tokens: list[Token], at: int, depth: int) -> bool:
+    """True when the MAP/REDUCE at `at` starts a script clause: not a call or type (`map(...)`,
+    `MAP<...>`), and a USING follows at the same depth."""
+    following = tokens[at + 1] if at + 1 < len(tokens) else None
+    if following is None or following.token_type in (TokenType.L_PAREN, TokenType.LT, TokenType.DOT, TokenType.COMMA):
+        return False
+    level = depth
+    for token in tokens[at + 1:]:
+        if token.token_type in (TokenType.L_PAREN, TokenType.L_BRACKET):
+            level += 1
+        elif token.token_type in (TokenType.R_PAREN, TokenType.R_BRACKET):
+            level -= 1
+            if level < depth:
+                return False
+        elif level == depth and token.token_type == TokenType.USING:
+            return True
+        elif level == depth and token.token_type in (TokenType.SELECT, TokenType.FROM, TokenType.WHERE):
+            return False
+    return False
+
+
 class SparkSqlParser(SparkParser):
     FUNCTIONS = {**SparkParser.FUNCTIONS, **{name: _with_nulls_flag(cls) for name, cls in _WITH_NULLS_FLAG.items()},
                  **{name: _type_function(text) for name, text in _TYPE_FUNCTIONS.items()}}
+    UNARY_PARSERS = {**SparkParser.UNARY_PARSERS,
+                     TokenType.PLUS: lambda self: self.expression(UnaryPlus(this=self._parse_unary()))}
+    # Spark has no `x FOR y IN z` comprehension; without it `sum(x) FOR c IN (...)` stays PIVOT's.
+    RANGE_PARSERS = {token: parse for token, parse in SparkParser.RANGE_PARSERS.items() if token != TokenType.FOR}
+
+    def parse(self, raw_tokens, sql=None):
+        return super().parse(_hive_script_clauses(raw_tokens), sql)
+
+    def _parse_pivot_aggregation(self):
+        """Spark's PIVOT takes any expression of aggregates (`ceil(sum(x)), avg(x) + 1 AS a1`),
+        sqlglot only a call."""
+        return self._parse_alias(self._parse_assignment())
+
+    def _pivot_column_names(self, aggregations):
+        """Each unaliased PIVOT aggregate is named as Spark names the column (`CEIL(sum(x))`); one
+        aggregate alone adds no name to the pivot values."""
+        if len(aggregations) == 1:
+            return []
+        from dslc.compiler.plan.spark_names import SparkNamer      # it reads this dialect's trees
+
+        return [agg.alias if isinstance(agg, exp.Alias) else SparkNamer(self.sql or "", agg).name(agg)
+                for agg in aggregations]
 
     def validate_expression(self, expression, args=None):
         """`corr(DISTINCT x, y)`: sqlglot's two-argument aggregates take DISTINCT's list as one
@@ -95,6 +176,9 @@ class SparkSql(Spark):
     """Spark's dialect with SparkSqlParser (generation and typing are sqlglot's Spark)."""
 
     Parser = SparkSqlParser
+
+    class Generator(Spark.Generator):
+        TRANSFORMS = {**Spark.Generator.TRANSFORMS, UnaryPlus: lambda self, e: f"(+{self.sql(e, 'this')})"}
 
 
 SPARK_SQL = SparkSql()

@@ -32,7 +32,10 @@ _DEFAULTS = {"round": (1, ("0",)), "bround": (1, ("0",)), "split": (2, ("-1",)),
              "unix_timestamp": (1, ("yyyy-MM-dd HH:mm:ss",)), "from_unixtime": (1, ("yyyy-MM-dd HH:mm:ss",)),
              "regexp_replace": (3, ("1",)), "sort_array": (1, ("true",)),
              "substr": (2, ("2147483647",)), "substring": (2, ("2147483647",)),
-             "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",))}
+             "percentile_approx": (2, ("10000",)), "approx_percentile": (2, ("10000",)), "replace": (2, ("",))}
+
+# Functions Spark names by their first argument alone (the schema and options are not printed).
+_FIRST_ARGUMENT_ONLY = frozenset({"from_json", "from_csv", "to_json", "to_csv", "schema_of_json", "schema_of_csv"})
 
 # Functions named after a type (`double('1')`): Spark builds a cast it does not print.
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
@@ -41,6 +44,7 @@ _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", 
 from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
 from dslc.compiler.plan.arity import written_arguments  # noqa: E402
+from dslc.compiler.plan.spark_dialect import UnaryPlus  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
@@ -50,6 +54,7 @@ _RANKING = (exp.Rank, exp.DenseRank, exp.PercentRank, exp.RowNumber, exp.Ntile)
 # those children as Spark prints them, {expressions} the list of children, {name} the node's
 # name, {outer} the outer columns a subquery refers to.
 _TEMPLATES: dict[type[exp.Expression], str] = {
+    UnaryPlus: "(+ {this})",
     exp.Paren: "{this}",
     exp.Dot: "{this}.{name}",
     exp.Null: "NULL",
@@ -75,7 +80,7 @@ _PRINTERS: dict[type[exp.Expression], str] = {
     exp.TryCast: "_cast", exp.Case: "_case", exp.Window: "_window", exp.Lambda: "_lambda",
 }
 _ARGS = {"left": "this", "right": "expression"}
-_CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
+_CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*[-+]?\s*$")     # int(-1): a sign may lead
 
 
 def _registered(table: dict[type, str], node: exp.Expression) -> str | None:
@@ -98,6 +103,20 @@ class _Children(dict):
         if key == "outer":
             return self.namer._outer(self.node)
         return self.namer.sql(self.node.args[_ARGS.get(key, key)])
+
+
+_BINARY_CALLS = frozenset({"unhex", "binary", "to_binary", "try_to_binary", "aes_encrypt", "aes_decrypt", "unbase64"})
+
+
+def _binary_valued(node: exp.Expression | None) -> bool:
+    """A value that is certainly a BINARY by its writing: X'..', a cast to BINARY, unhex(...)."""
+    if isinstance(node, exp.HexString):
+        return True
+    if isinstance(node, (exp.Cast, exp.TryCast)):
+        return node.to.is_type(exp.DataType.Type.BINARY, exp.DataType.Type.VARBINARY)
+    if isinstance(node, exp.Unhex):
+        return True
+    return isinstance(node, exp.Anonymous) and node.name.lower() in _BINARY_CALLS
 
 
 class SparkNamer:
@@ -157,6 +176,8 @@ class SparkNamer:
             return f"{self._called_name(node) or 'any'}({self.sql(node.this.unnest())})"
         if isinstance(node, exp.PropertyEQ) and isinstance(node.parent, exp.Struct):
             value = self.sql(node.expression)
+            if self._function_name(node.parent) == "named_struct":
+                return f"{node.this.name}, {value}"      # named_struct('a', 1) is named_struct(a, 1)
             implicit = isinstance(node.expression, exp.Column) and \
                 node.this.meta.get("start") in (None, _first_position(node.expression))
             return value if implicit else f"{value} AS {node.this.name}"
@@ -178,6 +199,14 @@ class SparkNamer:
         if isinstance(node, exp.Mul) and isinstance(node.right, exp.Interval) \
                 and not isinstance(node.left, exp.Interval):
             return f"({self.sql(node.right)} * {self.sql(node.left)})"    # Spark: interval * number
+        if isinstance(node, exp.Mod) and self._called_name(node) == "mod":
+            return f"mod({self.sql(node.left)}, {self.sql(node.right)})"
+        if isinstance(node, exp.WithinGroup) and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) \
+                and isinstance(node.expression, exp.Order) and len(node.expression.expressions) == 1:
+            order = node.expression.expressions[0]
+            name = "percentile_cont" if isinstance(node.this, exp.PercentileCont) else "percentile_disc"
+            return (f"{name}({self.sql(node.this.this)}) WITHIN GROUP (ORDER BY {self.sql(order.this)}"
+                    f"{' DESC' if order.args.get('desc') else ''})")
         if type(node) in _BINARY:
             return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
         if isinstance(node, exp.In):
@@ -195,14 +224,21 @@ class SparkNamer:
         if isinstance(node, exp.Extract):
             start = _first_position(node.expression)
             found = re.search(r"(\w+)\s+FROM\s*$", self.text[:start], re.I) if start is not None else None
-            field = found[1] if found else node.this.name.upper()     # as written: extract(d FROM c)
+            field = found[1] if found else node.this.this if isinstance(node.this, exp.Literal) \
+                else node.this.name.upper()     # as written: extract(d FROM c), extract('d', c)
             return f"extract({field} FROM {self.sql(node.expression)})"
-        if isinstance(node, exp.Trim) and node.args.get("position"):
-            where = f"{node.args['position']} {self.sql(node.expression)} FROM " if node.expression else ""
-            return f"TRIM({where}{self.sql(node.this)})"
+        if isinstance(node, exp.Trim):
+            position = str(node.args.get("position") or "").upper()
+            if node.expression is None:         # trim(x), ltrim(x), rtrim(x)
+                name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
+                return f"{name}({self.sql(node.this)})"
+            if self._syntax_between(node.expression, node.this, "FROM"):
+                return f"TRIM({position or 'BOTH'} {self.sql(node.expression)} FROM {self.sql(node.this)})"
         if isinstance(node, exp.StrPosition):
             args = [node.args["substr"], node.this] + ([node.args["position"]] if node.args.get("position") else [])
-            return f"locate({self._list(args)}{'' if node.args.get('position') else ', 1'})"
+            name = "position" if self._called_name(node) == "position" \
+                and not self._syntax_between(node.args["substr"], node.this, "IN") else "locate"
+            return f"{name}({self._list(args)}{'' if node.args.get('position') else ', 1'})"
         if isinstance(node, exp.Anonymous) and node.name.lower() in ("isnull", "isnotnull"):
             return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
         if isinstance(node, exp.VarMap):            # map(k1, v1, k2, v2): sqlglot keeps keys and values apart
@@ -223,6 +259,13 @@ class SparkNamer:
         if isinstance(node, exp.Var):
             return node.name
         return node.sql(dialect="spark")
+
+    def _syntax_between(self, first: exp.Expression, second: exp.Expression, word: str) -> bool:
+        """True when `word` (FROM, IN) is written between two arguments: SQL syntax, not commas."""
+        start, end = _first_position(first), _first_position(second)
+        if start is None or end is None or end <= start:
+            return False
+        return re.search(rf"\b{word}\b", self.text[start:end], re.I) is not None
 
     def _list(self, nodes: Iterable[exp.Expression]) -> str:
         return ", ".join(self.sql(n) for n in nodes)
@@ -256,6 +299,8 @@ class SparkNamer:
             return repr(float(text))
         if text.startswith("."):
             return "0" + text
+        if text.isdigit() and len(text) > 1 and text.startswith("0"):
+            return str(int(text))       # 07 is the integer 7
         return text
 
     def _written_call(self, argument: exp.Expression) -> bool:
@@ -306,6 +351,9 @@ class SparkNamer:
                 word = "TIMESTAMP" if word == "TIMESTAMP_LTZ" else word
                 return f"{word} '{datetime_literal(word, node.this.this)}'"
             return self._literal(node.this)
+        if node.to.is_type(exp.DataType.Type.ARRAY) \
+                and (isinstance(node.this, exp.Null) or isinstance(node.this, exp.Array) and not node.this.expressions):
+            return self.sql(node.this)      # Spark names CAST(NULL AS ARRAY<STRING>) NULL, CAST(array() AS ...) array()
         called = self._called_name(node)
         if called in _TYPE_FUNCTIONS and not isinstance(node, exp.TryCast):
             return self.sql(node.this)      # double(x) is a cast Spark did not see written: it prints x
@@ -375,7 +423,7 @@ class SparkNamer:
             args = ["1"]
         if name in ("first", "last", "first_value", "last_value") and len(args) > 1:
             args = args[:1]
-        if name == "from_json":
+        if name in _FIRST_ARGUMENT_ONLY:
             args = args[:1]
         if name == "date_sub" and isinstance(node.expression, exp.Mul) and node.expression.meta.get("start") is None:
             args = [self.sql(node.this), self.sql(node.expression.this)]    # sqlglot: date_add(d, x * -1)
@@ -386,6 +434,8 @@ class SparkNamer:
                 last = written_args[-1].strip()       # sqlglot turned the pattern into strftime's
                 if last[:1] in "'\"" and last[-1:] == last[:1]:
                     args[-1] = last[1:-1]
+        if name in ("lpad", "rpad") and len(args) == 2 and _binary_valued(node.this):
+            args.append("X'00'")                  # a BINARY is padded with zero bytes, not spaces
         if name in ("CEIL", "FLOOR") and len(args) == 2:
             name = name.lower()                   # CEIL(x), but ceil(x, scale)
         unit = node.args.get("unit")

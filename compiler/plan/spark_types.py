@@ -9,10 +9,13 @@ The conformance corpus in tests/sql/ compares the result with Spark's own analyz
 """
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
+from dslc.compiler.plan.spark_dialect import UnaryPlus
 from dslc.compiler.plan.spark_intervals import literal_value
 from dslc.compiler.plan.spark_returns import SPARK_RETURNS
 
@@ -116,6 +119,9 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
     promoted = _string_as_number(left, right) or _string_as_number(right, left)
     if promoted is not None:
         return wider(promoted, right) if _is(left, *_TEXT) else wider(left, promoted)
+    for text, other in ((left, right), (right, left)):      # ANSI: a STRING takes the other side's type
+        if _is(text, *_TEXT) and _is(other, T.BINARY, T.BOOLEAN, T.DATE, *_TIMESTAMPS):
+            return other
     if _is(left, T.DATE) and _is(right, T.TIMESTAMP) or _is(left, T.TIMESTAMP) and _is(right, T.DATE):
         return exp.DataType.build("TIMESTAMP")
     if _is(left, T.INTERVAL) and _is(right, T.INTERVAL):
@@ -128,6 +134,7 @@ def wider(left: exp.DataType, right: exp.DataType) -> exp.DataType | None:
 
 
 _TEXT = (T.TEXT, T.VARCHAR, T.CHAR)
+_TIMESTAMPS = (T.TIMESTAMP, T.TIMESTAMPNTZ, T.TIMESTAMPLTZ)
 
 
 def _string_as_number(text: exp.DataType, other: exp.DataType) -> exp.DataType | None:
@@ -354,6 +361,58 @@ def _first_arg(e: exp.Expression) -> exp.Expression | None:
 def _typed(self: SparkTypes, e: exp.Expression, result) -> exp.Expression:
     self._set_type(e, result if result is not None else exp.DataType.build("UNKNOWN"))
     return e
+
+
+def _negated(self, e):
+    """`-2147483648` is an INT (the literal's negative fits), `- '1'` a DOUBLE (ANSI), else the
+    operand's type."""
+    inner = e.this
+    if isinstance(inner, exp.Literal) and not inner.is_string and inner.is_int:
+        value = -int(inner.this)
+        kind = "INT" if value >= -2**31 else "BIGINT" if value >= -2**63 else None
+        if kind is not None:
+            return _typed(self, e, exp.DataType.build(kind))
+    return _string_as_double(self, e)
+
+
+def _string_as_double(self, e):
+    """A unary numeric operator (`-x`, `+x`, abs(x)): a STRING operand is read as a DOUBLE (ANSI)."""
+    kind = e.this.type if e.this is not None else None
+    return _typed(self, e, exp.DataType.build("DOUBLE") if _is(kind, *_TEXT) else kind)
+
+
+def _median(self, e):
+    """median(x): DOUBLE of numbers, the whole interval type of intervals."""
+    kind = e.this.type if e.this is not None else None
+    if _is(kind, T.INTERVAL):
+        return _typed(self, e, _whole_interval(kind))
+    return _typed(self, e, exp.DataType.build("DOUBLE") if kind is not None and kind.this in _NUMERIC_ORDER
+                  or _is(kind, T.DECIMAL) else None)
+
+
+def _within_group(self, e):
+    """percentile_cont/disc(p) WITHIN GROUP (ORDER BY x): the interval type of an interval x, else
+    DOUBLE."""
+    order = e.expression.expressions if isinstance(e.expression, exp.Order) else []
+    if not isinstance(e.this, (exp.PercentileCont, exp.PercentileDisc)) or len(order) != 1:
+        return _typed(self, e, e.this.type if e.this is not None else None)
+    kind = order[0].this.type
+    return _typed(self, e, _whole_interval(kind) if _is(kind, T.INTERVAL) else exp.DataType.build("DOUBLE"))
+
+
+def _whole_interval(kind: exp.DataType) -> exp.DataType:
+    """The whole year-month or day-time interval type an interval of any fields belongs to (a
+    percentile of INTERVAL MONTH values is an INTERVAL YEAR TO MONTH)."""
+    spelt = kind.sql(dialect="spark").upper()
+    return exp.DataType.build("INTERVAL YEAR TO MONTH" if "YEAR" in spelt or "MONTH" in spelt
+                              else "INTERVAL DAY TO SECOND", dialect="spark")
+
+
+def _all_binary(self, e, args):
+    """concat / || / elt of BINARY values only is a BINARY; anything else stays sqlglot's STRING."""
+    if args and all(_is(a.type, T.BINARY) for a in args):
+        return _typed(self, e, exp.DataType.build("BINARY"))
+    return None
 
 
 def _sum(self, e):
@@ -612,9 +671,12 @@ def _anonymous(self, e):
     if name in ("any_value", "first_value", "last_value", "percentile_approx", "approx_percentile", "mode",
                 "median_value", "max_by", "min_by", "nanvl", "ifnull", "nvl"):
         return _typed(self, e, first)
-    if name == "from_json" and len(args) >= 2 and isinstance(args[1], exp.Literal) and args[1].is_string:
+    if name in ("from_json", "from_csv") and len(args) >= 2 and isinstance(args[1], exp.Literal) \
+            and args[1].is_string:
+        schema = args[1].this.strip()       # a DDL column list (`a INT, b STRING`) or one type
+        whole = name == "from_json" and re.match(r"(struct|array|map)\s*<", schema, re.I)
         try:
-            return _typed(self, e, exp.DataType.build(f"STRUCT<{args[1].this}>", dialect="spark"))
+            return _typed(self, e, exp.DataType.build(schema if whole else f"STRUCT<{schema}>", dialect="spark"))
         except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
             return _typed(self, e, None)
     registered = SPARK_RETURNS.get(name)
@@ -693,6 +755,20 @@ _DATE_PARTS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.
 
 SPARK_METADATA = {
     **EXPRESSION_METADATA,
+    UnaryPlus: {"annotator": _string_as_double},
+    exp.Neg: {"annotator": _negated},
+    exp.Abs: {"annotator": _string_as_double},
+    exp.Mode: {"annotator": lambda self, e: _typed(self, e, e.this.type if e.this is not None else None)},
+    exp.Median: {"annotator": _median},
+    exp.WithinGroup: {"annotator": _within_group},
+    exp.Nvl2: {"annotator": lambda self, e: _typed(self, e, wider(e.args["true"].type, e.args["false"].type)
+                                                   if e.args.get("true") is not None and e.args.get("false") is not None
+                                                   and e.args["true"].type is not None and e.args["false"].type is not None
+                                                   else None)},
+    exp.DPipe: {"annotator": lambda self, e: _all_binary(self, e, [e.this, e.expression])
+                or _typed(self, e, exp.DataType.build("STRING"))},
+    exp.Concat: {"annotator": lambda self, e: _all_binary(self, e, e.expressions)
+                 or _typed(self, e, exp.DataType.build("STRING"))},
     exp.Sum: {"annotator": _sum},
     exp.Avg: {"annotator": _avg},
     exp.Round: {"annotator": _round},
@@ -795,9 +871,14 @@ def _timestamp_like(arg: exp.DataType | None) -> exp.DataType | None:
 
 
 def _struct_of(schema: exp.Expression | None) -> exp.DataType | None:
+    """from_json's type: the one type its schema names (`array<int>`, `struct<a:int>`), or the
+    STRUCT of its DDL column list (`a INT, b STRING`)."""
     if not isinstance(schema, exp.Literal) or not schema.is_string:
         return None
+    text = schema.this.strip()
     try:
-        return exp.DataType.build(f"STRUCT<{schema.this}>", dialect="spark")
+        if re.match(r"(struct|array|map)\s*<", text, re.I):
+            return exp.DataType.build(text, dialect="spark")
+        return exp.DataType.build(f"STRUCT<{text}>", dialect="spark")
     except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
         return None

@@ -20,6 +20,7 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.plan.logical import Column, Schema
 from dslc.compiler.source import Span
 from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.compiler.plan.aggregation import aggregation_errors, ordinal_errors
 from dslc.compiler.plan.arity import arity_error
 from dslc.compiler.plan.spark_dialect import SPARK_SQL
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
@@ -172,6 +173,12 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
     functions_ok = _check_functions(tree, sql, problems) if functions else True
     named = _table_functions_as_queries(_anonymous_items_named(tree))
     if not _check_columns(named, sql, schemas, problems) or not functions_ok:
+        return None
+    ungrouped = aggregation_errors(named, lambda scope: {alias.lower(): _source_columns(scope, alias, schemas)
+                                                         for alias in scope.selected_sources},
+                                   lambda node: _extent(node, sql)) + ordinal_errors(named, lambda node: _extent(node, sql))
+    if ungrouped:
+        problems.extend(ungrouped)
         return None
     schema = _output_schema(named, schemas, sql, problems)
     return QueryInfo(tuple(reads), schema, _aggregates(tree), _item_spans(tree, sql, len(schema or ())))

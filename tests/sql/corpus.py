@@ -11,7 +11,7 @@ TPCH = sorted((HERE / "tpch").glob("*.sql"))
 QUERIES = sorted((HERE / "queries").glob("*.sql"))
 BROKEN = sorted((HERE / "broken").glob("*.sql"))
 FIRST_QUERY_LINE = TABLES.count("\n") + 2      # the query starts on the line after "STREAM q ="
-_EXPECT = re.compile(r"^-- expect: (E\d{4}) (\d+):(\d+)\s*$")
+_EXPECT = re.compile(r"^-- expect: (E\d{4}) (\d+):(\d+)(?: ([A-Z_.]+))?\s*$")
 
 
 def program(sql: str) -> str:
@@ -22,8 +22,15 @@ def program(sql: str) -> str:
 def expectation(path: Path) -> tuple[str, int, int]:
     """(code, line, col) a broken query's first line promises, line counted in the .sql file."""
     match = _EXPECT.match(path.read_text(encoding="utf-8").splitlines()[0])
-    assert match, f"{path.name}: first line must be '-- expect: CODE LINE:COL'"
+    assert match, f"{path.name}: first line must be '-- expect: CODE LINE:COL [CONDITION]'"
     return match[1], int(match[2]), int(match[3])
+
+
+def expected_condition(path: Path) -> str | None:
+    """Spark's error condition a broken query's first line names after its position, if any
+    (`-- expect: E0212 2:14 MISSING_AGGREGATION`): both dslc's message and Spark's error carry it."""
+    match = _EXPECT.match(path.read_text(encoding="utf-8").splitlines()[0])
+    return match[4] if match else None
 
 
 def spark_views(spark, plan) -> None:

@@ -48,6 +48,10 @@ def test_broken_query_is_reported_where_it_is_wrong(path: Path, analyzer):
     with pytest.raises(Exception) as spark_error:       # Spark agrees: the query is wrong
         analyzer.sql(sql).schema
     assert type(spark_error.value).__name__ in ("AnalysisException", "ParseException")
+    condition = corpus.expected_condition(path)
+    if condition is not None:                           # ... and for the same reason
+        assert f"({condition})" in first.message
+        assert f"[{condition}]" in str(spark_error.value)
 
 
 def test_dslc_check_accepts_tpch_as_one_pipeline(tmp_path, capsys):

@@ -30,10 +30,11 @@ def test_a_valid_pipeline_passes_with_the_schemas_dslc_inferred(spark):
 def test_what_only_spark_knows_is_reported_where_it_is_written(spark):
     from dslc.compiler.source import SourceFile
     text = (ORDERS + "STREAM a = SELECT country,\n  named_struct('city', country).cty AS c FROM orders;\n"
-            "STREAM b = SELECT customer_id, amount FROM orders GROUP BY customer_id;\n"
+            "STREAM b = SELECT customer_id, amount + 1 AS a FROM orders GROUP BY customer_id, amount + 2;\n"
             "STREAM c = SELECT * FROM a;\n"
             "SINK b TO CONSOLE;\nSINK c TO CONSOLE;\n")
-    checked = check_text(text, "p.flow")       # the fast check accepts it (a computed struct's fields are Spark's)
+    checked = check_text(text, "p.flow")       # the fast check accepts it (a computed struct's fields and
+                                               # `amount` grouped only inside `amount + 2` are Spark's)
     source = SourceFile("p.flow", text)
     problems, _ = dry_run(checked, source, spark)
     assert [(p.code, *where(source, p)) for p in problems] == [("E0212", 5, 17), ("E0212", 6, 32)]
@@ -43,7 +44,8 @@ def test_what_only_spark_knows_is_reported_where_it_is_written(spark):
 
 def test_dslc_check_spark_on_the_command_line(spark, tmp_path, capsys):
     flow = tmp_path / "p.flow"
-    flow.write_text(ORDERS + "STREAM b = SELECT customer_id, amount FROM orders GROUP BY customer_id;\n"
+    flow.write_text(ORDERS + "STREAM b = SELECT customer_id, amount + 1 AS a FROM orders\n"
+                    "  GROUP BY customer_id, amount + 2;\n"
                     "SINK b TO CONSOLE;\n")
     assert main(["check", str(flow)]) == 0
     capsys.readouterr()

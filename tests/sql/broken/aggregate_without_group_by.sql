@@ -1,0 +1,2 @@
+-- expect: E0212 2:8 MISSING_GROUP_BY
+SELECT kind, sum(amount) AS total FROM events

@@ -1,0 +1,2 @@
+-- expect: E0212 2:42 ORDER_BY_POS_OUT_OF_RANGE
+SELECT kind, qty FROM events ORDER BY 1, 3

@@ -1,0 +1,2 @@
+-- expect: E0212 2:36 STAR_GROUP_BY_POS
+SELECT * FROM users GROUP BY name, 1

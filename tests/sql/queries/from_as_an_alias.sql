@@ -1,0 +1,1 @@
+SELECT kind, count(*) FROM from events GROUP BY kind

@@ -9,9 +9,10 @@ order, in a new session of the same JVM), prints every error at its line and col
 with status 1 before reading a row. It costs the fast check plus one analysis per query
 (bench/run_preflight.py measures it against the job's start-up).
 
-Only when DSLC_FLOW_FILE is set (`dslc run`) and the session is classic: a Spark Connect
-session has no JVM here (its errors are still placed by analysis_errors.located), and a job run
-by hand (`python job.py`, spark-submit) may not have the compiler.
+Only when DSLC_FLOW_FILE is set (`dslc run`, also `--remote`: a Spark Connect session's
+newSession() is a session of the server, which analyzes the queries the same way); a job run by
+hand (`python job.py`, spark-submit) may not have the compiler, and an error Spark raises later
+is still placed by analysis_errors.located.
 """
 from __future__ import annotations
 
@@ -31,8 +32,7 @@ class RefusedBySpark(SystemExit):
 def check_before_start(spark) -> None:
     """Print every query Spark refuses as `file:line:col: error[E0212]: ...` and exit 1, or return."""
     path = os.environ.get(FLOW_ENV)
-    if not path or os.environ.get(PREFLIGHT_ENV, "1") == "0" or not hasattr(spark, "sparkContext") \
-            or type(spark).__module__.startswith("pyspark.sql.connect"):
+    if not path or os.environ.get(PREFLIGHT_ENV, "1") == "0":
         return
     try:
         from dslc.compiler.diagnostics import CompileError

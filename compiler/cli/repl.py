@@ -173,6 +173,8 @@ class Repl:
             self.complain(exc.render())
         except SparkUnavailable as exc:
             self._spark_off(exc)
+        except Interrupted:
+            self.complain(f"interrupted: {words[0]} was cancelled")
         except (LookupError, ValueError, OSError) as exc:
             self.complain(f"error: {exc}")
 
@@ -237,7 +239,11 @@ class Repl:
         path = Path(args[0]).expanduser()
         if not path.is_absolute() and self.session.statements:
             path = path if path.is_file() else self.session.folder / path
-        count = self.session.load(path)
+        try:
+            count = self.session.load(path)
+        except SparkUnavailable as exc:     # no JVM: loaded with the fast check
+            self._spark_off(exc)
+            count = self.session.load(path)
         self.loaded = path.resolve()
         self.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {args[0]}")
 
@@ -386,7 +392,14 @@ def run_repl(file: str | None, spark: bool = True) -> int:
         session.runner.start_in_background(_settings_of(file))
     if file:
         try:
-            count = session.load(file)
+            try:
+                count = session.load(file)
+            except SparkUnavailable as exc:     # no JVM: the file is loaded with the fast check
+                repl._spark_off(exc)
+                count = session.load(file)
+        except (Interrupted, KeyboardInterrupt):
+            repl.complain(f"{file}: not loaded (interrupted while Spark's analyzer was starting); "
+                          "starting with an empty session")
         except CompileError as exc:
             repl.complain(exc.render())
             repl.say(f"{file}: not loaded; starting with an empty session")

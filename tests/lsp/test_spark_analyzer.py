@@ -133,3 +133,14 @@ async def test_the_setting_turns_sparks_analyzer_off(client: RecordingClient, tm
     assert [where(d) for d in again.diagnostics] == [("E0204", 4, 32)] and not from_spark(again)
     text = await hover_text(client, uri, position_of(SPARK_ONLY, "STREAM parsed", after=8))
     assert "Spark's analyzer" not in text
+
+
+async def test_dslc_lsp_spark_turns_it_on_from_the_start():
+    """`dslc lsp --spark` (for clients that cannot pass initialization options): on from the start,
+    the JVM started at `initialize`; plain `dslc lsp` leaves it off."""
+    from dslc.compiler.cli.main import parse_args
+    from dslc.compiler.lsp.server import build_server
+
+    assert parse_args(["lsp", "--spark"]).spark is True and parse_args(["lsp"]).spark is False
+    assert build_server(spark=True).spark.enabled is True
+    assert build_server().spark.enabled is False

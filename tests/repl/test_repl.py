@@ -228,3 +228,6 @@ def test_spark_that_cannot_start_says_why(tmp_path: Path):
                           env={**os.environ, "DSLC_HISTORY": str(tmp_path / "hist"), "JAVA_HOME": str(tmp_path / "nojava")})
     assert done.returncode == 1
     assert "Spark did not start" in done.stderr and "nojava/bin/java" in done.stderr and "spark.log" in done.stderr
+    # Spark's analyzer (on by default) could not start either: the REPL said so and kept the statement
+    assert "error: Spark's analyzer is off: Spark did not start" in done.stderr
+    assert "ok: source orders" in done.stdout

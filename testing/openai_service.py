@@ -180,6 +180,7 @@ class OpenAIService:
         self.stats: dict[str, Any] = {
             "chat_calls": 0, "embedding_calls": 0, "embedding_inputs": 0, "rejected": 0, "bad_requests": 0,
             "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompts": [],
+            "embedded": [],                         # every input embedded, in order
             "first_at": None, "last_at": None,     # wall clock of the first and last answered request
             "max_in_flight": 0,
         }
@@ -395,6 +396,7 @@ class OpenAIService:
         self._stamp()
         stats["embedding_calls"] += 1
         stats["embedding_inputs"] += len(inputs)
+        stats["embedded"].extend(inputs)
         stats["prompt_tokens"] += tokens
         stats["total_tokens"] += tokens
         data = []
@@ -417,7 +419,7 @@ class OpenAIService:
             {"id": name, "object": "model", "created": 0, "owned_by": "dslc"} for name in names]})
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response({k: v for k, v in self.stats.items() if k != "prompts"})
+        return web.json_response({k: v for k, v in self.stats.items() if k not in ("prompts", "embedded")})
 
     async def post_reset(self, request: web.Request) -> web.Response:
         self.reset()

@@ -251,6 +251,11 @@ class ProgressCollector:
             return
         _open.discard(self)
         self._stop.set()
+        try:    # wake the receiving thread from its wait for a datagram (half a second at most)
+            host, port = self._socket.getsockname()[:2]
+            self._socket.sendto(b"", ("::1" if ":" in host else "127.0.0.1", port))
+        except OSError:
+            pass
         for thread in self._threads:
             thread.join(timeout=2)
         if show:

@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import io
 import os
 import shutil
 import tempfile
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import BooleanType, StructField, StructType
 
 from dslc.runtime import config as C
 from dslc.runtime.calls.factory import KINDS
@@ -105,20 +108,48 @@ def _dataframe(spark, table: pa.Table) -> DataFrame:
     return spark.read.parquet(folder)
 
 
+def _parsed(texts: Sequence[str], schema: StructType) -> pa.Table:
+    """JSON objects as a table of `schema`'s typed columns, parsed by Arrow on the driver (a
+    fraction of what Spark's from_json costs over the same answers on the executors)."""
+    data = "\n".join(texts).encode("utf-8")
+    options = pa_json.ParseOptions(explicit_schema=to_arrow_schema(schema), unexpected_field_behavior="ignore")
+    return pa_json.read_json(io.BytesIO(data), parse_options=options).select(schema.fieldNames())
+
+
+def _stored(spark, answers: list[tuple[str, str]], args: StructType, returns: StructType,
+            keys: list[str]) -> DataFrame:
+    """The answers as rows of typed columns: the request columns as `keys`, the RETURNS columns,
+    and FLAG. Arrow parses them on the driver; a value it cannot read exactly as its column's
+    type (which joinable.py does not write) leaves the parsing to Spark's from_json."""
+    try:
+        arguments = _parsed([a for a, _ in answers], args)
+        outputs = _parsed([o for _, o in answers], returns)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        table = pa.table({"args": pa.array([a for a, _ in answers], pa.string()),
+                          "output": pa.array([o for _, o in answers], pa.string())})
+        stored = _dataframe(spark, table)
+        return stored.select(F.from_json("args", args).alias("a"), F.from_json("output", returns).alias("o")).select(
+            *[F.col("a").getField(c).alias(k) for c, k in zip(args.fieldNames(), keys)],
+            *[F.col("o").getField(f.name).alias(f.name) for f in returns.fields],
+            F.lit(True).alias(FLAG))
+    # plain column names in the file (a RETURNS name may hold any character), Spark's afterwards
+    values = [f"__dslc_v{i}" for i in range(len(returns.fields))]
+    columns = {k: arguments.column(c) for c, k in zip(args.fieldNames(), keys)}
+    columns.update({v: outputs.column(f.name) for v, f in zip(values, returns.fields)})
+    stored = _dataframe(spark, pa.table(columns))
+    # Parquet may bring a narrow integer back wider: each column as the join and the rows expect it
+    typed = [*[F.col(k).cast(f.dataType).alias(k) for k, f in zip(keys, args.fields)],
+             *[F.col(v).cast(f.dataType).alias(f.name) for v, f in zip(values, returns.fields)]]
+    return stored.select(*typed, F.lit(True).cast(BooleanType()).alias(FLAG))
+
+
 def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: tuple[str, ...],
          returns: StructType) -> tuple[DataFrame, C.JoinedAnswers]:
     """`df` with the RETURNS columns and FLAG of the rows that have a stored answer (NULL for the
     others), joined on the request `columns`."""
-    spark = df.sparkSession
     args = StructType([StructField(c, df.schema[c].dataType, True) for c in columns])
-    table = pa.table({"args": pa.array([a for a, _ in answers], pa.string()),
-                      "output": pa.array([o for _, o in answers], pa.string())})
-    stored = _dataframe(spark, table)
     keys = [f"__dslc_k{i}" for i in range(len(columns))]
-    stored = stored.select(F.from_json("args", args).alias("a"), F.from_json("output", returns).alias("o")).select(
-        *[F.col("a").getField(c).alias(k) for c, k in zip(columns, keys)],
-        *[F.col("o").getField(f.name).alias(f.name) for f in returns.fields],
-        F.lit(True).alias(FLAG))
+    stored = _stored(df.sparkSession, answers, args, returns, keys)
     if len(answers) <= BROADCAST_ROWS:
         stored = F.broadcast(stored)
     condition = None

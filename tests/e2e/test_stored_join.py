@@ -163,3 +163,34 @@ def test_chained_enriches_are_joined_each_in_its_own_pass(spark, serve_app, tmp_
     assert sum(calls.values()) == paid and read() == cold
     figures = json.loads((tmp_path / "metrics.json").read_text())["operators"]
     assert figures["tiers"]["store_joined"] == 0 and figures["tiers"]["store_hits"] == 90
+
+
+def test_answers_parsed_by_arrow_are_the_rows_from_json_makes(spark, monkeypatch):
+    """The driver parses the stored answers into typed columns with Arrow; Spark's from_json is
+    the reference (and the fallback for a value Arrow cannot read as its type): the same rows for
+    every type joinable.py writes, a RETURNS name with a space, text beyond ASCII and nulls."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from dslc.runtime.spark import stored_join
+
+    args = StructType.fromDDL("customer_id STRING, region INT, small TINYINT, mid SMALLINT, flag BOOLEAN")
+    returns = StructType.fromDDL("`the tier` STRING, score DOUBLE, ratio FLOAT, visits BIGINT, vip BOOLEAN")
+    answers = [
+        (json.dumps({"customer_id": "c1", "region": 7, "small": -128, "mid": 32767, "flag": True}),
+         json.dumps({"the tier": "gold – ü\n€", "score": 0.1, "ratio": 1.5, "visits": 2**62, "vip": False})),
+        (json.dumps({"customer_id": "c2", "region": -1, "small": 0, "mid": -5, "flag": False}),
+         json.dumps({"the tier": None, "score": 1e300, "ratio": -3.25, "visits": None, "vip": None})),
+    ]
+    keys = [f"__dslc_k{i}" for i in range(len(args.fields))]
+    by_arrow = stored_join._stored(spark, answers, args, returns, keys)
+
+    def refuse(*_):
+        raise pa.ArrowInvalid("forced: from_json parses these")
+
+    monkeypatch.setattr(stored_join, "_parsed", refuse)
+    by_spark = stored_join._stored(spark, answers, args, returns, keys)
+    assert by_arrow.schema == by_spark.schema
+    rows = sorted(by_arrow.collect(), key=lambda r: r[0])
+    assert rows == sorted(by_spark.collect(), key=lambda r: r[0])
+    assert rows[0]["the tier"] == "gold – ü\n€" and rows[0]["visits"] == 2**62 and rows[1]["score"] == 1e300

@@ -1,4 +1,4 @@
-"""BUDGET n TOKENS on a MODEL call, end to end on Spark (local[2], 4 partitions) against the local
+"""BUDGET n TOKENS on a MODEL call (and an EMBEDDING call, last test), end to end on Spark (local[2], 4 partitions) against the local
 OpenAI-compatible service, which reports `usage` and counts every prompt it answers: each run
 stops with exit code 3 (STREAMING: the query fails with the budget's message) having spent at
 most the budget plus the documented slack (the estimate errors of the requests in flight), the
@@ -105,3 +105,50 @@ def test_a_token_budget_stops_each_run_and_reruns_complete_it_paying_each_prompt
            for line in p.read_text().splitlines() if line]
     assert sorted(r["id"] for r in out) == sorted(r["id"] for r in rows)              # each row once
     assert all(r["category"] == ("billing" if "invoice" in r["subject"] else r["category"]) for r in out)
+
+
+EMBEDDING_BUDGET = 100
+
+EMBEDDING_FLOW = """PIPELINE tokens_embedding MODE BATCH;
+SOURCE tickets FROM JSON 'in/' SCHEMA (id STRING, subject STRING, body STRING);
+STREAM spread = SELECT /*+ REPARTITION({partitions}) */ * FROM tickets;
+STREAM vectors = ENRICH spread
+  WITH EMBEDDING 'emb-test' AT '{base}' INPUT '{{body}}'
+  RETURNS (embedding ARRAY<FLOAT>)
+  ASYNC UNORDERED CAPACITY 8 TIMEOUT 10s BATCH 4 WITHIN 20ms
+  STORE BUDGET {budget} TOKENS;
+SINK vectors TO PARQUET 'out/vectors';
+"""
+
+
+def test_an_embedding_token_budget_is_never_overspent_and_reruns_embed_each_input_once(spark, tmp_path, capfd):
+    """An embedding's tokens are its inputs' and are known before it is sent (the service counts
+    them as dslc does), so no run spends a token over the budget, batched requests included."""
+    rows = _tickets(tmp_path)
+    service = OpenAIService(models=("emb-test",))
+    with serve_in_thread(service) as running:
+        flow = tmp_path / "pipeline.flow"
+        flow.write_text(EMBEDDING_FLOW.format(base=running.base_url, partitions=PARTITIONS,
+                                              budget=EMBEDDING_BUDGET))
+        spent: list[int] = []
+        for _ in range(10):
+            before = running.stats["total_tokens"]
+            try:
+                run_flow(flow)
+            except SystemExit as exc:
+                assert exc.code == 3
+                assert f"BUDGET {EMBEDDING_BUDGET} TOKENS of 'vectors' (line 4) is spent:" in capfd.readouterr().err
+                spent.append(running.stats["total_tokens"] - before)
+                continue
+            spent.append(running.stats["total_tokens"] - before)
+            break
+        else:
+            pytest.fail(f"the job did not complete in 10 runs: {spent}")
+        stats = running.stats
+    embedded = Counter(stats["embedded"])
+    assert set(embedded) == {r["body"] for r in rows} and set(embedded.values()) == {1}, embedded   # each paid once
+    assert len(spent) >= 3 and stats["total_tokens"] > 2 * EMBEDDING_BUDGET     # the budget stopped runs
+    assert all(0 < s <= EMBEDDING_BUDGET for s in spent), spent                    # never over it
+    out = spark.read.parquet(str(tmp_path / "out/vectors")).collect()
+    assert sorted(r["id"] for r in out) == sorted(r["id"] for r in rows)
+    assert all(len(r["embedding"]) > 0 for r in out)

@@ -284,13 +284,13 @@ render_metrics = format_table   # the table the job prints at its end (kept for 
 def cmd_repl(args: argparse.Namespace) -> int:
     """dslc repl [FILE]."""
     from dslc.compiler.cli.repl import run_repl
-    return run_repl(args.file)
+    return run_repl(args.file, spark=not getattr(args, "no_spark", False))
 
 
 def cmd_lsp(args: argparse.Namespace) -> int:
     """dslc lsp: the language server for editors, over stdin/stdout."""
     from dslc.compiler.lsp.server import main as serve
-    return serve()
+    return serve(spark=getattr(args, "spark", False))
 
 
 EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp,

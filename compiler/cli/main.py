@@ -117,8 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_parser(sub)
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
+    repl.add_argument("--no-spark", action="store_true",
+                      help="check statements with the fast check only (default: also Spark's analyzer, "
+                           "on a JVM started in the background)")
     lsp = sub.add_parser("lsp", help="language server for editors (LSP over stdin/stdout)")
     lsp.add_argument("--stdio", action="store_true", help="accepted for clients that pass it; stdio is the only transport")
+    lsp.add_argument("--spark", action="store_true",
+                     help="after the fast diagnostics, also Spark's analyzer's (and its types on hover), from a JVM "
+                          "started in the background (same as the initialization option spark: true)")
     return parser
 
 

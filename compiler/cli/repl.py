@@ -18,8 +18,9 @@ from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
 from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.cli.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
-from dslc.compiler.cli.repl_session import Session, statement_kind
+from dslc.compiler.cli.repl_session import Session, SparkUnavailable, statement_kind
 from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
 
 PROMPT = "flow> "
@@ -33,6 +34,7 @@ COMMANDS = {
     ":show": ":show NAME [n] [--dead-letters]  n rows of NAME (default 10), run in BATCH",
     ":load": ":load FILE      add the statements of a .flow file",
     ":test": ":test [FILE]    run the cases of NAME.test.yaml beside the loaded NAME.flow (docs/testing.md)",
+    ":spark": ":spark [on|off]  Spark's analyzer checks each statement and gives its types (on unless --no-spark)",
     ":reset": "forget every statement",
     ":help": "this help",
     ":quit": "leave (Ctrl-D too)",
@@ -40,7 +42,10 @@ COMMANDS = {
 
 HELP = """\
 Type .flow statements; a statement may span several lines and ends with ';'.
-A statement is kept only when the whole pipeline still checks. Commands:
+A statement is kept only when the whole pipeline still checks: by the fast check (dslc's own,
+instant), then, when `:spark` is on, by Spark's analyzer on the REPL's Spark session (the same
+check as `dslc check --spark`: every error Spark's analyzer finds, at its line), whose column
+types are the ones shown. Commands:
 """ + "\n".join(f"  {name:<10} {text}" for name, text in COMMANDS.items()) + """
 
 :show has no side effects: it computes only NAME and what NAME reads, calls no service NAME
@@ -119,11 +124,25 @@ class Repl:
 
     def statement(self, text: str) -> None:
         try:
-            plan = self.session.add(text)
+            try:
+                plan = self.session.add(text)
+            except SparkUnavailable as exc:
+                self._spark_off(exc)
+                plan = self.session.add(text)
         except CompileError as exc:
             self.complain(exc.render())
             return
+        except (Interrupted, KeyboardInterrupt):
+            self.complain("interrupted: the statement was not kept (Spark's analyzer was still starting; "
+                          ":spark off checks with the fast check only)")
+            return
         self.say(self._accepted(text, plan))
+
+    def _spark_off(self, exc: SparkUnavailable) -> None:
+        runner = self.session.runner
+        log = f" (Spark's output: {runner.log_path})" if runner is not None and str(runner.log_path) not in str(exc) else ""
+        self.complain(f"error: Spark's analyzer is off: {exc}{log}\n"
+                      "statements are checked by the fast check only; :spark on tries again")
 
     def _accepted(self, text: str, plan) -> str:
         kind = statement_kind(text)
@@ -131,8 +150,11 @@ class Repl:
         name = match.group(1).strip("`") if match else ""
         node = self.session.find_node(name) if kind in ("SOURCE", "STREAM", "BROADCAST") else None
         if node is not None:
-            columns = ", ".join(f"{f.name} {f.type}" for f in node.schema)
-            return f"ok: {kind.lower()} {node.name} ({columns})"
+            columns = ", ".join(f"{n} {t}" for n, t in self.session.schema_of(node))
+            ours = self.session.differs(node)
+            note = (f"\n-- the fast check inferred ({ours}); the types above are Spark's analyzer's, which the "
+                    "job gets (please report the difference to dslc)") if ours is not None else ""
+            return f"ok: {kind.lower()} {node.name} ({columns}){note}"
         return f"ok: {kind.lower()} {name}".rstrip()
 
     def command(self, line: str) -> None:
@@ -149,6 +171,10 @@ class Repl:
             handler(args)
         except CompileError as exc:
             self.complain(exc.render())
+        except SparkUnavailable as exc:
+            self._spark_off(exc)
+        except Interrupted:
+            self.complain(f"interrupted: {words[0]} was cancelled")
         except (LookupError, ValueError, OSError) as exc:
             self.complain(f"error: {exc}")
 
@@ -156,6 +182,27 @@ class Repl:
     def cmd_help(self, args: list[str]) -> None:
         runner = self.session.runner
         self.say(HELP + (f"\nSpark's own output (start-up, warnings): {runner.log_path}" if runner else ""))
+
+    def cmd_spark(self, args: list[str]) -> None:
+        """:spark [on|off]: which check the statements get; turning it on checks the session again."""
+        if len(args) > 1 or (args and args[0].lower() not in ("on", "off")):
+            raise ValueError("usage: :spark [on|off]")
+        if args and args[0].lower() == "off":
+            self.session.spark_check = False
+            self.session.spark = None
+        elif args:
+            if self.session.runner is None:
+                self.session.runner = SparkRunner(self.err)
+            self.session.runner.forget_failure()
+            self.session.spark_check = True
+            if self.session.statements:     # the statements kept so far, through Spark's analyzer now
+                plan = self.session.plan or self.session.check(self.session.statements)
+                try:
+                    self.session.spark = self.session.analyze(self.session.statements, plan)
+                except CompileError:
+                    self.session.spark_check = False
+                    raise
+        self.say(f"checks: {self.session.checked_by}")
 
     def cmd_quit(self, args: list[str]) -> None:
         self.done = True
@@ -192,7 +239,11 @@ class Repl:
         path = Path(args[0]).expanduser()
         if not path.is_absolute() and self.session.statements:
             path = path if path.is_file() else self.session.folder / path
-        count = self.session.load(path)
+        try:
+            count = self.session.load(path)
+        except SparkUnavailable as exc:     # no JVM: loaded with the fast check
+            self._spark_off(exc)
+            count = self.session.load(path)
         self.loaded = path.resolve()
         self.say(f"ok: loaded {count} statement{'s' if count != 1 else ''} from {args[0]}")
 
@@ -256,6 +307,18 @@ class Repl:
             self.say(f"-- {note}")
 
 
+def _settings_of(file: str | None) -> dict:
+    """The SETs of the file the REPL starts with (the JVM is started with them), if it checks."""
+    if not file:
+        return {}
+    try:
+        text = Path(file).read_text(encoding="utf-8", errors="replace")
+        statements = [c.text for c in split_statements(text) if c.text.strip()]
+        return dict(Session(folder=Path(file).resolve().parent).check(statements).settings.conf)
+    except (CompileError, OSError):
+        return {}
+
+
 def _history_file() -> str:
     return os.environ.get("DSLC_HISTORY") or str(Path.home() / ".dslc_history")
 
@@ -293,6 +356,9 @@ def _interactive(repl: Repl) -> int:
                            multiline=True, prompt_continuation=lambda width, line, wrap: CONTINUATION,
                            complete_while_typing=False, enable_history_search=False)
     repl.say("dslc repl: statements end with ';', :help for commands, Ctrl-D to leave")
+    repl.say(f"checks: {repl.session.checked_by}" + (" (Spark starts in the background; :spark off "
+                                                     "or --no-spark for the fast check only)"
+                                                     if repl.session.spark_check else ""))
     while not repl.done:
         try:
             text = prompt.prompt(CONTINUATION if repl.pending.strip() else PROMPT)
@@ -315,13 +381,25 @@ def _batch(repl: Repl, lines: Iterable[str]) -> int:
     return 1 if repl.errors else 0
 
 
-def run_repl(file: str | None) -> int:
-    """`dslc repl [FILE]`: 0 on a normal exit; piped input gives 1 when anything was rejected."""
-    session = Session(folder=Path(file).resolve().parent if file else Path.cwd())
+def run_repl(file: str | None, spark: bool = True) -> int:
+    """`dslc repl [FILE] [--no-spark]`: 0 on a normal exit; piped input gives 1 when anything was
+    rejected. With `spark`, the JVM starts in the background at once (with the file's SETs), and
+    each statement is checked by Spark's analyzer too, as soon as it is entered."""
+    session = Session(folder=Path(file).resolve().parent if file else Path.cwd(), spark_check=spark)
     repl = Repl(session)
+    if spark:
+        session.runner = SparkRunner(repl.err)
+        session.runner.start_in_background(_settings_of(file))
     if file:
         try:
-            count = session.load(file)
+            try:
+                count = session.load(file)
+            except SparkUnavailable as exc:     # no JVM: the file is loaded with the fast check
+                repl._spark_off(exc)
+                count = session.load(file)
+        except (Interrupted, KeyboardInterrupt):
+            repl.complain(f"{file}: not loaded (interrupted while Spark's analyzer was starting); "
+                          "starting with an empty session")
         except CompileError as exc:
             repl.complain(exc.render())
             repl.say(f"{file}: not loaded; starting with an empty session")

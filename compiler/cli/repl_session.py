@@ -19,6 +19,7 @@ from dslc.compiler.source import SourceFile
 
 if TYPE_CHECKING:
     from dslc.compiler.cli.repl_spark import SparkRunner
+    from dslc.compiler.plan.dry_run import SparkAnalysis
 
 REPL_PATH = "<repl>"
 
@@ -60,14 +61,24 @@ def _terminated(statement: str) -> str:
     return text + ("\n;\n" if "--" in last else ";\n")
 
 
+class SparkUnavailable(Exception):
+    """Spark's analyzer could not be used (the JVM did not start, or died): the session goes on
+    with the fast check alone, and the message says why."""
+
+
 @dataclass
 class Session:
-    """Accepted statements (each without its ';') and the plan they make together."""
+    """Accepted statements (each without its ';') and the plan they make together. With
+    `spark_check`, a statement is also run through Spark's analyzer (on the runner's session,
+    compiler/plan/dry_run.py) before it is kept: its errors are Spark's, at their line, and the
+    schemas shown are the ones Spark gives (`spark`)."""
 
     folder: Path = field(default_factory=Path.cwd)
     statements: list[str] = field(default_factory=list)
     plan: Plan | None = None
     runner: "SparkRunner | None" = field(default=None, repr=False)
+    spark_check: bool = False
+    spark: "SparkAnalysis | None" = field(default=None, repr=False)   # of the accepted statements
 
     # ---- checking
     def program(self, statements: list[str] | None = None) -> str:
@@ -75,18 +86,52 @@ class Session:
         items = self.statements if statements is None else statements
         return "".join(_terminated(s) for s in items)
 
+    def _source(self, statements: list[str]) -> ReplSource:
+        return ReplSource(REPL_PATH, self.program(statements), base=str(self.folder))
+
     def check(self, statements: list[str], *, require_sink: bool = False, mode: str | None = None) -> Plan:
-        """Plan of a list of statements; raises CompileError."""
-        source = ReplSource(REPL_PATH, self.program(statements), base=str(self.folder))
-        return check_source(source, require_sink=require_sink, mode=mode)
+        """Plan of a list of statements (the fast check); raises CompileError."""
+        return check_source(self._source(statements), require_sink=require_sink, mode=mode)
+
+    @property
+    def checked_by(self) -> str:
+        """Which check the errors and schemas come from, as the REPL says it."""
+        return "the fast check, then Spark's analyzer" if self.spark_check else "the fast check only"
+
+    def analyze(self, statements: list[str], plan: Plan) -> "SparkAnalysis | None":
+        """Spark's analyzer on the statements (None when it is off): raises CompileError with
+        every query it refuses, SparkUnavailable (and turns itself off) when Spark cannot be used,
+        Interrupted on Ctrl-C while it waits for the JVM."""
+        if not self.spark_check:
+            return None
+        from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
+        from dslc.compiler.plan.dry_run import analyze_with_spark
+
+        if self.runner is None:
+            self.runner = SparkRunner()
+        source = self._source(statements)
+        try:
+            found = self.runner.run("Spark's analyzer", lambda spark: analyze_with_spark(plan, source, spark),
+                                    dict(plan.settings.conf))
+        except Interrupted:
+            raise
+        except Exception as exc:   # noqa: BLE001 - no JVM (or it died): the fast check goes on alone
+            self.spark_check = False
+            detail = str(exc).strip().splitlines()
+            raise SparkUnavailable(detail[0] if detail else type(exc).__name__) from exc
+        if found.problems:
+            raise CompileError(source, found.problems)
+        return found
 
     def add(self, statement: str) -> Plan:
-        """Accept one statement if the whole program still checks; otherwise raise CompileError
-        and leave the session as it was."""
+        """Accept one statement if the whole program still checks (the fast check, then Spark's
+        analyzer when it is on); otherwise raise CompileError and leave the session as it was."""
         candidate = [*self.statements, statement]
         plan = self.check(candidate)
+        found = self.analyze(candidate, plan)
         self.statements = candidate
         self.plan = plan
+        self.spark = found
         return plan
 
     def add_text(self, text: str) -> tuple[list[str], str]:
@@ -108,16 +153,38 @@ class Session:
             self.folder = path.resolve().parent
         try:
             plan = self.check([*self.statements, *statements])
-        except CompileError:
+            found = self.analyze([*self.statements, *statements], plan)
+        except BaseException:
             self.folder = previous_folder
             raise
         self.statements = [*self.statements, *statements]
         self.plan = plan
+        self.spark = found
         return len(statements)
 
     def reset(self) -> None:
         self.statements = []
         self.plan = None
+        self.spark = None
+
+    def schema_of(self, node) -> list[tuple[str, str]]:
+        """(name, type) of a relation's columns: Spark's when its analyzer saw it, else the fast check's."""
+        if self.spark is not None and node.name.lower() in self.spark.schemas:
+            return list(self.spark.schemas[node.name.lower()])
+        return [(f.name, f.type) for f in node.schema]
+
+    def differs(self, node) -> str | None:
+        """The fast check's columns of `node` when Spark's analyzer gives other names or types (a dslc
+        bug), else None."""
+        if self.spark is None:
+            return None
+        for m in self.spark.mismatches:
+            if m.name.lower() == node.name.lower():
+                unknown_only = len(m.dslc) == len(m.spark) and all(
+                    a == b or (a[0] == b[0] and "?" in a[1]) for a, b in zip(m.dslc, m.spark))
+                # a `?` is a type the fast check leaves to Spark, not a wrong one: nothing to report
+                return None if unknown_only else ", ".join(f"{n} {t}" for n, t in m.dslc)
+        return None
 
     # ---- names for completion and :schema
     def node_names(self) -> list[str]:
@@ -148,9 +215,11 @@ class Session:
         node = self.find_node(name)
         if node is None:
             raise LookupError(self._unknown(name))
-        width = max((len(f.name) for f in node.schema), default=0)
-        lines = [f"{node.name}:"]
-        lines += [f"  {f.name.ljust(width)}  {f.type}" for f in node.schema]
+        columns = self.schema_of(node)
+        width = max((len(name) for name, _ in columns), default=0)
+        by = " (Spark's analyzer)" if self.spark is not None and node.name.lower() in self.spark.schemas else ""
+        lines = [f"{node.name}:{by}"]
+        lines += [f"  {name.ljust(width)}  {type_}" for name, type_ in columns]
         return "\n".join(lines)
 
     def _unknown(self, name: str) -> str:

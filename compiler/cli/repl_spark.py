@@ -37,12 +37,46 @@ class SparkRunner:
         self.log_path = Path(tempfile.gettempdir()) / f"dslc-repl-{os.getpid()}" / "spark.log"
         self._spark = None
         self._cancelled = threading.Event()
+        self._starting = threading.Lock()      # one JVM, whoever asks first (the background start)
+        self.start_error: BaseException | None = None
+
+    def start_in_background(self, conf: Mapping[str, str] = ()) -> threading.Thread:
+        """Start the session on a daemon thread now, so that the JVM is up (or its failure known)
+        when the first statement is checked; `session()` waits for it. A failure is kept in
+        `start_error` and raised again by `session()` (call `forget_failure()` to try again)."""
+        def start() -> None:
+            try:
+                self.session(conf)
+            except BaseException:   # kept by session(); the REPL says it when it needs Spark
+                pass
+
+        thread = threading.Thread(target=start, name="dslc-spark-start", daemon=True)
+        thread.start()
+        return thread
+
+    def forget_failure(self) -> None:
+        self.start_error = None
+
+    @property
+    def ready(self) -> bool:
+        return self._spark is not None
 
     # ---- the session
     def session(self, conf: Mapping[str, str] = ()):
         """The session, created the first time with `conf` (the pipeline's SET statements) and
         the JVM's stdout/stderr in `log_path`. A session that already exists (created by the
-        caller, or by tests) is reused as it is."""
+        caller, or by tests) is reused as it is. One caller at a time: a second waits for the
+        first's JVM; a start that failed fails again at once until `forget_failure()`."""
+        with self._starting:
+            if self.start_error is not None:
+                raise self.start_error
+            try:
+                return self._session(conf)
+            except Exception as exc:
+                self.start_error = exc
+                raise
+
+    def _session(self, conf: Mapping[str, str]):
         from pyspark.sql import SparkSession
 
         active = SparkSession.getActiveSession() or SparkSession._instantiatedSession

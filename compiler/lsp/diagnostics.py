@@ -22,7 +22,13 @@ def to_lsp(analysis: Analysis, uri: str, index: LineIndex) -> list[types.Diagnos
     return [_one(d, uri, index) for d in sorted(analysis.diagnostics, key=lambda d: (d.span.start, d.code))]
 
 
-def _one(d: Diagnostic, uri: str, index: LineIndex) -> types.Diagnostic:
+def from_spark(problems: list[Diagnostic], uri: str, index: LineIndex) -> list[types.Diagnostic]:
+    """Spark's analyzer's diagnostics (compiler/lsp/spark_check.py), marked as Spark's."""
+    from dslc.compiler.lsp.spark_check import SOURCE as SPARK
+    return [_one(d, uri, index, SPARK) for d in sorted(problems, key=lambda d: (d.span.start, d.code))]
+
+
+def _one(d: Diagnostic, uri: str, index: LineIndex, source: str = SOURCE) -> types.Diagnostic:
     where = index.range(d.span.start, d.span.end)
     if d.span.start == d.span.end:   # an empty span still gets a caret in `dslc check`
         where = index.range(d.span.start, d.span.start + 1)
@@ -32,7 +38,7 @@ def _one(d: Diagnostic, uri: str, index: LineIndex) -> types.Diagnostic:
         message=d.message + (f"\nhint: {d.hint}" if d.hint else ""),
         severity=types.DiagnosticSeverity.Error,
         code=d.code,
-        source=SOURCE,
+        source=source,
         related_information=related,
         data={"hint": d.hint} if d.hint else None,
     )

@@ -18,7 +18,10 @@ _ENRICH_WORDS = {"ENRICH", "STORE", "BUDGET", "CALLS", "OUTAGE", "PAUSE", "CONTI
                  "MISS", "ERROR", "DEAD", "LETTER"}
 
 
-def hover(analysis: Analysis, index: LineIndex, offset: int) -> types.Hover | None:
+def hover(analysis: Analysis, index: LineIndex, offset: int,
+          spark: dict[str, tuple[tuple[str, str], ...]] | None = None) -> types.Hover | None:
+    """`spark`: Spark's analyzer's schemas of this version (lower-case name → (column, type)),
+    shown instead of the fast check's when given (`dslc lsp --spark`)."""
     found = word_at(index.text, offset)
     if found is None:
         return None
@@ -28,12 +31,17 @@ def hover(analysis: Analysis, index: LineIndex, offset: int) -> types.Hover | No
         return _markdown(_enrich_text(statement), index, span)
     chunk = analysis.chunk_at(offset)
     scope = Scope(analysis, chunk.text if chunk else "")
-    text = _name_text(word, analysis, scope, index)
+    text = _name_text(word, analysis, scope, index, spark)
     if text is None:
         column = scope.column_type(word)
         if column is None:
             return None
-        text = f"column `{word}` {column[0]}, from `{column[1]}`"
+        type_, relation = column
+        theirs = {n.lower(): t for n, t in (spark or {}).get(relation.lower(), ())}
+        by = ""
+        if word.lower() in theirs:
+            type_, by = theirs[word.lower()], " (type from Spark's analyzer)"
+        text = f"column `{word}` {type_}, from `{relation}`{by}"
     return _markdown(text, index, span)
 
 
@@ -52,7 +60,8 @@ def _is_name_in(statement: ast.Enrich, span) -> bool:
     return span.start in (statement.name.span.start, statement.input.span.start)
 
 
-def _name_text(word: str, analysis: Analysis, scope: Scope, index: LineIndex) -> str | None:
+def _name_text(word: str, analysis: Analysis, scope: Scope, index: LineIndex,
+               spark: dict | None = None) -> str | None:
     """The definition line and schema of a stream/source/broadcast name, or None."""
     statement = scope.defined.get(word.lower())
     node = scope.find_node(word)
@@ -67,7 +76,11 @@ def _name_text(word: str, analysis: Analysis, scope: Scope, index: LineIndex) ->
     if node is None:
         parts.append("schema unknown: its statement (or one it reads) does not check yet")
     else:
-        rows = "\n".join(f"| {c.name} | {c.type} |" for c in node.schema)
+        columns = [(c.name, c.type) for c in node.schema]
+        if spark and node.name.lower() in spark:
+            columns = list(spark[node.name.lower()])
+            parts.append("types from Spark's analyzer")
+        rows = "\n".join(f"| {n} | {t} |" for n, t in columns)
         parts.append("| column | type |\n|---|---|\n" + rows if rows else "(no columns)")
     return "\n\n".join(parts)
 

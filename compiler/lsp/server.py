@@ -6,7 +6,9 @@ check of the newest version ends. Each document keeps what its checks computed
 is no longer the newest is skipped, or abandoned at its next statement, so it never delays the
 newest one. Requests (completion, hover, ...) use the newest version's analysis, waiting for it
 when typing got ahead. A failure inside a feature is logged and answered with nothing: the server
-outlives any input."""
+outlives any input. With Spark's analyzer on (compiler/lsp/spark_check.py), each published
+version is then analyzed by Spark on a thread of its own and published again with Spark's
+diagnostics added; hover shows Spark's types for that version."""
 from __future__ import annotations
 
 import asyncio
@@ -29,6 +31,7 @@ from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
 from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
 from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
+from dslc.compiler.lsp.spark_check import SparkChecker, SparkUnavailable
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
 COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
@@ -48,6 +51,7 @@ class Document:
     salvaged: Analysis | None = None    # the newest analysis whose program and plan are computed
     newest: int = 0                     # the newest version the client sent (read by the checking thread)
     cache: EditorCache = field(default_factory=EditorCache, repr=False)
+    spark: tuple[Analysis, object] | None = field(default=None, repr=False)   # Spark's analysis of a version
 
 
 class FlowServer(LanguageServer):
@@ -55,8 +59,9 @@ class FlowServer(LanguageServer):
     checks every version from scratch, as the server did before it kept a cache (the bench
     compares both, bench/lsp_latency.py)."""
 
-    def __init__(self, incremental: bool = True) -> None:
+    def __init__(self, incremental: bool = True, spark: bool = False) -> None:
         self.incremental = incremental
+        self.spark = SparkChecker(spark)
         try:
             release = version("dslc")
         except PackageNotFoundError:
@@ -145,6 +150,35 @@ class FlowServer(LanguageServer):
         if self.documents.get(doc.uri) is doc and self.text(doc)[0] == number:
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
                 doc.uri, diagnostics.to_lsp(analysis, doc.uri, index), version=number))
+            if self.spark.enabled:
+                await self.publish_spark(doc, number, analysis, index)
+
+    async def publish_spark(self, doc: Document, number: int, analysis: Analysis, index: LineIndex) -> None:
+        """Spark's analysis of version `number`, published with the fast diagnostics when that
+        version is still the newest; dropped otherwise."""
+        def current() -> bool:
+            return doc.newest <= number and self.documents.get(doc.uri) is doc
+
+        try:
+            found = await asyncio.shield(asyncio.ensure_future(self.spark.analyze(analysis, current)))
+        except SparkUnavailable as exc:
+            self.spark.enabled = False
+            self.window_show_message(types.ShowMessageParams(
+                types.MessageType.Warning,
+                f"dslc: Spark's analyzer is off ({exc}); diagnostics come from the fast check only"))
+            return
+        if found is None or not current() or self.text(doc)[0] != number:
+            return          # a newer version is being checked: this one's result is stale
+        doc.spark = (analysis, found)
+        both = diagnostics.to_lsp(analysis, doc.uri, index) + diagnostics.from_spark(found.problems, doc.uri, index)
+        both.sort(key=lambda d: (d.range.start.line, d.range.start.character))
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(doc.uri, both, version=number))
+
+    def spark_schemas(self, doc: Document, analysis: Analysis) -> dict | None:
+        """Spark's schemas of exactly this analysis's version, if Spark analyzed it."""
+        if doc.spark is not None and doc.spark[0] is analysis:
+            return doc.spark[1].schemas
+        return None
 
     def schedule(self, doc: Document, delay: float) -> None:
         """(Re)start the pause before checking: only the last of a burst of edits is checked."""
@@ -241,9 +275,26 @@ def _document_request(server: FlowServer, method: str, options=None, *, analyzed
     return register
 
 
-def build_server(incremental: bool = True) -> FlowServer:
-    """A server with every feature registered."""
-    server = FlowServer(incremental)
+def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:
+    """A server with every feature registered; `spark`: Spark's analyzer on from the start."""
+    server = FlowServer(incremental, spark)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: FlowServer, params: types.InitializeParams) -> None:
+        options = params.initialization_options
+        if isinstance(options, dict) and isinstance(options.get("spark"), bool):
+            ls.spark.enabled = options["spark"]
+        ls.spark.start()        # the JVM starts now, in the background, when the check is on
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def configuration(ls: FlowServer, params: types.DidChangeConfigurationParams) -> None:
+        settings = params.settings if isinstance(params.settings, dict) else {}
+        wanted = (settings.get("dslc") or {}).get("spark") if isinstance(settings.get("dslc"), dict) else None
+        if isinstance(wanted, bool) and wanted != ls.spark.enabled:
+            ls.spark.enable(wanted)
+            for doc in list(ls.documents.values()):     # publish again: with Spark's, or without
+                doc.spark = None
+                ls.schedule(doc, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -279,7 +330,7 @@ def build_server(incremental: bool = True) -> FlowServer:
 
     @_document_request(server, types.TEXT_DOCUMENT_HOVER)
     def on_hover(doc: Document, analysis: Analysis, index: LineIndex, params: types.HoverParams):
-        return hover.hover(analysis, index, index.offset(params.position))
+        return hover.hover(analysis, index, index.offset(params.position), server.spark_schemas(doc, analysis))
 
     @_document_request(server, types.TEXT_DOCUMENT_DEFINITION)
     def on_definition(doc: Document, analysis: Analysis, index: LineIndex, params: types.DefinitionParams):
@@ -311,12 +362,12 @@ def build_server(incremental: bool = True) -> FlowServer:
     return server
 
 
-def main(incremental: bool = True) -> int:
+def main(incremental: bool = True, spark: bool = False) -> int:
     """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
     stderr: stdout carries the protocol only."""
     logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
                         format="dslc lsp: %(levelname)s %(message)s")
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    build_server(incremental).start_io(sys.stdin.buffer, protocol_out)
+    build_server(incremental, spark).start_io(sys.stdin.buffer, protocol_out)
     return 0

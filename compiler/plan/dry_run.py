@@ -6,8 +6,11 @@ rule. This pass runs each STREAM's query through Spark's analyzer over empty tab
 declared schemas (a dry run, as Spark Declarative Pipelines' `dry-run` does), in statement
 order, so each query sees exactly the columns the one before it produces, and maps Spark's
 error (its condition and the query context's character range) back to the `.flow` file.
-It needs a JVM: a second or more the first time (see bench/check_time.py), so editors and the
-REPL use the fast check and `dslc check --spark` (or a caller holding a session) adds this.
+It needs a JVM: a second or more the first time (see bench/check_time.py). Callers that hold one
+use it: `dslc check --spark`, the REPL (each statement as it is entered), `dslc run` (the job's own
+session, before its first action: runtime/spark/preflight.py) and `dslc lsp --spark` (a JVM in the
+background, after the fast diagnostics). `analyze_with_spark` also gives Spark's schema of every
+relation, which those callers show instead of the fast check's.
 """
 from __future__ import annotations
 
@@ -33,21 +36,49 @@ class Mismatch:
     spark: tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True)
+class SparkAnalysis:
+    """What Spark's analyzer said about a plan: its errors, the relations whose schema dslc
+    inferred differently, and Spark's schema (name, dslc type) of every relation it analyzed,
+    by lower-case name."""
+
+    problems: list[Diagnostic]
+    mismatches: list[Mismatch]
+    schemas: dict[str, tuple[tuple[str, str], ...]]
+
+
 def dry_run(checked: plan.Plan, source: SourceFile, spark,
             reported: list[Diagnostic] = ()) -> tuple[list[Diagnostic], list[Mismatch]]:
     """Spark's analyzer on every query and MATCH condition of a checked plan: E0212 for each
     one it rejects, and the queries whose output schema differs from dslc's. `reported` are the
     fast check's problems: a statement that has one, or reads one that does, is left out (it is
     reported already, and Spark would only say the same thing again or miss its input)."""
+    found = analyze_with_spark(checked, source, spark, reported)
+    return found.problems, found.mismatches
+
+
+def analyze_with_spark(checked: plan.Plan, source: SourceFile, spark,
+                       reported: list[Diagnostic] = (), current=lambda: True) -> SparkAnalysis:
+    """`dry_run`, keeping Spark's schema of each relation too. `current()` turning False (a newer
+    version of an editor's document arrived) stops it at the next statement with what it has."""
     from dslc.compiler.plan.sqltypes import canonical
 
     session = spark.newSession()            # its own temp views; same JVM
+    for key, value in dict(checked.settings.conf).items():
+        if key.startswith("spark.sql."):     # the pipeline's SETs the query sees (runtime ones only)
+            try:
+                session.conf.set(key, value)
+            except Exception:       # noqa: BLE001 - a static setting: the session was created with it or without
+                pass
     logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)   # PySpark logs each
     problems: list[Diagnostic] = []
     mismatches: list[Mismatch] = []
+    schemas: dict[str, tuple[tuple[str, str], ...]] = {}
     present = {n.name.lower() for n in checked.nodes}
     failed: set[str] = set()
     for node in checked.nodes:
+        if not current():
+            break
         if any(node.span.start <= d.span.start < node.span.end for d in reported):
             failed.add(node.name.lower())
             continue
@@ -66,6 +97,7 @@ def dry_run(checked: plan.Plan, source: SourceFile, spark,
                 failed.add(node.name.lower())
                 continue
             session.createDataFrame([], ddl).createOrReplaceTempView(sql_name(node.name))
+            schemas[node.name.lower()] = tuple((f.name, f.type) for f in node.schema)
             continue
         try:
             frame = session.sql(node.sql)
@@ -81,9 +113,10 @@ def dry_run(checked: plan.Plan, source: SourceFile, spark,
         theirs = tuple((f.name, canonical(f.dataType.simpleString()) or f.dataType.simpleString().upper())
                        for f in fields)
         ours = tuple((f.name, f.type) for f in node.schema)
+        schemas[node.name.lower()] = theirs
         if theirs != ours:
             mismatches.append(Mismatch(node.name, ours, theirs))
-    return problems, mismatches
+    return SparkAnalysis(problems, mismatches, schemas)
 
 
 def _match(node: plan.Match, source: SourceFile, session) -> Diagnostic | None:

@@ -29,6 +29,10 @@ async function start(context) {
   client = new LanguageClient('dslc', 'dslc', serverOptions(), {
     documentSelector: [{ language: 'flow' }],
     outputChannel: output,
+    // dslc.spark: Spark's analyzer after the fast check (a JVM in the background); changing the
+    // setting reaches the server as workspace/didChangeConfiguration, no restart needed
+    initializationOptions: { spark: vscode.workspace.getConfiguration('dslc').get('spark') === true },
+    synchronize: { configurationSection: 'dslc' },
     middleware: {
       // lenses run their command on the server; its answer is text to show
       executeCommand: async (command, args, next) => showResult(command, await next(command, args)),

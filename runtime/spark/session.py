@@ -46,6 +46,8 @@ def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str
     if not is_connect(spark):
         quiet_by_default(spark)
     ship_modules(spark, folder, modules)
+    from .preflight import check_before_start
+    check_before_start(spark)       # under `dslc run`: every query Spark refuses, before any action
     return spark
 
 

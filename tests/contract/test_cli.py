@@ -125,15 +125,21 @@ def test_a_failing_dslc_test_case_shows_its_clear_line_not_task_tracebacks(flow)
 ONLY_SPARK_REFUSES = """PIPELINE only_spark MODE BATCH;
 SOURCE orders FROM JSON 'in/orders/' SCHEMA (id STRING, amount DOUBLE);
 STREAM q = SELECT id, sort_array(amount) AS s FROM orders;
+STREAM fine = SELECT id, amount * 2 AS twice FROM orders;
+STREAM g = SELECT id, size(twice) AS x FROM fine;
+SINK fine TO PARQUET 'out/fine';
 SINK q TO PARQUET 'out/q';
+SINK g TO PARQUET 'out/g';
 """
 
 
 @pytest.mark.spark
 @pytest.mark.slow
 def test_a_query_only_spark_refuses_fails_the_run_at_its_line_in_the_flow(flow):
-    """#34: the fast check leaves a function's argument types to Spark; `dslc run` shows Spark's
-    AnalysisException at job start where `dslc check --spark` would, at the .flow file's line."""
+    """#34: the fast check leaves a function's argument types to Spark;
+    `dslc run` has Spark's analyzer look at every query before the job's first action and shows
+    each one it refuses where `dslc check --spark` would, at the .flow file's line: all of them,
+    and nothing is written (the first SINK's query is valid)."""
     flow.rows_file("in/orders/1.json", [{"id": "o1", "amount": 2.5}])
     path = flow.write(ONLY_SPARK_REFUSES)
     assert main(["check", str(path)]) == 0             # the fast check accepts it
@@ -146,4 +152,8 @@ def test_a_query_only_spark_refuses_fails_the_run_at_its_line_in_the_flow(flow):
     assert "    3 | STREAM q = SELECT id, sort_array(amount) AS s FROM orders;" in shown or \
         " 3 | STREAM q = SELECT id, sort_array(amount) AS s FROM orders;" in shown
     assert "^" * len("sort_array(amount)") in shown
+    assert re.search(r"\S+\.flow:5:23: error\[E0212\]: Spark rejects this query "
+                     r"\(DATATYPE_MISMATCH\.UNEXPECTED_INPUT_TYPE\): Cannot resolve \"size\(twice\)\"", shown), shown[-3000:]
+    assert "2 errors found" in shown
+    assert not (flow.folder / "out").exists()       # refused before the first SINK wrote
     assert "SQLQueryContextLogger" not in shown and "at org.apache" not in shown, shown[-3000:]

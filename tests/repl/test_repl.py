@@ -89,7 +89,7 @@ def test_completer_offers_keywords_names_columns_and_commands():
 
 def test_piped_input_runs_without_a_terminal(tmp_path: Path):
     script = f"{ORDERS};\n:schema orders\nSTREAM bad = SELECT nope FROM orders;\n:quit\n"
-    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "repl"], input=script, text=True,
+    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "repl", "--no-spark"], input=script, text=True,
                           capture_output=True, cwd=tmp_path, timeout=60,
                           env={**os.environ, "DSLC_HISTORY": str(tmp_path / "hist")})
     assert done.returncode == 1  # something was rejected
@@ -101,7 +101,8 @@ def test_piped_input_runs_without_a_terminal(tmp_path: Path):
 
 def spawn(tmp_path: Path, *args: str, timeout: int = 30):
     env = {**os.environ, "DSLC_HISTORY": str(tmp_path / "history"), "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
-    child = pexpect.spawn(sys.executable, ["-m", "dslc.compiler.cli", "repl", *args], env=env, cwd=str(tmp_path),
+    child = pexpect.spawn(sys.executable, ["-m", "dslc.compiler.cli", "repl", "--no-spark", *args], env=env,
+                          cwd=str(tmp_path),
                           timeout=timeout, encoding="utf-8", dimensions=(40, 200))
     child.expect_exact(PROMPT)
     return child
@@ -227,3 +228,6 @@ def test_spark_that_cannot_start_says_why(tmp_path: Path):
                           env={**os.environ, "DSLC_HISTORY": str(tmp_path / "hist"), "JAVA_HOME": str(tmp_path / "nojava")})
     assert done.returncode == 1
     assert "Spark did not start" in done.stderr and "nojava/bin/java" in done.stderr and "spark.log" in done.stderr
+    # Spark's analyzer (on by default) could not start either: the REPL said so and kept the statement
+    assert "error: Spark's analyzer is off: Spark did not start" in done.stderr
+    assert "ok: source orders" in done.stdout

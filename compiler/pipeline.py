@@ -16,14 +16,14 @@ from dslc.compiler.source import SourceFile
 def check_source(source: SourceFile, *, require_sink: bool = True, mode: str | None = None) -> Plan:
     """Parse and check source text; raise CompileError listing every problem.
     `mode` ('batch'/'streaming', any case) overrides the PIPELINE's MODE."""
-    with _collector_paused():       # a 1,000-statement file must not cost more than 10x a 100-statement one
+    with collector_paused():       # a 1,000-statement file must not cost more than 10x a 100-statement one
         return to_plan(parse(source), source, require_sink=require_sink, mode=mode.upper() if mode else None)
 
 
 def check_partial(source: SourceFile) -> tuple[Plan, list]:
     """The plan of the statements that check and the problems of the others (syntax errors
     still raise CompileError: without a parse there is no statement to go on with)."""
-    with _collector_paused():
+    with collector_paused():
         return to_partial_plan(parse(source), source)
 
 
@@ -56,13 +56,13 @@ def lower_plan(plan: Plan, *, job_folder: str, trigger: str | None = None,
 def compile_file(path: str | Path, *, job_folder: str, mode: str | None = None, trigger: str | None = None,
                  chaining: bool = True, pushdown: bool = True) -> str:
     """The PySpark job for a .flow file: check, optimise, lower."""
-    with _collector_paused():
+    with collector_paused():
         plan = check_source(SourceFile.read(path), mode=mode)
         return lower_plan(plan, job_folder=job_folder, trigger=trigger, chaining=chaining, pushdown=pushdown)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
+def collector_paused() -> Iterator[None]:
     """Few cyclic garbage collections during one compile (as mypy and other compilers do): each
     full pass walks every syntax tree still alive, so with the default thresholds a long pipeline
     compiles in superlinear time. Young collections still run (every 10,000 allocations) and free

@@ -141,8 +141,9 @@ class Repl:
     def _spark_off(self, exc: SparkUnavailable) -> None:
         runner = self.session.runner
         log = f" (Spark's output: {runner.log_path})" if runner is not None and str(runner.log_path) not in str(exc) else ""
-        self.complain(f"error: Spark's analyzer is off: {exc}{log}\n"
-                      "statements are checked by the fast check only; :spark on tries again")
+        # a warning, not an error: no statement was refused (piped input still exits 0)
+        print(f"warning: Spark's analyzer is off: {exc}{log}\n"
+              "statements are checked by the fast check only; :spark on tries again", file=self.err, flush=True)
 
     def _accepted(self, text: str, plan) -> str:
         kind = statement_kind(text)

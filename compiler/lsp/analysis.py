@@ -10,7 +10,6 @@ file, the statements with syntax errors are blanked out (every character but lin
 a space, so offsets stay put) and the rest is parsed and planned again."""
 from __future__ import annotations
 
-import gc
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -21,6 +20,7 @@ from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.lexical import Chunk, split_statements
 from dslc.compiler.frontend.parser import parse
 from dslc.compiler.lsp.incremental import EditorCache
+from dslc.compiler.pipeline import collector_paused
 from dslc.compiler.plan.logical import Plan
 from dslc.compiler.plan.planner import to_partial_plan
 from dslc.compiler.source import SourceFile, Span
@@ -99,7 +99,7 @@ class Analysis:
             return None
         program = self.program
         source = self._with_text(self._parsed_text)
-        with _collector_paused():
+        with collector_paused():
             plan, _ = to_partial_plan(program, source, require_sink=False,
                                       sql=self._cache and self._cache.sql)
         return plan
@@ -117,11 +117,11 @@ def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -
     if len(text) > MAX_CHECKED_CHARS:
         return Analysis(source, [], too_large=True)
     try:
-        with _collector_paused():
+        with collector_paused():
             program = _parse(source, cache)
     except CompileError as exc:
         return Analysis(source, exc.diagnostics, _cache=cache)
-    with _collector_paused():
+    with collector_paused():
         checked, problems = to_partial_plan(program, source, require_sink=True, sql=cache and cache.sql)
     return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text, _cache=cache)
 
@@ -145,18 +145,6 @@ def _blank(text: str, chunks: list[Chunk], diagnostics: list[Diagnostic]) -> str
         end = chunk.start + len(chunk.text)
         text = text[:chunk.start] + _BLANK.sub(" ", chunk.text) + text[end:]
     return text
-
-
-class _collector_paused:
-    """No cyclic garbage collection during one check (see pipeline._collector_paused)."""
-
-    def __enter__(self) -> None:
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc) -> None:
-        if self.was:
-            gc.enable()
 
 
 def definition_name(statement: object) -> ast.Name | None:

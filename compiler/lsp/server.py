@@ -162,6 +162,8 @@ class FlowServer(LanguageServer):
         try:
             found = await asyncio.shield(asyncio.ensure_future(self.spark.analyze(analysis, current)))
         except SparkUnavailable as exc:
+            if not self.spark.enabled:
+                return          # said once already, for the document that found out first
             self.spark.enabled = False
             self.window_show_message(types.ShowMessageParams(
                 types.MessageType.Warning,

@@ -48,7 +48,14 @@ def check_before_start(spark) -> None:
         checked, fast = check_partial(source)
     except CompileError:    # `dslc run` checked the file before compiling it: nothing new to say
         return
-    problems, _ = dry_run(checked, source, spark, reported=fast)
+    try:
+        problems, _ = dry_run(checked, source, spark, reported=fast)
+    except Exception as exc:  # noqa: BLE001 - a best-effort check never stops a job that would run
+        # (a Spark Connect client older than 4.3 has no newSession(), a server that refuses one...)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        print(f"dslc: Spark's analyzer could not check the queries before the start ({first}); "
+              "the job goes on", file=sys.stderr, flush=True)
+        return
     if problems:
         print(CompileError(source, problems).render(), file=sys.stderr, flush=True)
         raise RefusedBySpark(1)

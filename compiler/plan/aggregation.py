@@ -35,9 +35,10 @@ _NOT_JUDGED = (exp.Window, exp.Query, exp.Subquery, exp.Lambda)
 
 
 def aggregation_errors(tree: exp.Expression, sources_of: Callable[[Scope], Sources],
-                       where: Callable[[exp.Expression], Span]) -> list[Diagnostic]:
+                       where: Callable[[exp.Expression], Span], ordinals: bool = True) -> list[Diagnostic]:
     """E0212 for every select item, GROUP BY ordinal or GROUP BY expression Spark's aggregation
-    rules refuse, in every query block of `tree`."""
+    rules refuse, in every query block of `tree`. `ordinals` False (`SET spark.sql.groupByOrdinal
+    = false`: Spark groups by the number itself): a block grouped by a number is left to Spark."""
     found: list[Diagnostic] = []
     lambda_vars = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
     for scope in traverse_scope(tree):
@@ -50,6 +51,8 @@ def aggregation_errors(tree: exp.Expression, sources_of: Callable[[Scope], Sourc
             continue            # not an aggregation
         if group is not None and group.args.get("all"):
             continue            # GROUP BY ALL: Spark derives the grouping itself
+        if not ordinals and group is not None and any(_ordinal(g) is not None for g in group.find_all(exp.Literal, exp.Neg)):
+            continue
         sources = sources_of(scope)
         if not sources or any(columns is None for columns in sources.values()):
             continue
@@ -58,10 +61,14 @@ def aggregation_errors(tree: exp.Expression, sources_of: Callable[[Scope], Sourc
     return found
 
 
-def ordinal_errors(tree: exp.Expression, where: Callable[[exp.Expression], Span]) -> list[Diagnostic]:
+def ordinal_errors(tree: exp.Expression, where: Callable[[exp.Expression], Span],
+                   ordinals: bool = True) -> list[Diagnostic]:
     """E0212 (ORDER_BY_POS_OUT_OF_RANGE) for an ORDER BY or SORT BY position below 1, or above the
-    number of select items when none is a `*`."""
+    number of select items when none is a `*`; none when `ordinals` is False
+    (`SET spark.sql.orderByOrdinal = false`: Spark sorts by the number itself)."""
     found = []
+    if not ordinals:
+        return found
     for select in tree.find_all(exp.Select):
         count = None if any(i.is_star for i in select.expressions) else len(select.expressions)
         for key in ("order", "sort"):

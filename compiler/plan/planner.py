@@ -359,6 +359,12 @@ class _Planner:
         only possible inside a cycle); a view, so each SELECT costs the same in a long pipeline."""
         return _SchemaView(self.defs, self.nodes)
 
+    def _ordinals(self) -> dict[str, bool]:
+        """`group_ordinals`/`order_ordinals` False when the pipeline SETs Spark's option false."""
+        off = {k.lower() for k, v in self.settings.conf if str(v).strip().lower() == "false"}
+        return {name: False for name, key in (("group_ordinals", "spark.sql.groupbyordinal"),
+                                             ("order_ordinals", "spark.sql.orderbyordinal")) if key in off}
+
     def _select(self, stmt: ast.Select) -> plan.Query | None:
         schemas = self._schemas()
         for ref in self._sql_tables(stmt.sql):
@@ -373,7 +379,8 @@ class _Planner:
             self.problems.extend(syntax_errors)
             return None
         extended = any(k in ('spark.sql.extensions', 'spark.jars.packages', 'spark.jars') for k, _ in self.settings.conf)
-        info = self.sql.analyze(stmt.sql, tree, schemas, self.problems, functions=not extended)
+        info = self.sql.analyze(stmt.sql, tree, schemas, self.problems, functions=not extended,
+                                **self._ordinals())
         if info is None or info.schema is None:
             return None
         for read in info.reads:

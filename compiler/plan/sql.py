@@ -137,6 +137,22 @@ def _offset(text: str, line: int, col: int) -> int:
     return sum(len(l) + 1 for l in lines[: line - 1]) + col
 
 
+def _numbers_not_positions(tree: exp.Expression, *clauses: tuple[str, ...]) -> exp.Expression:
+    """A copy of `tree` whose integers in the given clauses are bracketed, so that sqlglot does
+    not read them as positions of the select list (Spark does not either, when a SET turns
+    spark.sql.groupByOrdinal or orderByOrdinal off: it groups or sorts by the number)."""
+    keys = {key for group in clauses for key in group}
+    tree = tree.copy()
+    for select in tree.find_all(exp.Select):
+        for key in keys:
+            clause = select.args.get(key)
+            for item in clause.expressions if clause is not None else []:
+                target = item.this if isinstance(item, exp.Ordered) else item
+                if isinstance(target, exp.Literal) and not target.is_string:
+                    target.replace(exp.Paren(this=target.copy()))
+    return tree
+
+
 def relations(tree: exp.Expression) -> list[exp.Table]:
     """The tables a query reads by name (its own CTEs are not relations of the pipeline, nor the
     names in a join hint such as `/*+ BROADCAST(a) */`, which may be aliases and which Spark
@@ -148,11 +164,13 @@ def relations(tree: exp.Expression) -> list[exp.Table]:
 
 def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
                   problems: list[Diagnostic], *, functions: bool = True,
-                  must_read: bool = True) -> QueryInfo | None:
+                  must_read: bool = True, group_ordinals: bool = True,
+                  order_ordinals: bool = True) -> QueryInfo | None:
     """Check a parsed SELECT against the known relations; infer its output schema. `functions`:
     check function names against Spark's built-ins (off when SET adds extensions or jars);
     `must_read`: a STREAM's query must read a source or stream (tests/sql/golden judges queries
-    that read none, `SELECT 1 + 2`, with it off)."""
+    that read none, `SELECT 1 + 2`, with it off); `group_ordinals`/`order_ordinals`: Spark reads
+    `GROUP BY 1`/`ORDER BY 1` as positions (spark.sql.groupByOrdinal/orderByOrdinal)."""
     reads: list[str] = []
     failed = False
     for table in relations(tree):
@@ -172,11 +190,15 @@ def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
         return None
     functions_ok = _check_functions(tree, sql, problems) if functions else True
     named = _table_functions_as_queries(_anonymous_items_named(tree))
+    if not (group_ordinals and order_ordinals):
+        named = _numbers_not_positions(named, () if group_ordinals else ("group",),
+                                       () if order_ordinals else ("order", "sort"))
     if not _check_columns(named, sql, schemas, problems) or not functions_ok:
         return None
     ungrouped = aggregation_errors(named, lambda scope: {alias.lower(): _source_columns(scope, alias, schemas)
                                                          for alias in scope.selected_sources},
-                                   lambda node: _extent(node, sql)) + ordinal_errors(named, lambda node: _extent(node, sql))
+                                   lambda node: _extent(node, sql), group_ordinals) + \
+        ordinal_errors(named, lambda node: _extent(node, sql), order_ordinals)
     if ungrouped:
         problems.extend(ungrouped)
         return None

@@ -53,3 +53,27 @@ def test_dslc_check_spark_on_the_command_line(spark, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "p.flow:4:32: error[E0212]: Spark rejects this query (MISSING_AGGREGATION)" in err
     assert "SQLQueryContextLogger" not in err
+
+
+def test_numbers_are_not_positions_when_the_pipeline_turns_ordinals_off(spark):
+    """`SET spark.sql.groupByOrdinal/orderByOrdinal = false`: Spark groups and sorts by the number
+    itself, so the fast check's position rules (GROUP_BY_POS_OUT_OF_RANGE...) must not refuse it,
+    and the schema is still Spark's; with the settings on, the same queries are refused."""
+    from dslc.compiler.diagnostics import CompileError
+    from dslc.compiler.source import SourceFile
+    queries = ("STREAM a = SELECT count(*) AS n FROM orders GROUP BY 5;\n"
+               "STREAM b = SELECT order_id, amount FROM orders ORDER BY 3;\n"
+               "SINK a TO CONSOLE;\nSINK b TO CONSOLE;\n")
+    off = "SET spark.sql.groupByOrdinal = false;\nSET spark.sql.orderByOrdinal = false;\n"
+    text = off + ORDERS + queries
+    checked = check_text(text, "p.flow")
+    assert [(f.name, f.type) for f in checked.node("a").schema] == [("n", "BIGINT")]
+    problems, mismatches = dry_run(checked, SourceFile("p.flow", text), spark)
+    assert problems == [] and mismatches == []
+    try:
+        check_text(ORDERS + queries, "p.flow")
+    except CompileError as refused:
+        assert [d.message.split(":")[0] for d in refused.diagnostics] == [
+            "Spark rejects this query (GROUP_BY_POS_OUT_OF_RANGE)", "Spark rejects this query (ORDER_BY_POS_OUT_OF_RANGE)"]
+    else:
+        raise AssertionError("positions out of range were accepted with the settings on")

@@ -149,6 +149,9 @@ class SparkRunner:
         except KeyboardInterrupt:
             line.draw("cancelling...")
             self._cancel(group)
+            if self._spark is None:     # the JVM is still starting: do not wait for it (the worker,
+                line.clear()            # a daemon, gives up by itself once the session is up)
+                raise Interrupted(label) from None
             while thread.is_alive():
                 try:
                     thread.join()

@@ -67,3 +67,30 @@ def test_spark_on_again_checks_what_the_session_kept(spark, tmp_path):
     assert out.getvalue().rstrip().endswith("checks: the fast check, then Spark's analyzer")
     repl.feed(ORDERS)
     assert repl.session.spark is not None and "orders" in repl.session.spark.schemas
+
+
+def test_ctrl_c_while_the_jvm_starts_returns_at_once(tmp_path):
+    """Ctrl-C while the session is still starting gives the prompt back without waiting for the
+    JVM. The slow start is forced (a JVM that takes long to start cannot be ordered); the worker
+    gives up by itself once the session is up."""
+    import _thread
+    import threading
+
+    from dslc.compiler.cli.repl_spark import Interrupted
+
+    released, waiting, done = threading.Event(), threading.Event(), threading.Event()
+
+    class SlowStart(SparkRunner):
+        def _session(self, conf):
+            waiting.set()
+            released.wait(30)
+            done.set()
+            raise RuntimeError("never started")
+
+    runner = SlowStart(io.StringIO(), progress=False, poll_s=0.05)
+    runner.start_in_background()        # as `dslc repl` does: the statement's worker waits for it
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    with pytest.raises(Interrupted):
+        runner.run("a query", lambda spark: None)
+    assert waiting.is_set() and not done.is_set()       # it returned while the start was under way
+    released.set()

@@ -3,7 +3,8 @@ checker learned Spark's names and types, issue #18), measured in one run on the 
 
 Workloads: each example's pipeline.flow, the conformance corpus of tests/sql/ as pipelines
 (TPC-H's 22 queries as 22 streams; the hand-written queries as one stream each), and chains of
-100 and 1,000 SELECTs (the ratio of their times should stay under 10: linear growth). For each
+100 and 1,000 SELECTs (the ratio of their times should stay under 10: linear growth; the ratio
+of the Python calls one check makes is printed too, since it does not move with the load). For each
 revision, in a fresh process: the time of one whole `dslc check` process (interpreter start,
 imports, check), the same with `--spark` (this tree only: it starts a JVM and runs Spark's
 analyzer on every query), and the in-process time of `check_file` (best of 5 after one warm-up), which
@@ -137,7 +138,25 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{SIZES[1]} statements / {SIZES[0]} statements, in-process (goal < 10): "
           f"before {before[large]['seconds'] / before[small]['seconds']:.1f}, "
           f"after {after[large]['seconds'] / after[small]['seconds']:.1f}")
+    print(f"Python calls of one check (cProfile; the same on every run, unlike time): "
+          f"{_calls(SIZES[1]) / _calls(SIZES[0]):.3f}x (tests/frontend/test_linear_check.py holds it under 10)")
     return 0
+
+
+def _calls(size: int) -> int:
+    """Python function calls of one in-process check of a chain of `size` SELECTs."""
+    import cProfile
+    import pstats
+
+    from dslc.compiler.pipeline import check_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "chain.flow"
+        path.write_text(chain(size), encoding="utf-8")
+        check_file(path)
+        profiler = cProfile.Profile()
+        profiler.runcall(check_file, path)
+    return sum(calls for (calls, _, _, _, _) in pstats.Stats(profiler).stats.values())  # type: ignore[attr-defined]
 
 
 if __name__ == "__main__":

@@ -360,13 +360,18 @@ class Watermark:
 
 @dataclass(frozen=True, slots=True)
 class JoinedAnswers:
-    """The chain's head ENRICH had its stored answers joined to its rows by Spark
-    (runtime/spark/stored_join.py): a row whose `flag` column is true carries its RETURNS
-    columns already and passes the operator by; the others go through it with their `columns`."""
+    """The chain's head ENRICH has stored answers found before it runs (runtime/spark/stored_join.py):
+    a row that has one passes the operator by with its RETURNS columns; the others go through it
+    with their `columns`. Either Spark joined them (a row whose `flag` column is true carries its
+    RETURNS columns already), or, with `table` (an Arrow file of the answers, on the machine of
+    every Python worker), the chain's pass looks each row's request columns `keys` up in it
+    (core/stored_answers.py)."""
 
-    flag: str
+    flag: str | None
     columns: tuple[str, ...]
     ordered: bool
+    table: str | None = None
+    keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

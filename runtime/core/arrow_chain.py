@@ -29,6 +29,7 @@ from dslc.runtime.broadcast.state import (
 from dslc.runtime.core.chain import Emitted, OperatorChain
 from dslc.runtime.core.operator import Operator, Row, Watermark
 from dslc.runtime.core.process_operator import ProcessOperator
+from dslc.runtime.core.stored_answers import stored_answers
 from dslc.runtime.schema.arrow import to_arrow_schema
 
 MetricsSink = Callable[[dict[str, Any]], None]
@@ -211,22 +212,32 @@ class ChainFunction:
 
     def _joined_chunks(self, batches: Iterable[pa.RecordBatch], head: Operator,
                        joined: list[pa.RecordBatch]) -> Iterator[Iterable[Any]]:
-        """The rows Spark found a stored answer for leave as they are, Arrow to Arrow, counted by
-        the head ENRICH as store hits (`joined`, handed out before the chain's next output); the
-        others go through the chain. ORDERED: only a batch of hits alone, with nothing in
+        """The rows with a stored answer (joined by Spark, or looked up here) leave at once, Arrow
+        to Arrow, counted by the head ENRICH as store hits (`joined`, handed out before the
+        chain's next output); the others go through the chain. ORDERED: only a batch of hits alone, with nothing in
         flight ahead of it, may leave at once; any other batch goes through the chain whole
         (the store answers its hits there)."""
         spec = self.chain.joined
         assert spec is not None
+        stored = stored_answers(spec.table, len(spec.keys)) if spec.table is not None else None
         for batch in batches:
-            hit = pc.fill_null(batch.column(spec.flag), False)
+            if stored is None:         # Spark joined them: the flag says which rows have an answer
+                hit = pc.fill_null(batch.column(spec.flag), False)
+                positions = None
+            else:                      # looked up here
+                positions = pa.array(stored.positions(batch, spec.keys), pa.int64())
+                hit = pc.greater_equal(positions, 0)
             hits = pc.sum(hit).as_py() or 0
             if spec.ordered and (hits < batch.num_rows or head.busy):
                 hits = 0
             if hits:
-                joined.append(self._as_output(batch.filter(hit)))
+                whole = hits == batch.num_rows
+                answered = batch if whole else batch.filter(hit)
+                if stored is not None:
+                    answered = stored.answered(answered, positions if whole else positions.filter(hit))
+                joined.append(self._as_output(answered))
                 head.count_joined(hits)
-                batch = batch.filter(pc.invert(hit))
+                batch = batch.slice(0, 0) if whole else batch.filter(pc.invert(hit))
             yield batch.select(list(spec.columns)).to_pylist()
 
     def _as_output(self, batch: pa.RecordBatch) -> pa.RecordBatch:

@@ -1,12 +1,14 @@
-"""A warm rerun's answers found by Spark: the rows of an ENRICH ... STORE joined to its stored answers.
+"""A warm rerun's answers found before the operator: the rows of an ENRICH ... STORE joined to its stored answers.
 
 Asking the store row by row costs Python work per row (its request key, a lookup, a decoded
 answer), which is most of a warm rerun. So before a chain runs, the driver reads the answers
-the store holds for its ENRICH that Spark can join (wrappers/joinable.py: their request columns
-and RETURNS columns as JSON, for the same request variant, younger than TTL), and the rows are
-joined to them in the JVM (broadcast when small). In the chain's Python pass a row that found
-its answer leaves at once, Arrow to Arrow, counted as a store hit; the others go through the
-operator as before, which asks the store for them too (an answer written since the job started,
+the store holds for its ENRICH that can be joined (wrappers/joinable.py: their request columns
+and RETURNS columns as JSON, for the same request variant, younger than TTL). On a local master
+it writes them, typed by Arrow, to one Arrow file that the chain's Python pass looks each row up
+in (core/stored_answers.py: cheaper than Spark's join, bench section 13); elsewhere (a cluster,
+Spark Connect) the rows are joined to them in the JVM (broadcast when small). In the chain's
+Python pass a row that found its answer leaves at once, Arrow to Arrow, counted as a store hit;
+the others go through the operator as before, which asks the store for them too (an answer written since the job started,
 or one that cannot be joined). A store with nothing to join changes nothing: a cold run's plan
 is the plain one.
 
@@ -36,6 +38,7 @@ from pyspark.sql.types import BooleanType, StructField, StructType
 
 from dslc.runtime import config as C
 from dslc.runtime.calls.factory import KINDS
+from dslc.runtime.core.stored_answers import KEY_PREFIX
 from dslc.runtime.store.open_stores import make_store
 from dslc.runtime.wrappers.joinable import variant_of
 
@@ -45,6 +48,7 @@ from .session import is_connect
 FLAG = "__dslc_stored"
 CONF = "spark.dslc.store.join"
 BROADCAST_ROWS = 2_000_000      # answers joined by a broadcast up to this many; a shuffle join above
+LOOKUP_ROWS = 1_000_000         # answers looked up in the chain's pass up to this many (each worker holds them)
 _KEY_TYPES = {"string", "boolean", "tinyint", "smallint", "int", "bigint"}
 
 
@@ -145,9 +149,16 @@ def _stored(spark, answers: list[tuple[str, str]], args: StructType, returns: St
 
 def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: tuple[str, ...],
          returns: StructType) -> tuple[DataFrame, C.JoinedAnswers]:
-    """`df` with the RETURNS columns and FLAG of the rows that have a stored answer (NULL for the
-    others), joined on the request `columns`."""
+    """The rows to run the ENRICH's pass over and how that pass finds their stored answers: on a
+    local master, in an Arrow file the driver writes (`df` as it is; core/stored_answers.py),
+    else `df` with the RETURNS columns and FLAG of the rows that have a stored answer (NULL for
+    the others), joined by Spark on the request `columns`."""
     args = StructType([StructField(c, df.schema[c].dataType, True) for c in columns])
+    ordered = op.mode is C.Mode.ORDERED
+    if _workers_here(df.sparkSession) and len(answers) <= LOOKUP_ROWS:
+        table = _lookup_table(answers, args, returns)
+        if table is not None:
+            return df, C.JoinedAnswers(None, tuple(df.columns), ordered, table=table, keys=columns)
     keys = [f"__dslc_k{i}" for i in range(len(columns))]
     stored = _stored(df.sparkSession, answers, args, returns, keys)
     if len(answers) <= BROADCAST_ROWS:
@@ -157,5 +168,29 @@ def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: t
         equal = names.col(column) == F.col(key)
         condition = equal if condition is None else condition & equal
     joined = df.join(stored, condition, "left").drop(*keys)
-    ordered = op.mode is C.Mode.ORDERED
     return joined, C.JoinedAnswers(FLAG, tuple(df.columns), ordered)
+
+
+def _workers_here(spark) -> bool:
+    """True when every Python worker runs on this machine (a local master), so they can read a
+    file the driver writes."""
+    return not is_connect(spark) and spark.sparkContext.master.startswith("local")
+
+
+def _lookup_table(answers: list[tuple[str, str]], args: StructType, returns: StructType) -> str | None:
+    """The answers as an Arrow file of the request columns (KEY_PREFIX0, ...) and the RETURNS
+    columns, typed as the rows and the chain's output have them; None when Arrow cannot read a
+    value as its type (Spark's join and from_json take those)."""
+    try:
+        arguments = _parsed([a for a, _ in answers], args)
+        outputs = _parsed([o for _, o in answers], returns)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        return None
+    columns = {f"{KEY_PREFIX}{i}": arguments.column(c) for i, c in enumerate(args.fieldNames())}
+    table = pa.table([*columns.values(), *outputs.columns], names=[*columns, *outputs.column_names])
+    folder = tempfile.mkdtemp(prefix="dslc-answers-")
+    atexit.register(shutil.rmtree, folder, True)
+    path = os.path.join(folder, "answers.arrow")
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    return path

@@ -90,6 +90,36 @@ def test_a_warm_rerun_joins_its_answers_and_makes_the_same_rows(spark, serve_app
     assert figures["elements_out"] == len(reaching) + sum(1 for r in reaching if int(r["customer_id"][1:]) % 7 == 5)
 
 
+@pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
+def test_answers_looked_up_in_the_pass_and_joined_by_spark_make_the_same_rows(spark, serve_app, tmp_path,
+                                                                              monkeypatch, mode):
+    """On a local master the chain's pass looks the stored answers up in a file the driver wrote
+    (core/stored_answers.py); elsewhere Spark joins them. Both make the cold run's rows and call
+    nothing."""
+    from dslc.runtime.spark import stored_join
+
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+    server = _service(serve_app, calls)
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 30}", "region": i % 2, "amount": 9.0} for i in range(200)]
+    for part in range(2):
+        (tmp_path / f"in/{part}.json").write_text("".join(json.dumps(r) + "\n" for r in orders[part::2]))
+    cold, _ = _run(tmp_path, server.port, mode, "UNORDERED")
+    paid = sum(calls.values())
+    specs = []
+    join = stored_join.join
+    monkeypatch.setattr(stored_join, "join", lambda *a: specs.append(join(*a)[1]) or join(*a))
+    looked_up, looked_up_figures = _run(tmp_path, server.port, mode, "UNORDERED")
+    monkeypatch.setattr(stored_join, "_workers_here", lambda spark: False)
+    by_spark, by_spark_figures = _run(tmp_path, server.port, mode, "UNORDERED")
+    assert [s.table is not None for s in specs] == [True, False]       # one run each way
+    assert looked_up == by_spark == cold
+    assert sum(calls.values()) == paid
+    plain = sum(1 for r in orders if int(r["customer_id"][1:]) % 7 not in (3, 5))
+    assert looked_up_figures["store_joined"] == by_spark_figures["store_joined"] == plain
+
+
 def test_another_request_joins_nothing_and_pays_again(spark, serve_app, tmp_path, monkeypatch):
     monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
     calls: Counter = Counter()

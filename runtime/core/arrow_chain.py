@@ -214,9 +214,9 @@ class ChainFunction:
                        joined: list[pa.RecordBatch]) -> Iterator[Iterable[Any]]:
         """The rows with a stored answer (joined by Spark, or looked up here) leave at once, Arrow
         to Arrow, counted by the head ENRICH as store hits (`joined`, handed out before the
-        chain's next output); the others go through the chain. ORDERED: only a batch of hits alone, with nothing in
-        flight ahead of it, may leave at once; any other batch goes through the chain whole
-        (the store answers its hits there)."""
+        chain's next output); the others go through the chain. ORDERED: only a batch of hits
+        alone, with nothing in flight ahead of it, may leave at once; any other batch goes
+        through the chain whole (the store answers its hits there)."""
         spec = self.chain.joined
         assert spec is not None
         stored = stored_answers(spec.table, len(spec.keys)) if spec.table is not None else None

@@ -1,4 +1,5 @@
-"""A warm rerun's answers found before the operator: the rows of an ENRICH ... STORE joined to its stored answers.
+"""A warm rerun's answers found before the operator: the rows of an ENRICH ... STORE joined to
+its stored answers.
 
 Asking the store row by row costs Python work per row (its request key, a lookup, a decoded
 answer), which is most of a warm rerun. So before a chain runs, the driver reads the answers
@@ -8,8 +9,8 @@ it writes them, typed by Arrow, to one Arrow file that the chain's Python pass l
 in (core/stored_answers.py: cheaper than Spark's join, bench section 13); elsewhere (a cluster,
 Spark Connect) the rows are joined to them in the JVM (broadcast when small). In the chain's
 Python pass a row that found its answer leaves at once, Arrow to Arrow, counted as a store hit;
-the others go through the operator as before, which asks the store for them too (an answer written since the job started,
-or one that cannot be joined). A store with nothing to join changes nothing: a cold run's plan
+the others go through the operator as before, which asks the store for them too (an answer
+written since the job started, or one that cannot be joined). A store with nothing to join changes nothing: a cold run's plan
 is the plain one.
 
 The rows are those the operator would have made (only answers that round-trip exactly are
@@ -159,7 +160,7 @@ def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: t
         table = _lookup_table(answers, args, returns)
         if table is not None:
             return df, C.JoinedAnswers(None, tuple(df.columns), ordered, table=table, keys=columns)
-    keys = [f"__dslc_k{i}" for i in range(len(columns))]
+    keys = [f"{KEY_PREFIX}{i}" for i in range(len(columns))]
     stored = _stored(df.sparkSession, answers, args, returns, keys)
     if len(answers) <= BROADCAST_ROWS:
         stored = F.broadcast(stored)

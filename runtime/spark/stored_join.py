@@ -56,7 +56,13 @@ _KEY_TYPES = {"string", "boolean", "tinyint", "smallint", "int", "bigint"}
 def enabled(spark) -> bool:
     """`SET spark.dslc.store.join = false` turns the join off (every row asks the store, as
     before it: for comparing the two, or if the join ever misbehaves)."""
-    return str(spark.conf.get(CONF, "true")).strip().lower() != "false"
+    return _setting(spark) != "false"
+
+
+def _setting(spark) -> str:
+    """true (the default: looked up in the chain's pass on a local master, Spark's join
+    elsewhere), spark (Spark's join everywhere) or false (no join)."""
+    return str(spark.conf.get(CONF, "true")).strip().lower()
 
 
 def _variant(op: C.Enrich, schema: StructType) -> tuple[str, tuple[str, ...]] | None:
@@ -174,8 +180,8 @@ def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: t
 
 def _workers_here(spark) -> bool:
     """True when every Python worker runs on this machine (a local master), so they can read a
-    file the driver writes."""
-    return not is_connect(spark) and spark.sparkContext.master.startswith("local")
+    file the driver writes, and `SET spark.dslc.store.join = spark` does not ask for Spark's join."""
+    return not is_connect(spark) and spark.sparkContext.master.startswith("local") and _setting(spark) != "spark"
 
 
 def _lookup_table(answers: list[tuple[str, str]], args: StructType, returns: StructType) -> str | None:

@@ -94,8 +94,8 @@ def test_a_warm_rerun_joins_its_answers_and_makes_the_same_rows(spark, serve_app
 def test_answers_looked_up_in_the_pass_and_joined_by_spark_make_the_same_rows(spark, serve_app, tmp_path,
                                                                               monkeypatch, mode):
     """On a local master the chain's pass looks the stored answers up in a file the driver wrote
-    (core/stored_answers.py); elsewhere Spark joins them. Both make the cold run's rows and call
-    nothing."""
+    (core/stored_answers.py); elsewhere, or with `SET spark.dslc.store.join = spark`, Spark joins
+    them. Both make the cold run's rows and call nothing."""
     from dslc.runtime.spark import stored_join
 
     monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
@@ -111,8 +111,11 @@ def test_answers_looked_up_in_the_pass_and_joined_by_spark_make_the_same_rows(sp
     join = stored_join.join
     monkeypatch.setattr(stored_join, "join", lambda *a: specs.append(join(*a)[1]) or join(*a))
     looked_up, looked_up_figures = _run(tmp_path, server.port, mode, "UNORDERED")
-    monkeypatch.setattr(stored_join, "_workers_here", lambda spark: False)
-    by_spark, by_spark_figures = _run(tmp_path, server.port, mode, "UNORDERED")
+    spark.conf.set("spark.dslc.store.join", "spark")     # what `SET spark.dslc.store.join = spark;` does
+    try:
+        by_spark, by_spark_figures = _run(tmp_path, server.port, mode, "UNORDERED")
+    finally:
+        spark.conf.unset("spark.dslc.store.join")
     assert [s.table is not None for s in specs] == [True, False]       # one run each way
     assert looked_up == by_spark == cold
     assert sum(calls.values()) == paid

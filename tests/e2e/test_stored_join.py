@@ -1,8 +1,10 @@
-"""A warm rerun's stored answers joined to their rows by Spark (runtime/spark/stored_join.py), on
-Spark (local[2]) with a real HTTP service that counts its calls: the rows are exactly the cold
-run's in BATCH and STREAMING, ORDERED and UNORDERED, nothing is called again, and the rows Spark
-joined are counted (`store_joined`); answers it cannot join (a miss, two results) still come from
-the store through the operator; a changed request (another URL) joins nothing and pays again."""
+"""A warm rerun's stored answers matched to their rows before the operator
+(runtime/spark/stored_join.py: looked up in the chain's pass on a local master, joined by Spark
+elsewhere), on Spark (local[2]) with a real HTTP service that counts its calls: the rows are
+exactly the cold run's in BATCH and STREAMING, ORDERED and UNORDERED, nothing is called again,
+and the rows matched are counted (`store_joined`); answers that cannot be joined (a miss, two
+results) still come from the store through the operator; a changed request (another URL) joins
+nothing and pays again."""
 from __future__ import annotations
 
 import json
@@ -109,7 +111,13 @@ def test_answers_looked_up_in_the_pass_and_joined_by_spark_make_the_same_rows(sp
     paid = sum(calls.values())
     specs = []
     join = stored_join.join
-    monkeypatch.setattr(stored_join, "join", lambda *a: specs.append(join(*a)[1]) or join(*a))
+
+    def spied(*arguments):
+        joined, spec = join(*arguments)
+        specs.append(spec)
+        return joined, spec
+
+    monkeypatch.setattr(stored_join, "join", spied)
     looked_up, looked_up_figures = _run(tmp_path, server.port, mode, "UNORDERED")
     spark.conf.set("spark.dslc.store.join", "spark")     # what `SET spark.dslc.store.join = spark;` does
     try:

@@ -10,8 +10,8 @@ in (core/stored_answers.py: cheaper than Spark's join, bench section 13); elsewh
 Spark Connect) the rows are joined to them in the JVM (broadcast when small). In the chain's
 Python pass a row that found its answer leaves at once, Arrow to Arrow, counted as a store hit;
 the others go through the operator as before, which asks the store for them too (an answer
-written since the job started, or one that cannot be joined). A store with nothing to join changes nothing: a cold run's plan
-is the plain one.
+written since the job started, or one that cannot be joined). A store with nothing to join
+changes nothing: a cold run's plan is the plain one.
 
 The rows are those the operator would have made (only answers that round-trip exactly are
 joined), in both modes: a streaming query joins each micro-batch to the answers read when the
@@ -111,12 +111,24 @@ def _dataframe(spark, table: pa.Table) -> DataFrame:
     """The answers as a DataFrame: on a local master through a Parquet file the driver writes and
     Spark reads (about twice as fast as sending the rows to the JVM), else `createDataFrame`
     (executors on other machines could not read the driver's file)."""
-    if is_connect(spark) or not spark.sparkContext.master.startswith("local"):
+    if not _local(spark):
         return spark.createDataFrame(table)
-    folder = tempfile.mkdtemp(prefix="dslc-answers-")
-    atexit.register(shutil.rmtree, folder, True)
+    folder = _answers_folder()
     pq.write_table(table, os.path.join(folder, "answers.parquet"))
     return spark.read.parquet(folder)
+
+
+def _local(spark) -> bool:
+    """True on a local master: every Python worker and executor runs on the driver's machine and
+    can read a file the driver writes."""
+    return not is_connect(spark) and spark.sparkContext.master.startswith("local")
+
+
+def _answers_folder() -> str:
+    """A folder of this machine for the answers the driver writes, removed when the job ends."""
+    folder = tempfile.mkdtemp(prefix="dslc-answers-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 def _parsed(texts: Sequence[str], schema: StructType) -> pa.Table:
@@ -179,9 +191,8 @@ def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: t
 
 
 def _workers_here(spark) -> bool:
-    """True when every Python worker runs on this machine (a local master), so they can read a
-    file the driver writes, and `SET spark.dslc.store.join = spark` does not ask for Spark's join."""
-    return not is_connect(spark) and spark.sparkContext.master.startswith("local") and _setting(spark) != "spark"
+    """True on a local master (`_local`) unless `SET spark.dslc.store.join = spark` asks for Spark's join."""
+    return _local(spark) and _setting(spark) != "spark"
 
 
 def _lookup_table(answers: list[tuple[str, str]], args: StructType, returns: StructType) -> str | None:
@@ -195,9 +206,7 @@ def _lookup_table(answers: list[tuple[str, str]], args: StructType, returns: Str
         return None
     columns = {f"{KEY_PREFIX}{i}": arguments.column(c) for i, c in enumerate(args.fieldNames())}
     table = pa.table([*columns.values(), *outputs.columns], names=[*columns, *outputs.column_names])
-    folder = tempfile.mkdtemp(prefix="dslc-answers-")
-    atexit.register(shutil.rmtree, folder, True)
-    path = os.path.join(folder, "answers.arrow")
+    path = os.path.join(_answers_folder(), "answers.arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
     return path

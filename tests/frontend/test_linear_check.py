@@ -8,8 +8,6 @@ every earlier statement for each new one (a quadratic lookup) pushes the ratio p
 """
 from __future__ import annotations
 
-import cProfile
-import pstats
 import sys
 from pathlib import Path
 
@@ -18,20 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))   # bench/ is a folder of the repository, not an installed package
 
-from bench.check_time import chain  # noqa: E402
+from bench.check_time import calls_of_a_check, chain  # noqa: E402
 from bench.compiler_scaling import UDFS, generate  # noqa: E402
-from dslc.compiler.pipeline import check_file  # noqa: E402
 
 SMALL, LARGE = 30, 300     # statements besides the SOURCE (and a chain's SINK)
-
-
-def calls_of_a_check(flow: Path) -> int:
-    """Python function calls made by one `check_file` of `flow` (after a first check that fills
-    the caches imports and grammars keep)."""
-    check_file(flow)
-    profiler = cProfile.Profile()
-    profiler.runcall(check_file, flow)
-    return sum(calls for (calls, _, _, _, _) in pstats.Stats(profiler).stats.values())  # type: ignore[attr-defined]
 
 
 def _write(folder: Path, name: str, text: str) -> Path:

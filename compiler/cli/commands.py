@@ -117,9 +117,11 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
     Python: the metrics table, dslc's lines) to the terminal."""
     extra = args.spark_args
-    command = spark_submit() + ["--master", args.master or "local[*]", "--conf", "spark.log.level=WARN",
+    master = args.master or "local[*]"
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    command = spark_submit() + ["--master", master, "--conf", "spark.log.level=WARN", *_daemon(master, extra, python),
                                 *_driver_python(extra), *extra, str(job)]
-    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+    env = {**os.environ, "PYSPARK_PYTHON": python,
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
            analysis_errors.FLOW_ENV: str(Path(args.file).resolve()), **watch}
     if calls:
@@ -130,6 +132,20 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
                           for a in ("--conf", f"spark.executorEnv.{k}={v}")]
     with open(log, "a", encoding="utf-8") as spark_log:
         return _call(command, env, stderr=spark_log)
+
+
+def _daemon(master: str, extra: list[str], python: str) -> list[str]:
+    """On a local master whose Python workers run this Python, workers forked from dslc's daemon
+    (runtime/spark/daemon.py: compiled PySpark, the chain's modules loaded once). Spark's own
+    daemon where dslc may be missing: a cluster's executors (local-cluster[...] too), another
+    Python named for the workers, or a daemon the user names."""
+    if master != "local" and not master.startswith("local["):
+        return []
+    if any("spark.pyspark.python" in arg or "spark.python.daemon.module" in arg for arg in extra):
+        return []
+    if os.path.realpath(shutil.which(python) or python) != os.path.realpath(sys.executable):
+        return []
+    return ["--conf", "spark.python.daemon.module=dslc.runtime.spark.daemon"]
 
 
 _DRIVER_ONLY = (secrets.FILE_ENV, secrets.OPTIONAL_ENV, failure.LOG_ENV)

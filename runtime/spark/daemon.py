@@ -1,0 +1,23 @@
+"""PySpark's Python worker daemon, started from the compiled PySpark with the chain's modules loaded.
+
+Spark starts one daemon per executor (`spark.python.daemon.module`, pyspark.daemon by default)
+and forks a Python worker from it for each task slot. `dslc run` on a local master names this
+module instead: it imports PySpark from the installed package rather than from its source zip
+(compiled_pyspark.py), and loads what every chain's worker imports (pyarrow, the chain's runtime)
+once in the daemon, so that each forked worker starts with them instead of importing them
+again, all at once, on the same cores (bench/run_start.py). Only where dslc is installed: a
+cluster's executors, which may not have it, keep Spark's own daemon.
+"""
+from dslc.runtime.spark.compiled_pyspark import prefer_installed_pyspark
+
+prefer_installed_pyspark()
+
+from pyspark import daemon  # noqa: E402 - after the path is set
+
+try:   # loaded before the fork; a worker that cannot load them says why when its task runs
+    import dslc.runtime.core.arrow_chain  # noqa: E402, F401
+except Exception:  # noqa: BLE001
+    pass
+
+if __name__ == "__main__":
+    daemon.manager()

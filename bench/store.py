@@ -3,7 +3,9 @@ per-process CACHE, and one RATE for the whole job against the static split.
 
 a. Warm rerun: the same job over the same rows, every answer already in the store, against the
    job without the ENRICH (read, write Parquet); embedded store (SQLite) and Redis (a local
-   `redis-server` started for the run, when installed). Interleaved, median of 3.
+   `redis-server` started for the run, when installed). Interleaved, median of 3: in one warm
+   session (the job's own work, main() run in this process) and as `dslc run` (the whole job
+   as a user reruns it: spark-submit, a new JVM, new Python workers).
 b. Calls saved: a Zipf workload (as section 5) in 4 partitions on local[2] (two Python workers,
    each with its own CACHE): CACHE against STORE, cold, calls counted by the service.
 c. RATE with skew: 2 partitions of 900 and 100 rows, RATE 50 PER SECOND, a service answering
@@ -12,14 +14,17 @@ c. RATE with skew: 2 partitions of 900 and 100 rows, RATE 50 PER SECOND, a servi
 """
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import statistics
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 from .cache_zipf import zipf_keys
-from .common import AppInThread, Context, run_flow, write_input
+from .common import PARTITIONS, AppInThread, Context, run_flow, write_input
 from .report import Section, Table, Target, ratio
 
 PLAIN = """\
@@ -142,21 +147,20 @@ def _warm(ctx: Context, rows: int, by_row: bool = True) -> tuple[Table, list[Tar
             times[FLOOR].append(run_flow(floor).seconds)
             for name, flow in flows.items():
                 times[name].append(run_flow(flow).seconds)
+        # the same jobs as a user reruns them: `dslc run`, a new JVM and new Python workers each time
+        submitted = {"without ENRICH": plain, FLOOR: floor, **{name: flows[name] for name in stores}}
+        whole: dict[str, list[float]] = {name: [] for name in submitted}
+        for _ in range(3):
+            for name, flow in submitted.items():
+                whole[name].append(_dslc_run(flow))
         calls = ctx.service.stats()["calls"]
     finally:
         if redis is not None:
             redis.stop()
     base = statistics.median(times["without ENRICH"])
-    table = Table(["job", "runs (s)", "median s", "vs without ENRICH"])
-    for name, values in times.items():
-        table.add(name, " / ".join(f"{v:.2f}" for v in values), f"{statistics.median(values):.2f}",
-                  ratio(statistics.median(values), base))
-    targets = [Target(f"warm rerun, embedded store, {rows:,} rows: <= 1.5x the job without the ENRICH",
-                      ratio(statistics.median(times["embedded (SQLite)"]), base),
-                      statistics.median(times["embedded (SQLite)"]) <= 1.5 * base)]
-    if "Redis" in times:
-        targets.append(Target(f"warm rerun, Redis, {rows:,} rows: <= 2x the job without the ENRICH",
-                              ratio(statistics.median(times["Redis"]), base), statistics.median(times["Redis"]) <= 2 * base))
+    table, targets = _compared(times, rows, "in one warm session, the job's own work")
+    whole_table, whole_targets = _compared(whole, rows, "`dslc run`, the whole job")
+    targets = whole_targets + targets
     floor = statistics.median(times[FLOOR])
     notes = [f"Warm reruns made {calls} calls (every answer came from the store).",
              f"The floor: Spark alone joining the same rows to a Parquet table of their answers (a broadcast "
@@ -176,7 +180,36 @@ def _warm(ctx: Context, rows: int, by_row: bool = True) -> tuple[Table, list[Tar
             joined, by_row = statistics.median(times[name]), statistics.median(times[f"{name}, row by row"])
             notes.append(f"{name}: finding the stored answers before the operator makes the warm rerun {by_row / joined:.1f}x "
                          "faster than asking the store row by row (`SET spark.dslc.store.join = false`).")
-    return table, targets, notes
+    notes.insert(0, "As a user reruns it (`dslc run`: a new JVM and new Python workers, about 20 s on this machine), "
+                    "the warm rerun's extra work is a small share of the job; in one warm session, where the job "
+                    "without the ENRICH takes under a second, it is most of it (the table below).")
+    return [whole_table, table], targets, notes
+
+
+def _dslc_run(flow: Path) -> float:
+    """Seconds of `dslc run FLOW --master local[2]` as a user types it: spark-submit, a new JVM,
+    new Python workers (the in-session runs above share one JVM and its warm workers)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "DSLC_METRICS_FILE")}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(flow), "--master", f"local[{PARTITIONS}]"],
+                   cwd=flow.parent, env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def _compared(times: dict[str, list[float]], rows: int, how: str) -> tuple[Table, list[Target]]:
+    """The runs against the job without the ENRICH, and the warm-rerun goals, measured `how`."""
+    base = statistics.median(times["without ENRICH"])
+    table = Table([f"job ({how})", "runs (s)", "median s", "vs without ENRICH"])
+    for name, values in times.items():
+        table.add(name, " / ".join(f"{v:.2f}" for v in values), f"{statistics.median(values):.2f}",
+                  ratio(statistics.median(values), base))
+    targets = []
+    for store, goal in (("embedded (SQLite)", 1.5), ("Redis", 2.0)):
+        if store in times:
+            measured = statistics.median(times[store])
+            targets.append(Target(f"warm rerun, {store}, {rows:,} rows, {how}: <= {goal}x the job without the ENRICH",
+                                  ratio(measured, base), measured <= goal * base))
+    return table, targets
 
 
 def _zipf(ctx: Context, rows: int) -> tuple[Table, list[str]]:
@@ -240,17 +273,18 @@ def _rate(ctx: Context) -> tuple[Table, list[Target], list[str]]:
 def run(ctx: Context) -> Section:
     started = time.perf_counter()
     rows = 1_000_000 if ctx.full else 200_000
-    warm_table, targets, warm_notes = _warm(ctx, rows)
+    warm_tables, targets, warm_notes = _warm(ctx, rows)
     zipf_table, zipf_notes = _zipf(ctx, 20_000 * (5 if ctx.full else 1))
     rate_table, rate_targets, rate_notes = _rate(ctx)
     section = Section(
         "13. The answer store: warm reruns, calls saved, one RATE",
         f"""\
 a. {rows:,} rows ({rows // 4:,} distinct keys), `ENRICH ... STORE` on `/instant`, every answer already in the
-store, against the same job without the ENRICH (Parquet in, Parquet out); interleaved, median of 3.
+store, against the same job without the ENRICH (Parquet in, Parquet out); interleaved, median of 3, as
+`dslc run` on local[2] (the whole job) and in one warm session (the job's own work).
 b. Zipf keys, `/fixed` (20 ms), UNORDERED CAPACITY 100, CACHE against STORE.
 c. {RATE} calls per second, 2 partitions of 900 and 100 rows, a service that answers at once.""",
-        tables=[warm_table, zipf_table, rate_table],
+        tables=[*warm_tables, zipf_table, rate_table],
         targets=targets + rate_targets,
         notes=warm_notes + zipf_notes + rate_notes,
     )
@@ -270,8 +304,8 @@ if __name__ == "__main__":   # python -m bench.store [--full] [--warm]: this sec
     with LatencyService() as latency:
         context = Context(spark=spark_session(), service=latency, full="--full" in sys.argv, root=root)
         if "--warm" in sys.argv:    # part a only, without the row-by-row runs (minutes less)
-            table, targets, notes = _warm(context, 1_000_000 if context.full else 200_000, by_row=False)
-            result = Section("13a. Warm reruns", "", tables=[table], targets=targets, notes=notes)
+            tables, targets, notes = _warm(context, 1_000_000 if context.full else 200_000, by_row=False)
+            result = Section("13a. Warm reruns", "", tables=tables, targets=targets, notes=notes)
         else:
             result = run(context)
     print(result.markdown())

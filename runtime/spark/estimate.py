@@ -25,7 +25,8 @@ NULL. For each recorded ENRICH this module then counts, with Spark:
 
 Limits: the rows an ENRICH emits (a miss dropped, a list answer) are unknown before calling, so
 an ENRICH after another ENRICH sees one row per input row; retries, errors and timeouts are not
-counted; a TTL that expires during the run is not foreseen.
+foreseen (with RETRY n a note gives the most calls: each one retried n times); a TTL that expires
+during the run is not foreseen.
 """
 from __future__ import annotations
 
@@ -64,6 +65,12 @@ class Estimate:
     prompt_tokens: int | None = None        # None: the call reports no tokens (HTTP, PYTHON)
     completion_tokens: int | None = None
     completion_basis: str | None = None     # where the completion per call comes from
+    retries: int = 0                        # RETRY n: each call may be sent up to n times more
+
+    @property
+    def calls_if_all_retried(self) -> int:
+        """The calls when every one fails and is retried RETRY n times: the most the run can make."""
+        return self.calls * (1 + self.retries)
 
     @property
     def tokens(self) -> int | None:
@@ -260,6 +267,9 @@ def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, task
             completion_tokens = round(per_call * elements)
             notes.append(f"tokens: prompt {prompt} + completion {completion_tokens} "
                          f"({per_call:.0f} a call, {basis}); retries not counted")
+    retries = op.retry.attempts if op.retry else 0
+    if retries and calls:
+        notes.append(f"RETRY {retries}: up to {calls * (1 + retries)} calls if every call fails and is retried")
     rate = op.rate.per_second if op.rate else None
     seconds = None
     if latency_s is not None:
@@ -272,4 +282,5 @@ def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, task
                     sampled=sampled, calls=calls, tasks=tasks, capacity=op.capacity, rate=rate,
                     latency_s=latency_s, seconds=seconds, budget=budget.amount if budget else None,
                     budget_unit=budget.unit if budget else None, notes=notes,
-                    prompt_tokens=prompt, completion_tokens=completion_tokens, completion_basis=basis)
+                    prompt_tokens=prompt, completion_tokens=completion_tokens, completion_basis=basis,
+                    retries=retries)

@@ -63,7 +63,7 @@ FLOW = """PIPELINE skewed MODE BATCH;
 SOURCE events FROM JSON 'in/' SCHEMA (id STRING, user STRING, amount DOUBLE);
 STREAM big = SELECT * FROM events WHERE amount > 50;
 STREAM scored = ENRICH big WITH HTTP GET 'http://127.0.0.1:{port}/u/{{user}}' RETURNS (score DOUBLE)
-  ASYNC UNORDERED CAPACITY 16 TIMEOUT 5s STORE RATE 2000 PER SECOND BUDGET {budget} CALLS;
+  ASYNC UNORDERED CAPACITY 16 TIMEOUT 5s RETRY 2 STORE RATE 2000 PER SECOND BUDGET {budget} CALLS;
 SINK scored TO JSON 'out/scored';
 """
 
@@ -89,6 +89,8 @@ def test_a_filtered_skewed_workload_and_the_budget_verdict(spark, serve_app, tmp
     flow.write_text(FLOW.format(port=server.port, budget=100000))
     est = _estimate(flow, sample=50)["scored"]
     assert est.budget_enough is True and not calls
+    assert est.calls_if_all_retried == 3 * est.calls           # RETRY 2: the most a failing service costs
+    assert f"RETRY 2: up to {3 * est.calls} calls if every call fails" in " ".join(est.notes)
     run_flow(flow)
     made = sum(calls.values())
     assert abs(est.calls - made) <= 0.1 * made

@@ -96,7 +96,7 @@ class StampingService(AppInThread):
         super().__init__(app)
 
 
-def _warm(ctx: Context, rows: int, by_row: bool = True) -> tuple[Table, list[Target], list[str]]:
+def _warm(ctx: Context, rows: int, by_row: bool = True) -> tuple[list[Table], list[Target], list[str]]:
     folder = ctx.folder("store-warm")
     keys = [f"c{i % (rows // 4)}" for i in range(rows)]
     write_input(folder / "input", {"event_id": [f"e{i}" for i in range(rows)], "customer_id": keys})
@@ -293,9 +293,7 @@ c. {RATE} calls per second, 2 partitions of 900 and 100 rows, a service that ans
 
 
 if __name__ == "__main__":   # python -m bench.store [--full] [--warm]: this section (or part a alone), printed
-    import sys
     import tempfile
-    from pathlib import Path
 
     from .common import spark_session
     from .service import LatencyService

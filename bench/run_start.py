@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
+
+from .common import dslc_run
 
 FLOW = """\
 PIPELINE start MODE BATCH;
@@ -43,12 +41,7 @@ def _run(folder: Path, extra: tuple[str, ...]) -> dict[str, float]:
     logs = folder / "target" / "logs"
     for old in logs.glob("*.log"):
         old.unlink()
-    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON")}
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"), "--master",
-                    "local[2]", "--", "--conf", "spark.log.level=INFO", *extra], cwd=folder, env=env, check=True,
-                   capture_output=True)
-    wall = time.perf_counter() - started
+    wall = dslc_run(folder / "pipeline.flow", "--conf", "spark.log.level=INFO", *extra)
     log = "".join(path.read_text() for path in logs.glob("*.log"))
     tasks = [tuple(map(int, m)) for m in TASK_TIMES.findall(log)]
     return {"wall": wall, "job": sum(float(t) for t in JOB_TIME.findall(log)) / 1000,

@@ -14,7 +14,6 @@ c. RATE with skew: 2 partitions of 900 and 100 rows, RATE 50 PER SECOND, a servi
 """
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import statistics
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 from .cache_zipf import zipf_keys
-from .common import PARTITIONS, AppInThread, Context, run_flow, write_input
+from .common import AppInThread, Context, dslc_run, run_flow, write_input
 from .report import Section, Table, Target, ratio
 
 PLAIN = """\
@@ -152,7 +151,7 @@ def _warm(ctx: Context, rows: int, by_row: bool = True) -> tuple[list[Table], li
         whole: dict[str, list[float]] = {name: [] for name in submitted}
         for _ in range(3):
             for name, flow in submitted.items():
-                whole[name].append(_dslc_run(flow))
+                whole[name].append(dslc_run(flow))
         calls = ctx.service.stats()["calls"]
     finally:
         if redis is not None:
@@ -184,16 +183,6 @@ def _warm(ctx: Context, rows: int, by_row: bool = True) -> tuple[list[Table], li
                     "the warm rerun's extra work is a small share of the job; in one warm session, where the job "
                     "without the ENRICH takes under a second, it is most of it (the table below).")
     return [whole_table, table], targets, notes
-
-
-def _dslc_run(flow: Path) -> float:
-    """Seconds of `dslc run FLOW --master local[2]` as a user types it: spark-submit, a new JVM,
-    new Python workers (the in-session runs above share one JVM and its warm workers)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "DSLC_METRICS_FILE")}
-    started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(flow), "--master", f"local[{PARTITIONS}]"],
-                   cwd=flow.parent, env=env, check=True, capture_output=True)
-    return time.perf_counter() - started
 
 
 def _compared(times: dict[str, list[float]], rows: int, how: str) -> tuple[Table, list[Target]]:

@@ -165,7 +165,7 @@ class _Lowering:
                 self.visit_sink(index, sink)
             o.line()
             if self.streaming:
-                o.line("streaming.await_queries(spark, queries, TRIGGER)")
+                o.line("streaming.await_queries(queries, TRIGGER)")
             o.line("metrics.report()" if self.target.writes else "return captured")
         o.line()
         o.line()

@@ -302,13 +302,23 @@ class CompleteFolder:
                 shutil.rmtree(old, ignore_errors=True)
 
 
-def await_queries(spark: SparkSession, queries: list[StreamingQuery], trigger: str | None) -> None:
-    """Wait for every query (AVAILABLE NOW) or until one stops or fails (continuous triggers)."""
+#: How long await_queries waits on one query before it looks at the next.
+AWAIT_STEP_S = 0.5
+
+
+def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
+    """Wait for every query (AVAILABLE NOW) or until one stops or fails (continuous triggers).
+
+    Only this job's queries are awaited: the session's awaitAnyTermination also ends on any other
+    query of the session, and raises at once the failure of a query an earlier job of the same
+    session left behind (dslc repl, dslc test, a user's pytest session; seen as a second job
+    failing with the first one's StreamingQueryException)."""
     if trigger == "available-now":
         for query in queries:
             query.awaitTermination()
         return
-    spark.streams.awaitAnyTermination()
+    while not any(query.awaitTermination(AWAIT_STEP_S) for query in queries):
+        pass        # awaitTermination(timeout): True once the query stopped, raises if it failed
     for query in queries:
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))

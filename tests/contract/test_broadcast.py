@@ -156,7 +156,7 @@ def judge(row, rules):
             _move_in(flow, "in/orders", f"{r}.json", [{"id": f"o{r}", "country": "NL", "amount": r + 0.5}])
             deadline = time.monotonic() + 60
             while len(_rows(flow, "out/judged")) < r or len(_rows(flow, "out/flagged")) < r:
-                assert not failures and time.monotonic() < deadline, failures
+                assert not failures and time.monotonic() < deadline, [str(f) for f in failures]
                 time.sleep(0.3)
     finally:
         for query in flow.spark.streams.active:

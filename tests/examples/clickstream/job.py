@@ -149,7 +149,7 @@ def main() -> None:
         folder=FOLDER,
     ))
 
-    streaming.await_queries(spark, queries, TRIGGER)
+    streaming.await_queries(queries, TRIGGER)
     metrics.report()
 
 

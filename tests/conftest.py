@@ -1,5 +1,6 @@
-"""Fixtures shared by every test: one real SparkSession (local[2]) per run, and a real aiohttp
-server on 127.0.0.1 for enrichment services."""
+"""Fixtures shared by every test: one real SparkSession (local[2]) per run (per worker process
+when pytest-xdist runs the files in several), and a real aiohttp server on 127.0.0.1 for
+enrichment services."""
 from __future__ import annotations
 
 import asyncio
@@ -27,7 +28,7 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS)
 
 @pytest.fixture(scope="session")
 def spark():
-    """The one SparkSession of the test run; generated jobs reuse it through getOrCreate()."""
+    """The one SparkSession of the test run (of this worker); generated jobs reuse it through getOrCreate()."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 

@@ -65,7 +65,7 @@ def test_readme_starts_with_the_two_commands_and_ci_runs_the_second():
     assert block and text.index("```bash") < text.index("\n## ")
     setup, tests = [line.split("#")[0].strip() for line in block.group(1).strip().splitlines()]
     assert setup.startswith(".ci/install && ") and "examples/run.py" in setup
-    assert tests == ".venv/bin/python -m pytest -q --durations=25"      # CI logs show the slowest tests
+    assert tests == ".venv/bin/python -m pytest -q -n 2 --dist loadfile --durations=25"   # CI logs show the slowest
     ci = (ROOT / ".ci/run").read_text()
     assert ".ci/install" in ci and "README.md" in ci
     assert os.access(ROOT / ".ci/install", os.X_OK) and os.access(ROOT / ".ci/run", os.X_OK)

@@ -14,8 +14,23 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import (adaptive, async_enrich, cache_zipf, chaining, compiler_scaling, cpu_per_call, enrich_modes,
-               lsp_latency, models, pushdown, report, services, store, streaming_match, streaming_sinks)
+from . import (
+    adaptive,
+    async_enrich,
+    cache_zipf,
+    chaining,
+    compiler_scaling,
+    cpu_per_call,
+    enrich_modes,
+    lsp_latency,
+    models,
+    pushdown,
+    report,
+    services,
+    store,
+    streaming_match,
+    streaming_sinks,
+)
 from .common import Context, spark_session
 from .service import LatencyService
 

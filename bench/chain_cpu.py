@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .check_time import ROOT, baseline_tree
+from .check_time import baseline_tree
 
 ROUNDS = 3
 

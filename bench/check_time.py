@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         after = measure(None, flows, spark=True)
     print(f"dslc check, {args.baseline} (before) against this tree (after); in-process best of 5, "
           "and one whole process")
-    print(f"| workload | before ms | after ms | after/before | errors before | errors after "
-          f"| process before s | process after s | process --spark s | --spark/fast |")
+    print("| workload | before ms | after ms | after/before | errors before | errors after "
+          "| process before s | process after s | process --spark s | --spark/fast |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in flows:
         b, a = before[name], after[name]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
 from dslc.compiler.pipeline import compile_file
 from dslc.testing.app_thread import AppInThread  # noqa: F401 - the bench's in-process services use it
 

@@ -142,8 +142,8 @@ def _loop_thread(factory: Callable[[], asyncio.AbstractEventLoop]) -> asyncio.Ab
 
 def _operator(loop: asyncio.AbstractEventLoop, url: str, capacity: int, n: int) -> tuple[float, float]:
     """Rows/s and CPU microseconds per element of one EnrichOperator on `loop`."""
-    from dslc.runtime.core import async_operator, loop_chain
     from dslc.runtime.config import Column, Enrich, HttpCall, Mode
+    from dslc.runtime.core import async_operator, loop_chain
 
     config = Enrich(name=f"cpu_{id(loop)}_{capacity}", line=1, call=HttpCall(url), returns=(Column("value", "STRING"),),
                     key_columns=("id",), mode=Mode.UNORDERED, capacity=capacity, timeout_s=30.0)

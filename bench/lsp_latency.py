@@ -142,7 +142,6 @@ def from_scratch(work: Workload, repeats: int = 5) -> float:
     the edited versions (CPU, not wall: the machine's load changes it less); also notes each
     version's diagnostics, which the server must match."""
     from dslc.compiler.lsp.analysis import analyze
-
     from dslc.compiler.plan.sqltypes import canonical
 
     path, base = str(work.path), str(work.path.parent)

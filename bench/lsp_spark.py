@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         work = workloads(Path(folder), args.edits)
         off = asyncio.run(measure(work, False, args.settle))
         on = asyncio.run(measure(work, True, args.settle))
-    print(f"| file: edits | fast p50 ms off | fast p95 ms off | fast p50 ms on | fast p95 ms on | "
-          f"p95 on / off | Spark's diagnostics: p50 ms | versions with Spark's result |")
+    print("| file: edits | fast p50 ms off | fast p95 ms off | fast p50 ms on | fast p95 ms on | "
+          "p95 on / off | Spark's diagnostics: p50 ms | versions with Spark's result |")
     print("|---|---|---|---|---|---|---|---|")
     for w in work:
         a, _ = off[w.name]

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import aiohttp
+
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, PythonCall
 from dslc.runtime.core.async_operator import EnrichOperator
 from dslc.runtime.core.loop_chain import LoopDriver

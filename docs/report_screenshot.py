@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "report"))
 
-from bench.diagnosis import Service, write_case  # noqa: E402
 from browser import screenshot  # noqa: E402
+
+from bench.diagnosis import Service, write_case  # noqa: E402
 
 OUT = ROOT / "docs" / "images" / "report.png"
 

@@ -8,7 +8,7 @@ checked on construction, so a bad value never reaches an executor.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from dslc.runtime.calls.prompt import fill_text

@@ -18,7 +18,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from .case_file import Case, CaseFileError, load
 from .harness import CaseResult, check_pipeline, run_prepared

@@ -356,7 +356,7 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
         return CaseResult(case.name, False, error=f"case {case.name!r}: the pipeline failed: {short_error(exc)}",
                           seconds=time.perf_counter() - started)
     result = CaseResult(case.name, True)
-    for i, sink in enumerate(sandboxed.sinks):
+    for sink in sandboxed.sinks:
         result.outputs.setdefault(sink.input, _read_sink(spark, sink, p.node(sink.input).schema))
     for node in sandboxed.nodes:
         if isinstance(node, plan.Enrich) and node.dead_letter:

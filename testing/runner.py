@@ -12,7 +12,6 @@ from typing import TextIO
 from .case_file import CaseFileError, TestFile, find, load
 from .harness import CaseResult, check_pipeline, run_prepared
 
-
 _LOG4J = """\
 rootLogger.level = warn
 rootLogger.appenderRef.file.ref = file

@@ -46,7 +46,7 @@ def _timestamp(value: Any) -> dt.datetime:
     return stamp.replace(tzinfo=dt.timezone.utc) if stamp.tzinfo is None else stamp.astimezone(dt.timezone.utc)
 
 
-def typed(value: Any, data_type: T.DataType) -> Any:
+def typed(value: Any, data_type: T.DataType) -> Any:  # noqa: C901 - to be split (#42)
     """`value` as Spark holds a `data_type` value; raise DoesNotFit when it cannot."""
     if value is None:
         return None

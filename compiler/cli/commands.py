@@ -165,9 +165,9 @@ def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | N
     if optional:
         env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
         return env
+    from dslc.compiler.codegen.lower import pipeline_secrets
     from dslc.compiler.pipeline import check_source
     from dslc.compiler.source import SourceFile
-    from dslc.compiler.codegen.lower import pipeline_secrets
 
     names = pipeline_secrets(check_source(SourceFile.read(args.file), mode=args.mode))
     try:

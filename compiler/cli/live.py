@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,7 +36,7 @@ def table(view: dict[str, Any] | None):
     title = f"dslc: {format_elapsed((view or {}).get('elapsed', 0))}" + ("" if rows else " (waiting for tasks)")
     grid = Table(title=title, title_justify="left", expand=False)
     grid.add_column("operator", no_wrap=True)
-    for key, heading in list(COLUMNS) + [(k, k.replace("_", " ")) for k in extras]:
+    for _key, heading in list(COLUMNS) + [(k, k.replace("_", " ")) for k in extras]:
         grid.add_column(heading, justify="right", no_wrap=True)
     for row in rows:
         grid.add_row(str(row["operator"]), *(cell(row, k) for k in [k for k, _ in COLUMNS] + extras))

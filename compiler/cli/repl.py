@@ -17,11 +17,11 @@ from typing import Callable, Iterable, TextIO
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
-from dslc.compiler.diagnostics import CompileError
-from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.cli.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
 from dslc.compiler.cli.repl_session import Session, SparkUnavailable, statement_kind
 from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.frontend.lexical import split_statements
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "

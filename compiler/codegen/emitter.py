@@ -12,7 +12,6 @@ from contextlib import contextmanager
 from enum import Enum
 from typing import Iterable, Iterator
 
-
 WIDTH = 100     # generated lines longer than this are broken (calls, chains, literals, comments)
 
 

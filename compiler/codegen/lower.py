@@ -15,13 +15,13 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from dslc.compiler.codegen import configs
+from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.match_keys import equality_keys
-from dslc.compiler.plan.streaming import watermarks
 from dslc.compiler.plan.names import sql_name
-from dslc.compiler.codegen import configs
-from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
+from dslc.compiler.plan.streaming import watermarks
 from dslc.runtime.secrets import secret_names
 
 # SINK connector -> Spark data source format, for the sinks a job writes with df.write itself

@@ -8,14 +8,13 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
-from dslc.grammar import grammar_text
-
-from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
+from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.lexical import Chunk, leading_space, split_statements, unescape_string
 from dslc.compiler.source import SourceFile, Span
+from dslc.grammar import grammar_text
 
 STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK")
 

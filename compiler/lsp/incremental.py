@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from dslc.compiler.diagnostics import Diagnostic

@@ -6,12 +6,12 @@ import json
 import shutil
 import subprocess
 
-from dslc.compiler.optimizer import physical, queries
-from dslc.compiler.plan import logical as plan
 from dslc.compiler.diagnostics import ToolError
+from dslc.compiler.optimizer import physical, queries
+from dslc.compiler.optimizer.optimize import Options, optimize
+from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.explain import _describe
 from dslc.compiler.plan.match_keys import equality_keys
-from dslc.compiler.optimizer.optimize import Options, optimize
 
 
 def _match_kind(step: physical.MatchJoin, p: plan.Plan) -> str:

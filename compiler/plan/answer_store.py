@@ -26,7 +26,7 @@ def location(text: ast.Str, problems: list[Diagnostic]) -> str | None:
     if value.lower().startswith(("redis://", "rediss://")):
         parts = urlsplit(value)
         try:
-            parts.port
+            _ = parts.port     # urlsplit checks the port only when it is read
         except ValueError:
             parts = None
         if parts is None or not parts.hostname or parts.path.strip("/") and not parts.path.strip("/").isdigit():

@@ -125,7 +125,7 @@ def _match(node: plan.Match, source: SourceFile, session) -> Diagnostic | None:
     head = (f"SELECT * FROM {sql_name(node.input)} AS {sql_name(node.input)} "
             f"JOIN {sql_name(node.state)} AS {sql_name(node.alias)} ON ")
     try:
-        session.sql(head + node.predicate).schema
+        _ = session.sql(head + node.predicate).schema   # analysed when its schema is read
     except Exception as exc:        # noqa: BLE001 - Spark's AnalysisException/ParseException, via Py4J
         if not hasattr(exc, "getCondition"):
             raise

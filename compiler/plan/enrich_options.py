@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
-from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Rate, Retry
 
 
@@ -33,7 +33,7 @@ class EnrichOptions:
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
-def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:
+def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:  # noqa: C901 - to be split (#42)
     """Interpret the option clauses of one ENRICH statement."""
     result = EnrichOptions()
     seen = options.first_of_each(opts, problems)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 from dslc.compiler.plan import logical as plan
@@ -19,7 +19,7 @@ def _headers(call) -> str:
     return " HEADERS (" + ", ".join(f"{k!r} = {v!r}" for k, v in call.headers) + ")"
 
 
-def _describe(node: plan.PlanNode) -> str:
+def _describe(node: plan.PlanNode) -> str:  # noqa: C901 - to be split (#42)
     if isinstance(node, plan.Source):
         text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
         if node.watermark:

@@ -13,11 +13,27 @@ from typing import Union
 from sqlglot import exp
 
 from dslc.compiler.source import Span
+
 # One vocabulary for an operator's settings: the plan holds the runtime's own configuration types
 # (a schema's Column, with `?` as the type when it could not be inferred; the call; a source's
 # Watermark), so what the checker accepted is what the job's operators are built from.
-from dslc.runtime.config import (Batch, Budget, Cache, Column, EmbeddingCall, HttpCall, ModelCall, Mode, Outage,
-                                 Outcome, PythonCall, Rate, Retry, Store, Watermark)
+from dslc.runtime.config import (
+    Batch,
+    Budget,
+    Cache,
+    Column,
+    EmbeddingCall,
+    HttpCall,
+    Mode,
+    ModelCall,
+    Outage,
+    Outcome,
+    PythonCall,
+    Rate,
+    Retry,
+    Store,
+    Watermark,
+)
 
 Schema = tuple[Column, ...]
 

@@ -52,7 +52,7 @@ def _probe(spark, name: str, args: list[str]) -> str:
     keyword = bool(args) and args[0] == "DAY"
     try:
         called = name if keyword else f"`{name}`"     # a keyword form needs the bare name
-        spark.sql(f"SELECT {called}({', '.join(args)})").schema
+        _ = spark.sql(f"SELECT {called}({', '.join(args)})").schema   # analysed when read
     except Exception as exc:    # noqa: BLE001 - the condition tells whether the count was refused
         text = str(exc)
         if keyword:             # the keyword form counts only when Spark read it as one

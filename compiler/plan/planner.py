@@ -15,10 +15,9 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
+from dslc.compiler.plan import answer_store, options, streaming, values
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan import options, streaming, values
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
-from dslc.compiler.plan import answer_store
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
 from dslc.compiler.plan.service_calls import ServiceChecks
@@ -314,7 +313,7 @@ class _Planner:
                 pass        # its unknown type is reported already
             elif not is_timestamp(field.type):
                 self.add(error("E0307", column.span, column=column.value, type=field.type,
-                               hint=f"CAST it in a STREAM query, or declare it TIMESTAMP"))
+                               hint="CAST it in a STREAM query, or declare it TIMESTAMP"))
             elif seconds is not None:
                 watermark = plan.Watermark(field.name, seconds)
         if not schema_known:
@@ -343,7 +342,7 @@ class _Planner:
             self._python_ref(stmt.using)
         elif src is not None:
             names = {f.name.lower(): f for f in src.schema}
-            for column, role in ((stmt.key, "KEY"), (stmt.op, "OP")):
+            for column in (stmt.key, stmt.op):
                 if column is not None and column.value.lower() not in names:
                     self.add(error("E0204", column.span, column=column.value, where=f"'{src.name}'",
                                    hint=_column_hint(column.value, [f.name for f in src.schema], src.name)))

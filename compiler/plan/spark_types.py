@@ -595,7 +595,7 @@ def _map_filter(self, e):
     return _typed(self, e, e.this.type)
 
 
-def _anonymous(self, e):
+def _anonymous(self, e):  # noqa: C901 - to be split (#42)
     """Spark functions sqlglot does not model (parsed as Anonymous), by name."""
     name = e.name.lower()
     args = e.expressions

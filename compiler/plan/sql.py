@@ -15,18 +15,18 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 from sqlglot.tokens import Token, TokenType
 
-from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
-from dslc.compiler.plan.logical import Column, Schema
-from dslc.compiler.source import Span
-from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.compiler.frontend import ast
 from dslc.compiler.plan.aggregation import aggregation_errors, ordinal_errors
 from dslc.compiler.plan.arity import arity_error
+from dslc.compiler.plan.logical import Column, Schema
+from dslc.compiler.plan.operand_types import operand_errors
 from dslc.compiler.plan.spark_dialect import SPARK_SQL
 from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
-from dslc.compiler.plan.operand_types import operand_errors
 from dslc.compiler.plan.spark_names import SparkNamer, generator_name
 from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
+from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.compiler.source import Span
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 
@@ -472,7 +472,7 @@ def _owned_by(column: exp.Column, scope: Scope) -> bool:
     return True
 
 
-def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problems: list[Diagnostic]) -> bool:
+def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problems: list[Diagnostic]) -> bool:  # noqa: C901 - to be split (#42)
     """Report every column that no relation in scope has; True when all resolve."""
     ok = True
     lambda_vars = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}

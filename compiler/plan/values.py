@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
+from dslc.compiler.frontend import ast
 
 _DURATION = re.compile(r"^([0-9]+)(ms|s|m|h|d)$", re.I)
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}   # d: STORE TTL 30d

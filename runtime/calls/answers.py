@@ -11,10 +11,9 @@ by column and path, so ON ERROR decides instead of the task failing.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import re
 
 import jmespath
 from jmespath import visitor
@@ -22,7 +21,6 @@ from jmespath import visitor
 from dslc.runtime.config import Enrich
 
 from .base import BadItem, CallError, check_result_types
-
 
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 

@@ -13,10 +13,13 @@ from typing import Any
 
 import aiohttp
 import yarl
+
 from dslc.runtime.config import Enrich, HttpCall
 from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.retry_after import retry_after_s
 from dslc.runtime.secrets import Secrets, names_in
 
+from . import sessions
 from .answers import shape_for
 from .base import (
     CallError,
@@ -28,8 +31,6 @@ from .base import (
     hashable_key,
     to_json,
 )
-from dslc.runtime.limits.retry_after import retry_after_s
-from . import sessions
 from .url import UnfillableUrl, fill_url, placeholders, redact_url
 
 # the sessions are shared with the other kinds that speak HTTP (calls/sessions.py)

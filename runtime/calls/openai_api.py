@@ -15,6 +15,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 import yarl
+
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.token_budget import token_budget

@@ -13,6 +13,7 @@ import os
 import ssl
 
 import aiohttp
+
 from dslc.runtime.config import HttpCall
 
 from .base import CallError

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
 from dslc.runtime import config as C
 from dslc.runtime.broadcast.state import (
     BroadcastState,

@@ -229,7 +229,7 @@ class ElementResolver:
             return self.attempt(row, attempts, _raising(exc))
         return self.attempt(row, attempts, resume(step, waits_on))
 
-    async def attempt(self, row: Row, attempts: list[int], first: Any = None) -> Resolution:
+    async def attempt(self, row: Row, attempts: list[int], first: Any = None) -> Resolution:  # noqa: C901 - to be split (#42)
         """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls.
         `first`, from `start`, awaits the first attempt's answer, already begun and counted.
         With ADAPTIVE each attempt holds a slot of the limit (the first one's taken by `admit`)

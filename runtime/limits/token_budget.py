@@ -20,10 +20,10 @@ task. Once one request of a task does not fit, that task sends no more.
 from __future__ import annotations
 
 from dslc.runtime.config import Enrich
+from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.store.base import AnswerStore
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep
-from dslc.runtime.limits.budget import BudgetSpent
 
 
 def token_budget(config: Enrich) -> TokenBudget | None:

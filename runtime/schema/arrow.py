@@ -5,6 +5,7 @@ import re
 from collections.abc import Iterable
 
 import pyarrow as pa
+
 from dslc.runtime.config import Column
 from dslc.runtime.schema.type_names import BOOLEANS, FLOAT_BITS, INTEGER_BITS, STRINGS
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dslc.runtime import config as C
 from pyspark.sql import DataFrame
+
+from dslc.runtime import config as C
 
 from .chains import dead_letters_of, without_dead_letters
 from .metrics import MetricsCollector

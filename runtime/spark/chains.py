@@ -7,13 +7,13 @@ import shutil
 import tempfile
 from typing import Mapping
 
-from dslc.runtime import config as C
-from dslc.runtime.broadcast.state import Snapshot
-from dslc.runtime.core.arrow_chain import ChainFunction
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from dslc.runtime import config as C
+from dslc.runtime.broadcast.state import Snapshot
+from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.secrets import Secrets
 
 from . import answers, driver_values, estimate, names, stored_join

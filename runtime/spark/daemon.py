@@ -8,6 +8,7 @@ once in the daemon, so that each forked worker starts with them instead of impor
 again, all at once, on the same cores (bench/run_start.py). Only where dslc is installed: a
 cluster's executors, which may not have it, keep Spark's own daemon.
 """
+# isort: off
 import dslc.runtime.spark  # noqa: F401 - first: its __init__ puts the compiled PySpark before the zip
 
 from pyspark import daemon  # noqa: E402 - after the path is set

@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+
 from dslc.runtime import config as C
 
 #: Set while the estimate runs the job: `run_chain` records its operators' inputs instead of calling.

@@ -10,14 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from dslc.runtime import config as C
-from dslc.runtime.core.arrow_chain import ChainFunction
-from dslc.runtime.diagnosis import diagnose_all
-from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 from pyspark import AccumulatorParam
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
+
+from dslc.runtime import config as C
+from dslc.runtime.core.arrow_chain import ChainFunction
+from dslc.runtime.diagnosis import diagnose_all
+from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
 from . import progress
 from .pinned import PinnedStates
@@ -146,8 +147,8 @@ def observed_tasks(names: set[str]) -> list[str]:
         return []
     tasks: list[str] = []
     for query in _queries:
-        for progress in query.recentProgress:
-            for name, row in (progress.observedMetrics or {}).items():
+        for update in query.recentProgress:
+            for name, row in (update.observedMetrics or {}).items():
                 if name in names:
                     tasks.extend(_observed_list(row))
     return tasks

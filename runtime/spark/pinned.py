@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from dslc.runtime.broadcast.state import Snapshot, SnapshotStore
 from pyspark import TaskContext
+
+from dslc.runtime.broadcast.state import Snapshot, SnapshotStore
 
 _QUERY_ID = "sql.streaming.queryId"
 _BATCH_ID = "streaming.sql.batchId"

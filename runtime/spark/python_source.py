@@ -13,8 +13,6 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from dslc.runtime.config import PythonCall
-from dslc.runtime.sources import python as core
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import (
     DataSource,
@@ -23,6 +21,9 @@ from pyspark.sql.datasource import (
     InputPartition,
 )
 from pyspark.sql.types import StructType
+
+from dslc.runtime.config import PythonCall
+from dslc.runtime.sources import python as core
 
 from .session import is_connect
 

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from pyspark.sql import DataFrame
+
 from dslc.runtime import user_code
 from dslc.runtime.config import PythonCall
-from pyspark.sql import DataFrame
 
 #: SINK connector → Spark data source format (batch and streaming writers).
 FORMATS = {"PARQUET": "parquet", "JSON": "json", "CSV": "csv", "KAFKA": "kafka"}

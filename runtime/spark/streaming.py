@@ -19,14 +19,14 @@ from typing import Callable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-from dslc.runtime import user_code
-from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
-from dslc.runtime.config import PythonCall
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 from pyspark.sql.types import StructField, StructType
+
+from dslc.runtime import user_code
+from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
+from dslc.runtime.config import PythonCall
 
 from . import chains, metrics
 from .names import col

@@ -7,9 +7,8 @@ import json
 
 import pytest
 
-from dslc.compiler.cli.main import main
-
 from contract.support import Reply, by
+from dslc.compiler.cli.main import main
 
 pytestmark = pytest.mark.spark
 

@@ -5,10 +5,9 @@ import json
 
 import pytest
 
+from contract.support import by
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.pipeline import check_file
-
-from contract.support import by
 
 pytestmark = pytest.mark.spark
 

@@ -3,8 +3,8 @@ and a Spark standalone cluster on 127.0.0.1 (both built or started once per test
 from __future__ import annotations
 
 import pytest
-
-from cluster_support import StandaloneCluster, executor_python as build_executor_python
+from cluster_support import StandaloneCluster
+from cluster_support import executor_python as build_executor_python
 
 
 @pytest.fixture(scope="session")

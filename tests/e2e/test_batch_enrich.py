@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-
 from jobs import run_flow
 
 CASES = Path(__file__).resolve().parents[1] / "cases"

@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from jobs import run_flow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "clickstream"

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark
@@ -101,10 +100,11 @@ def test_a_filtered_skewed_workload_and_the_budget_verdict(spark, serve_app, tmp
 
 
 def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tmp_path, capfd):
+    from jobs import copy_example
+
     from dslc.compiler.cli.estimate_command import render
     from dslc.runtime.wrappers import recording
     from dslc.testing.openai_service import OpenAIService, serve_in_thread
-    from jobs import copy_example
 
     spec = importlib.util.spec_from_file_location("tickets_service", EXAMPLES / "tickets/service.py")
     module = importlib.util.module_from_spec(spec)

@@ -11,7 +11,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from jobs import run_flow
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fraud"

@@ -7,7 +7,6 @@ import json
 import threading
 
 import pytest
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark

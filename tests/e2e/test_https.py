@@ -9,7 +9,6 @@ import ssl
 import pytest
 import trustme
 from aiohttp import web
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark

@@ -3,9 +3,9 @@ work with a message naming the statements and the --packages argument to add."""
 from __future__ import annotations
 
 import pytest
+from jobs import run_flow
 
 from dslc.runtime.spark.session import has_format
-from jobs import run_flow
 
 pytestmark = pytest.mark.spark
 

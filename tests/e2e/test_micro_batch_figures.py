@@ -6,7 +6,6 @@ import json
 import time
 
 import pytest
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark

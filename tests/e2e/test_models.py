@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from jobs import run_flow
 
 from dslc.testing.openai_service import REFUSE, OpenAIService, embedding_of, keyword_labeller, serve_in_thread
-from jobs import run_flow
 
 pytestmark = pytest.mark.spark
 

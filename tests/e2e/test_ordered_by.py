@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from aiohttp import web
+from jobs import run_flow
 
 from dslc.compiler.pipeline import check_file
-from jobs import run_flow
 
 pytestmark = pytest.mark.spark
 

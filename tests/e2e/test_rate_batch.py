@@ -5,7 +5,6 @@ import datetime as dt
 import json
 
 import pytest
-
 from jobs import run_flow
 
 pytestmark = pytest.mark.spark

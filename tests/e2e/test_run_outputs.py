@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cluster_support import free_port
 from jobs import run_flow
 

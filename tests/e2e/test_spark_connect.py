@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from jobs import EXAMPLES, copy_example as _copy, run_flow
+from jobs import EXAMPLES, run_flow
+from jobs import copy_example as _copy
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

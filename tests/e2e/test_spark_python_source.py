@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
+from jobs import run_flow
 
 from dslc.compiler.pipeline import compile_file
-from jobs import run_flow
 
 pytestmark = pytest.mark.spark
 

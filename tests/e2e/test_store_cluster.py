@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections import Counter
 
 import pytest

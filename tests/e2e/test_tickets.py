@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
+from jobs import EXAMPLES, copy_example, run_flow
 
 from dslc.testing.openai_service import OpenAIService, serve_in_thread
-from jobs import EXAMPLES, copy_example, run_flow
 
 pytestmark = pytest.mark.spark
 

@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from jobs import run_flow
 
 from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
-from jobs import run_flow
 
 pytestmark = pytest.mark.spark
 

@@ -3,10 +3,9 @@ propagates when the program is right."""
 from __future__ import annotations
 
 import pytest
+from frontend_support import ORDERS, PROGRAMS, diagnostics_of, errors_of, marked
 
 from dslc.compiler.pipeline import check_text
-
-from frontend_support import ORDERS, PROGRAMS, diagnostics_of, errors_of, marked
 
 FOLDER = PROGRAMS / "fraud"          # fraud_rules.py lives there
 RULES = ("SOURCE rule_updates FROM CSV 'data/rules/'\n"
@@ -443,6 +442,7 @@ def test_one_mistake_is_reported_once_not_at_every_consumer():
 
 def test_valid_examples_check_clean():
     from frontend_support import VALID_PROGRAMS
+
     from dslc.compiler.pipeline import check_file
     for path in VALID_PROGRAMS:
         assert check_file(path).sinks

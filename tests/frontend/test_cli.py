@@ -4,10 +4,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from frontend_support import PROGRAMS, VALID_PROGRAMS
 
 from dslc.compiler.cli.main import main
-
-from frontend_support import PROGRAMS, VALID_PROGRAMS
 
 FRAUD = PROGRAMS / "fraud" / "pipeline.flow"
 

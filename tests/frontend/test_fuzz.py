@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 
+from frontend_support import VALID_PROGRAMS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.pipeline import check_text
-
-from frontend_support import VALID_PROGRAMS
 
 SEEDS = [p.read_text(encoding="utf-8") for p in VALID_PROGRAMS]
 PATHS = [str(p) for p in VALID_PROGRAMS]      # modules beside them resolve

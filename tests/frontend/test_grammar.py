@@ -3,14 +3,13 @@ with spans that point at the text they came from."""
 from __future__ import annotations
 
 import pytest
+from frontend_support import VALID_PROGRAMS
 
-from dslc.compiler.frontend import ast
 from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.lexical import split_statements, unescape_string
 from dslc.compiler.frontend.parser import parse
 from dslc.compiler.source import SourceFile
-
-from frontend_support import VALID_PROGRAMS
 
 
 def parse_one(text: str) -> tuple[SourceFile, ast.Statement]:
@@ -309,7 +308,7 @@ def test_every_span_points_into_its_statement(path):
     for stmt in parse(source).statements:
         text = at(source, stmt)
         assert text.split()[0].upper() in ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK")
-        name = getattr(stmt, "name", None) or getattr(stmt, "input", None) or getattr(stmt, "key")
+        name = getattr(stmt, "name", None) or getattr(stmt, "input", None) or stmt.key
         raw = at(source, name)
         assert raw.strip("`") == name.value or raw == name.value
         assert stmt.span.start <= name.span.start < name.span.end <= stmt.span.end

@@ -6,7 +6,6 @@ import re
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-
 from dslc.compiler.cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import pytest_lsp
+from lsp_client import EXAMPLES, SERVER, RecordingClient, recording_client
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig
-
-from lsp_client import EXAMPLES, SERVER, RecordingClient, recording_client
 
 
 @pytest_lsp.fixture(scope="module", config=ClientServerConfig(server_command=SERVER, client_factory=recording_client))

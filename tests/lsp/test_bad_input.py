@@ -4,9 +4,8 @@ serving (every test ends by asking it something else)."""
 from __future__ import annotations
 
 import pytest
-from lsprotocol import types
-
 from lsp_client import EXAMPLES, completion_labels, doc, hover_text, open_and_wait, position_of
+from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

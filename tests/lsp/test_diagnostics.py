@@ -9,9 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from lsprotocol import types
-
 from lsp_client import EXAMPLES, change_and_wait, open_and_wait, versions_published, wait_for_version
+from lsprotocol import types
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -9,10 +9,9 @@ import asyncio
 
 import pytest
 import pytest_lsp
+from lsp_client import EXAMPLES, SERVER, RecordingClient, hover_text, position_of, recording_client
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig
-
-from lsp_client import EXAMPLES, SERVER, RecordingClient, hover_text, position_of, recording_client
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.spark]
 

@@ -11,12 +11,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from lsp_client import EXAMPLES, ROOT
 
 from dslc.compiler.frontend import ast
 from dslc.compiler.frontend.parser import parse
 from dslc.compiler.source import SourceFile
-
-from lsp_client import EXAMPLES, ROOT
 
 EXTENSION = ROOT / "editors" / "vscode"
 STATEMENT_KEYWORDS = {"PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK"}

@@ -15,8 +15,9 @@ import json
 from collections import Counter
 
 import pytest
-from dslc.runtime.calls.http import MAX_BODY_BYTES
 from reliability_support import dead_letters, parquet_rows, run_flow, write_jsonl
+
+from dslc.runtime.calls.http import MAX_BODY_BYTES
 
 pytestmark = [pytest.mark.spark]
 

@@ -22,11 +22,12 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.pipeline import check_text, lower_plan
 from dslc.compiler.plan.names import sql_name
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
 
 FRONTEND_PROGRAMS = sorted((Path(__file__).parents[1] / "frontend" / "programs").glob("*/pipeline.flow"))
 PAYLOADS = [

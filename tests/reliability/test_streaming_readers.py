@@ -13,7 +13,6 @@ reader resolves the sink path's link once and reads that version with `spark.rea
 """
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -110,7 +109,7 @@ def test_streaming_file_source_on_a_sink_never_sees_a_partial_micro_batch(spark,
         # several micro-batches while the reader runs: one group per file, one file at a time
         for grp in ("g0", "g1", "g2", "g3"):
             write_jsonl(tmp_path / f"in/events/{grp}.json", _group(grp))
-            wait_for(lambda: reader.groups()[grp] == SIZE, 180, f"the reader sees {grp}", writer)
+            wait_for(lambda grp=grp: reader.groups()[grp] == SIZE, 180, f"the reader sees {grp}", writer)
             _assert_whole_batches(reader, sizes)
 
         # one micro-batch of two files (two tasks); one row of the second waits: kill mid-batch
@@ -174,7 +173,7 @@ def test_a_complete_sink_read_through_its_link_is_always_one_whole_result(spark,
     try:
         for n, grp in enumerate(groups):     # one micro-batch per group; read while each one runs
             write_jsonl(tmp_path / f"in/events/{grp}.json", _group(grp))
-            wait_for(lambda: len(read()) == n + 1, 180, f"the result with {grp}", writer)
+            wait_for(lambda n=n: len(read()) == n + 1, 180, f"the result with {grp}", writer)
     finally:
         writer.kill()
     whole = [{g: SIZE for g in groups[:m]} for m in range(len(groups) + 1)]

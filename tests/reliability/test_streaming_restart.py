@@ -9,7 +9,6 @@ must equal the state before the kill (also as seen by new events after the resta
 calls of the interrupted batch are made again (at-least-once), which the service sees."""
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from prompt_toolkit.document import Document
 
-from dslc.compiler.diagnostics import CompileError
-from dslc.compiler.cli.repl import FlowCompleter, Repl, is_complete
+from dslc.compiler.cli.repl import FlowCompleter, is_complete
 from dslc.compiler.cli.repl_session import Session, statement_kind
+from dslc.compiler.diagnostics import CompileError
 
 pexpect = pytest.importorskip("pexpect")
 

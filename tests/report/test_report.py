@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from browser import chromium, dump_dom, screenshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,13 +6,14 @@ import asyncio
 import time
 
 import pytest
+from runtime_support import Reply
+from runtime_support import run_operator as run
+
 from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
 from dslc.runtime.core.resolution import ElementResolver, Rows
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.metrics import OperatorMetrics
-from runtime_support import Reply
-from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 

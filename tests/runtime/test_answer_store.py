@@ -10,6 +10,7 @@ import sqlite3
 import time
 
 import pytest
+
 from dslc.runtime.store.base import SCHEMA_VERSION, Join, StoreError, decode, encode
 from dslc.runtime.store.open_stores import check_location, make_store
 from dslc.runtime.store.sqlite import SqliteStore

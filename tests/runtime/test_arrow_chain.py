@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+
 from dslc.runtime import config as C
 from dslc.runtime.broadcast.state import BroadcastState, BroadcastStateError
 from dslc.runtime.core.arrow_chain import (

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dslc.runtime import metrics as M
 from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall, Retry
 from dslc.runtime.core import worker_loop as W
 from dslc.runtime.core.async_operator import EnrichOperator, worker_loop
 from dslc.runtime.core.operator import ElementFailure
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -347,7 +348,7 @@ def expected_for(outcome: str, on_miss: Outcome, on_error: Outcome) -> tuple[str
 @settings(max_examples=50, deadline=None)
 @given(items=stream, ordered=st.booleans(), capacity=st.integers(1, 5),
        on_miss=st.sampled_from([Outcome.NULL, Outcome.DROP, Outcome.DEAD_LETTER]), on_error=policies)
-def test_operator_against_reference_model(items: list[Any], ordered: bool, capacity: int,
+def test_operator_against_reference_model(items: list[Any], ordered: bool, capacity: int,  # noqa: C901 - a reference model reads best as one loop
                                           on_miss: Outcome, on_error: Outcome) -> None:
     udfs.reset()
     feed: list[Any] = []

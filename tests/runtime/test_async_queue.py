@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dslc.runtime.core.async_queue import (
     ElementEntry,
     KeyOrderedQueue,
@@ -12,8 +15,6 @@ from dslc.runtime.core.async_queue import (
     make_queue,
 )
 from dslc.runtime.core.operator import Watermark
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def labels(entries: list) -> list:
@@ -119,7 +120,7 @@ ops = st.lists(
 
 @settings(max_examples=200, deadline=None)
 @given(ordered=st.booleans(), capacity=st.integers(1, 6), script=ops)
-def test_queue_against_reference_model(ordered: bool, capacity: int, script: list) -> None:
+def test_queue_against_reference_model(ordered: bool, capacity: int, script: list) -> None:  # noqa: C901 - a reference model reads best as one loop
     """Random put/watermark/complete/pop sequences: order rules, capacity, no drops."""
     q = OrderedQueue(capacity) if ordered else UnorderedQueue(capacity)
     arrivals: list = []          # everything put, in arrival order

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dslc.runtime import metrics as M
 from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import (

@@ -7,6 +7,9 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dslc.runtime.broadcast.state import (
     BroadcastState,
     BroadcastStateError,
@@ -14,8 +17,6 @@ from dslc.runtime.broadcast.state import (
     SnapshotStore,
     thaw,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def rules_state() -> BroadcastState:

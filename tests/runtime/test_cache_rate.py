@@ -6,6 +6,9 @@ import time
 from typing import Any
 
 import pytest
+from runtime_support import FaultServer, Reply
+from runtime_support import run_operator as run
+
 from dslc.runtime.config import (
     Cache,
     Column,
@@ -18,8 +21,6 @@ from dslc.runtime.config import (
 )
 from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for, drop_cache
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
-from runtime_support import Collector, FaultServer, Reply
-from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from dslc.runtime.core.chain import OperatorChain
 from dslc.runtime.core.operator import Output, Row, Watermark
 

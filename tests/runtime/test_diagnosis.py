@@ -10,7 +10,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from bench.diagnosis import CASES, Service, induce  # noqa: E402
-
 from dslc.runtime.diagnosis import diagnose  # noqa: E402
 
 pytestmark = pytest.mark.spark

@@ -6,14 +6,15 @@ import urllib.parse
 from typing import Any
 
 import pytest
+from runtime_support import Collector, FaultServer, Reply
+from runtime_support import run_operator as run
+
 from dslc.runtime.calls import http as EF
 from dslc.runtime.calls.url import placeholders
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
 from dslc.runtime.core.async_operator import EnrichOperator
 from dslc.runtime.core.operator import ElementFailure
 from dslc.runtime.metrics import summary
-from runtime_support import Collector, FaultServer, Reply
-from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 

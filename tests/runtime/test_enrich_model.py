@@ -9,13 +9,15 @@ import time
 from typing import Any
 
 import pytest
+from runtime_support import run_operator as run
+
 from dslc.runtime.config import (
     Batch,
     Column,
     EmbeddingCall,
     Enrich,
-    ModelCall,
     Mode,
+    ModelCall,
     Outcome,
     Rate,
     Retry,
@@ -32,7 +34,6 @@ from dslc.testing.openai_service import (
     keyword_labeller,
     serve_in_thread,
 )
-from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 LABELS = keyword_labeller({"category": [("invoice", "billing"), ("password", "account"), ("", "other")],

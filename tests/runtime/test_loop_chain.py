@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dslc.runtime import config as C
 from dslc.runtime.core import loop_chain
 from dslc.runtime.core.async_operator import EnrichOperator

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 import pyspark
+from pyspark.serializers import CloudPickleSerializer
+
 from dslc.runtime.spark import names
 from dslc.runtime.spark.portable import portable
 from dslc.runtime.spark.runtime_zip import runtime_zip
-from pyspark.serializers import CloudPickleSerializer
 
 # Runs with `python -S` (no site-packages, so no installed or editable dslc) plus pyspark's folder,
 # and a finder that refuses a top-level `dslc` from anywhere but the folder portable() unpacks to

@@ -5,6 +5,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from dslc.runtime import config as C
 from dslc.runtime.broadcast.state import BroadcastState, BroadcastStateError
 from dslc.runtime.core.chain import OperatorChain

@@ -6,6 +6,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from dslc.runtime.config import PythonCall
 from dslc.runtime.sources.python import (
     SourceError,
@@ -19,8 +22,6 @@ from dslc.runtime.sources.python import (
     splits_between,
 )
 from dslc.runtime.user_code import UserCodeError
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 USER_CODE = '''
 class DeviceLogs:

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 import yaml
+from runtime_support import FaultServer, Reply
+from runtime_support import run_operator as run
+
 from dslc.runtime.config import Column, Enrich, HttpCall, Outcome, Retry
 from dslc.runtime.core.operator import ElementFailure
 from dslc.runtime.wrappers import recording
-from runtime_support import FaultServer, Reply
-from runtime_support import run_operator as run
 
 ROWS = [{"id": "a", "n": 1}, {"id": "gone", "n": 2}, {"id": "bad", "n": 3}, {"id": "slow", "n": 4}]
 

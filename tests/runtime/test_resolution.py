@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Cache, Column, Enrich, Outcome, PythonCall, Retry
 from dslc.runtime.core.operator import ElementFailure

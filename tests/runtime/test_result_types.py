@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from dslc.runtime.config import Column
 from dslc.runtime.schema.results import checker
 

@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+
 from dslc.runtime.spark import runtime_zip as rz
 
 

@@ -3,6 +3,7 @@ $SPARK_REMOTE; none means a classic session (with a master)."""
 from __future__ import annotations
 
 import pytest
+
 from dslc.runtime.spark import session
 
 

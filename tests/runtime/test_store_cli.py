@@ -5,6 +5,7 @@ import asyncio
 import sqlite3
 
 import pytest
+
 from dslc.compiler.cli.main import main
 from dslc.runtime.store.open_stores import make_store
 

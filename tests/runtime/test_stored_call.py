@@ -8,9 +8,10 @@ import threading
 import time
 
 import pytest
-from dslc.runtime.config import Budget, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry, Store
 from runtime_support import FaultServer, Reply, over_rate
 from runtime_support import run_operator as run
+
+from dslc.runtime.config import Budget, Column, Enrich, HttpCall, Mode, Outcome, Rate, Retry, Store
 
 _names = iter(range(10**9))
 

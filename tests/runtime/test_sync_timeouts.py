@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
-from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall
 from runtime_support import run_operator as run
+
+from dslc.runtime.config import Column, Enrich, Mode, Outcome, PythonCall
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:

@@ -10,11 +10,12 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from runtime_support import run_operator as run
+
 from dslc.runtime.config import Batch, Budget, Column, EmbeddingCall, Enrich, ModelCall, Retry, Store
 from dslc.runtime.limits import tokens
 from dslc.runtime.store.open_stores import make_store
 from dslc.testing.openai_service import OpenAIService, count_tokens, keyword_labeller, serve_in_thread
-from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
 

@@ -5,6 +5,7 @@ import asyncio
 import sys
 
 import pytest
+
 from dslc.runtime.core import worker_loop as W
 
 

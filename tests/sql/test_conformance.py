@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import corpus
 import pytest
 
 from dslc.compiler.cli.main import main
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.pipeline import check_text
-
-import corpus
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +45,7 @@ def test_broken_query_is_reported_where_it_is_wrong(path: Path, analyzer):
     where = info.value.source.line_col(first.span.start)
     assert (first.code, where[0] - corpus.FIRST_QUERY_LINE + 1, where[1]) == (code, line, col)
     with pytest.raises(Exception) as spark_error:       # Spark agrees: the query is wrong
-        analyzer.sql(sql).schema
+        _ = analyzer.sql(sql).schema   # analysed when its schema is read
     assert type(spark_error.value).__name__ in ("AnalysisException", "ParseException")
     condition = corpus.expected_condition(path)
     if condition is not None:                           # ... and for the same reason

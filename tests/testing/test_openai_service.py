@@ -3,15 +3,15 @@ it (chat completions with a strict json_schema, embeddings as floats and as base
 stand-in cannot drift from the API the runtime's MODEL and EMBEDDING calls are written against."""
 from __future__ import annotations
 
+import asyncio
 import json
 
 import aiohttp
-import asyncio
 import pytest
 
 from dslc.testing.openai_service import (
-    REFUSE,
     REFUSAL_TEXT,
+    REFUSE,
     OpenAIService,
     embedding_of,
     keyword_labeller,

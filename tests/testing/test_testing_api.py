@@ -1,8 +1,6 @@
 """`dslc.testing` from pytest: run_case inline and from a file, and the snapshot texts."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from dslc.testing import CaseFileError, job_code, physical_text, plan_text, run_case

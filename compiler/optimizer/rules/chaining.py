@@ -9,8 +9,9 @@ This is the one step from the logical plan to the physical plan; each chain's pr
 from __future__ import annotations
 
 from dslc.compiler.optimizer import physical
+from dslc.compiler.optimizer.rules.pruning import NAME as PRUNING
+from dslc.compiler.optimizer.rules.pruning import pruned_input
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.optimizer.rules.pruning import NAME as PRUNING, pruned_input
 
 NAME = "chain_operators"
 

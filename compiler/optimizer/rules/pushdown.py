@@ -15,7 +15,8 @@ import dataclasses
 
 from sqlglot import exp
 
-from dslc.compiler.plan import logical as plan, names
+from dslc.compiler.plan import logical as plan
+from dslc.compiler.plan import names
 
 NAME = "pushdown_filters"
 

@@ -84,7 +84,7 @@ def kept_chains(p: plan.Plan, steps) -> tuple[Kept, ...]:
         if uses + len(letters) <= 1:
             continue
         why = [f"read on {uses} paths to the outputs"] if uses > 1 else []
-        why += [f"its dead letters are written apart from its rows"] if letters and uses else []
+        why += ["its dead letters are written apart from its rows"] if letters and uses else []
         why += [f"its dead letters go to {len(letters)} folders"] if len(letters) > 1 else []
         kept.append(Kept(step.name, "; ".join(why), f"stage{step.index}"))
     return tuple(kept)

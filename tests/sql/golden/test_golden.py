@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import judge
 import pytest
 
-import judge
 
 def _corpus() -> Path:
     """DSLC_GOLDEN_CORPUS, else the converter's output here, else the shared folder beside the

@@ -140,7 +140,8 @@ class _Planner:
             mode = next((o.span for o in stmt.options if o.key == "mode"), stmt.span.sub(0, 4))
             checked.append(streaming.Checked(sink, stmt.span, mode, stmt.input.value.lower() in self.nodes
                                              and self.nodes[stmt.input.value.lower()] is not None))
-            if len(self.problems) == before:
+            overwrite = sink.mode == "OVERWRITE" and self.settings.mode == "STREAMING"     # streaming.check's E0304
+            if len(self.problems) == before and not overwrite:
                 built.append(sink)
         return built, checked
 

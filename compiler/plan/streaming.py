@@ -136,8 +136,8 @@ def check(p: plan.Plan, checked: list[Checked], sql_of: dict[str, ast.Sql] | Non
     sinks = [(c.sink, c.span) for c in checked if c.known]
     unbounded = aggregated_without_watermark(p)
     for c in checked:
-        if c.known and c.sink.mode == "OVERWRITE":
-            problems.append(_overwrite(c, c.sink.input.lower() in unbounded))
+        if c.sink.mode == "OVERWRITE":
+            problems.append(_overwrite(c, c.known and c.sink.input.lower() in unbounded))
     for sink, span in sinks:
         aggregate = sink.input.lower() in unbounded
         if sink.mode == "APPEND" and aggregate:

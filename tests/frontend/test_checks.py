@@ -513,6 +513,12 @@ def test_every_streaming_error_of_a_sink_with_a_wrong_mode_is_reported_at_once()
         ("E0204", "cuntry", "did you mean 'country'?")])
 
 
+def test_overwrite_in_streaming_is_reported_alongside_an_error_in_the_stream_it_writes():
+    text = ("PIPELINE p MODE STREAMING CHECKPOINT 'c';\n" + ORDERS
+            + "STREAM bad = SELECT order_id, cuntry FROM orders;\nSINK bad TO PARQUET 'o' MODE OVERWRITE;")
+    expect(text, ("E0204", "cuntry"), ("E0304", "MODE OVERWRITE"))
+
+
 def test_missing_checkpoint_is_reported_alongside_a_failed_sink():
     text = ("PIPELINE p MODE STREAMING;\n" + ORDERS
             + "SINK nothing TO CONSOLE;\nSINK orders TO PARQUET 'o';")

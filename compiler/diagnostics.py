@@ -46,6 +46,7 @@ MESSAGES: dict[str, str] = {
     "E0312": "column '{column}' of {where} must be {what}",
     "E0313": "RETURNS column '{column}' has type {type}, which a model's JSON schema cannot express",
     "E0314": "an EMBEDDING RETURNS one column (the vector), got {count}",
+    "E0315": "unknown option '{name}' for a {connector} {role}: {why}",
     # services: headers, secrets, answer paths (E032x, apart from the codes other work adds)
     "E0320": "HTTP header '{name}' has no value",
     "E0321": "'{name}' is not a secret name",

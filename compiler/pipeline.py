@@ -20,11 +20,11 @@ def check_source(source: SourceFile, *, require_sink: bool = True, mode: str | N
         return to_plan(parse(source), source, require_sink=require_sink, mode=mode.upper() if mode else None)
 
 
-def check_partial(source: SourceFile) -> tuple[Plan, list]:
+def check_partial(source: SourceFile, mode: str | None = None) -> tuple[Plan, list]:
     """The plan of the statements that check and the problems of the others (syntax errors
     still raise CompileError: without a parse there is no statement to go on with)."""
     with collector_paused():
-        return to_partial_plan(parse(source), source)
+        return to_partial_plan(parse(source), source, mode=mode.upper() if mode else None)
 
 
 def check_file(path: str | Path) -> Plan:

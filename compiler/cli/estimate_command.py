@@ -1,4 +1,4 @@
-"""`dslc explain FILE --estimate [--sample N] [--latency 40ms | --replay DIR | --record DIR]`:
+"""`dslc explain FILE --estimate [--sample N] [--latency 40ms | --replay DIR | --record DIR] [--secrets FILE]`:
 the bill before the run. The job runs on local Spark with nothing called (runtime/spark/estimate.py
 says how each figure is counted)."""
 from __future__ import annotations
@@ -53,21 +53,54 @@ def recorded_completion(directory: str) -> dict[str, float]:
     return {op: statistics.mean(values) for op, values in by_operator.items()}
 
 
-def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, recording: str | None = None):
-    """Run the job of `flow` without calling anything; an Estimate per ENRICH."""
+def as_batch(plan):
+    """A checked plan as the BATCH job that reads its sources as they are now: the estimate's
+    job. A STREAMING file's MODE COMPLETE sinks become MODE OVERWRITE (nothing is written)."""
+    import dataclasses
+
+    sinks = tuple(dataclasses.replace(s, mode="OVERWRITE") if s.mode == "COMPLETE" else s for s in plan.sinks)
+    return dataclasses.replace(plan, settings=dataclasses.replace(plan.settings, mode="BATCH"), sinks=sinks)
+
+
+class SecretsMissing(ToolError):
+    """A `${NAME}` secret of the calls is set nowhere (or --secrets names no file)."""
+
+
+def check_secrets(plan, secrets_file: str | None) -> None:
+    """Every `${NAME}` secret of the calls is set (in `secrets_file` or the environment) before
+    Spark starts, as `dslc run` checks them; a ToolError naming the missing ones otherwise."""
+    from dslc.compiler.codegen.lower import pipeline_secrets
+    from dslc.runtime import secrets
+
+    if secrets_file and not os.path.isfile(secrets_file):
+        raise SecretsMissing(f"--secrets: no file {secrets_file}")
+    try:
+        secrets.read(pipeline_secrets(plan), file=secrets_file)
+    except secrets.MissingSecret as exc:
+        raise SecretsMissing(str(exc).replace("dslc run --secrets FILE", "--secrets FILE")) from None
+
+
+def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, recording: str | None = None,
+              secrets_file: str | None = None):
+    """Run the job of `flow` without calling anything; an Estimate per ENRICH. The file is
+    checked in its own MODE; its secrets are checked before Spark starts."""
     from dslc.compiler.pipeline import check_source, lower_plan
     from dslc.compiler.source import SourceFile
+    from dslc.runtime import secrets
     from dslc.runtime.spark import estimate
 
-    plan = check_source(SourceFile.read(flow), mode="batch")   # sources read as they are now
+    plan = as_batch(check_source(SourceFile.read(flow)))
+    check_secrets(plan, secrets_file)
     given = parse_latency(latency) if latency else None
     recorded = recorded_latency(recording) if recording else {}
     completions = recorded_completion(recording) if recording else {}
     with tempfile.TemporaryDirectory(prefix="dslc-estimate-") as folder:
         job = Path(folder) / "estimate_job.py"
         job.write_text(lower_plan(plan, job_folder=folder, writes=False))
-        previous = os.environ.get("DSLC_FLOW_FOLDER")
+        saved = {key: os.environ.get(key) for key in ("DSLC_FLOW_FOLDER", secrets.FILE_ENV)}
         os.environ["DSLC_FLOW_FOLDER"] = str(Path(flow).resolve().parent)
+        if secrets_file:
+            os.environ[secrets.FILE_ENV] = str(Path(secrets_file).resolve())
         estimate.ESTIMATING = []
         try:
             _quiet_session(plan.settings.conf)
@@ -82,10 +115,11 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
                     for op, df in found]
         finally:
             estimate.ESTIMATING = None
-            if previous is None:
-                os.environ.pop("DSLC_FLOW_FOLDER", None)
-            else:
-                os.environ["DSLC_FLOW_FOLDER"] = previous
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
 
 
 def _quiet_session(conf) -> None:
@@ -152,7 +186,12 @@ def render(flow: str, found) -> str:
 def cmd_estimate(args: argparse.Namespace) -> int:
     """dslc explain FILE --estimate ..."""
     recording = getattr(args, "replay", None) or getattr(args, "record", None)
-    found = estimates(args.file, sample=args.sample, latency=args.latency, recording=recording)
+    try:
+        found = estimates(args.file, sample=args.sample, latency=args.latency, recording=recording,
+                          secrets_file=getattr(args, "secrets", None))
+    except SecretsMissing as exc:      # exit 2 as `dslc run`'s: the configuration is wrong
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return 2
     if args.format == "json":
         sys.stdout.write(json.dumps([e.to_dict() for e in found], indent=2) + "\n")
     else:

@@ -16,12 +16,13 @@ def _read_error(path: str) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """dslc check FILE [--spark]."""
+    """dslc check FILE [--mode batch|streaming] [--spark]."""
     from dslc.compiler.pipeline import check_source
     from dslc.compiler.source import SourceFile
     source = SourceFile.read(args.file)
+    mode = getattr(args, "mode", None)
     if not getattr(args, "spark", False):
-        check_source(source)
+        check_source(source, mode=mode)
         print(f"{args.file}: ok")
         return 0
     # --spark: Spark's analyzer on every statement that checked, even when others did not, so
@@ -29,7 +30,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dslc.compiler.cli.repl_spark import SparkRunner
     from dslc.compiler.pipeline import check_partial
     from dslc.compiler.plan.dry_run import dry_run
-    checked, fast = check_partial(source)
+    checked, fast = check_partial(source, mode=mode)
     spark = SparkRunner().session({"spark.master": "local[1]", **dict(checked.settings.conf)})
     problems, mismatches = dry_run(checked, source, spark, reported=fast)
     for m in mismatches:
@@ -70,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="check a .flow file and report every problem")
     check.add_argument("file")
+    check.add_argument("--mode", choices=("batch", "streaming"),
+                       help="check the file as run in this mode (default: its PIPELINE's MODE)")
     check.add_argument("--spark", action="store_true",
                        help="also run every query through Spark's analyzer on empty tables (starts a JVM)")
     explain = sub.add_parser("explain", help="print the plan of a .flow file")
@@ -84,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--latency", metavar="DURATION", help="--estimate: the service's latency, e.g. 40ms")
     explain.add_argument("--replay", "--record", dest="replay", metavar="DIR",
                          help="--estimate: read the latency (and a model's completion tokens) from a recording folder")
+    explain.add_argument("--secrets", metavar="FILE",
+                         help="--estimate: NAME=value lines: the ${NAME} secrets of the calls, checked before Spark "
+                              "starts (else the environment)")
     compile_ = sub.add_parser("compile", help="write the PySpark job for a .flow file")
     compile_.add_argument("file")
     compile_.add_argument("-o", "--output", help="job file (default: stdout)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import answer_store, options, streaming, values
+from dslc.compiler.plan import answer_store, format_options, options, streaming, values
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
@@ -116,16 +116,34 @@ class _Planner:
                                       answers=self.settings.answers)
         for name in self._order():
             self.nodes[name] = self._node(self.defs[name])
-        built = [(sink, stmt) for stmt in sinks_ast if (sink := self._sink(stmt)) is not None]
-        sinks = tuple(sink for sink, _ in built)
+        built, checked = self._sinks(sinks_ast)
+        sinks = tuple(built)
         if require_sink and not sinks_ast:
             where = program.statements[-1].span.sub(0, 1) if program.statements else Span(0, 0)
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
         ordered = tuple(n for n in self.nodes.values() if n is not None)
         result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
         sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
-        self.problems.extend(streaming.check(result, [(sink, stmt.span) for sink, stmt in built], sql_of))
+        self.problems.extend(streaming.check(result, checked, sql_of))
         return result
+
+    def _sinks(self, statements: list[ast.Sink]) -> tuple[list[plan.Sink], list[streaming.Checked]]:
+        """The SINKs that check, and every SINK that reads a known stream through a known connector
+        for the STREAMING checks, which then report their problems too, whatever else is wrong with
+        the SINK (a MODE OVERWRITE does not hide a missing CHECKPOINT)."""
+        built, checked = [], []
+        for stmt in statements:
+            before = len(self.problems)
+            sink = self._sink(stmt)
+            if sink is None:
+                continue
+            mode = next((o.span for o in stmt.options if o.key == "mode"), stmt.span.sub(0, 4))
+            checked.append(streaming.Checked(sink, stmt.span, mode, stmt.input.value.lower() in self.nodes
+                                             and self.nodes[stmt.input.value.lower()] is not None))
+            overwrite = sink.mode == "OVERWRITE" and self.settings.mode == "STREAMING"     # streaming.check's E0304
+            if len(self.problems) == before and not overwrite:
+                built.append(sink)
+        return built, checked
 
     def _define(self, stmt: Definition) -> None:
         key = stmt.name.value.lower()
@@ -296,11 +314,7 @@ class _Planner:
             self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
                            what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
             schema_known = False
-        pairs = options.key_values(opts["options"], self.problems) if "options" in opts else ()
-        for required in kind.required_options:
-            if required not in dict(pairs):
-                self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
-                               what=f"OPTIONS ({required} = ...)"))
+        pairs = self._options(stmt.connector, kind_name, kind.required_options, "SOURCE", opts.get("options"))
         watermark = None
         if "watermark" in opts:
             column, delay = opts["watermark"].args
@@ -322,6 +336,19 @@ class _Planner:
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
                            options=pairs, watermark=watermark)
+
+    def _options(self, connector: ast.Connector, kind_name: str, required: tuple[str, ...], role: str,
+                 opt: ast.Opt | None) -> tuple[tuple[str, str], ...]:
+        """A SOURCE's or SINK's OPTIONS as (key, text) pairs: names Spark's reader or writer of the
+        format takes (format_options.py), the connector's required ones present."""
+        pairs: tuple[tuple[str, str], ...] = ()
+        if opt is not None:
+            pairs = options.key_values(opt, self.problems)
+            format_options.check(kind_name, role, opt, self.settings.mode, self.problems)
+        for name in required:
+            if name not in dict(pairs):
+                self.add(error("E0310", connector.span, connector=kind_name, role=role, what=f"OPTIONS ({name} = ...)"))
+        return pairs
 
     def _connector_arg(self, connector: ast.Connector, takes_arg: bool, role: str) -> None:
         kind = connector.kind.value.upper()
@@ -605,7 +632,7 @@ class _Planner:
 
     # ---- SINK
     def _sink(self, stmt: ast.Sink) -> plan.Sink | None:
-        before = len(self.problems)
+        """The SINK as written (None when its stream or connector is unknown), every problem reported."""
         key = stmt.input.value.lower()
         if key not in self.defs:
             pool = [d.name.value for d in self.defs.values() if not isinstance(d, ast.Broadcast)]
@@ -628,7 +655,7 @@ class _Planner:
         self._connector_arg(stmt.connector, kind.takes_arg, "SINK")
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
-        mode, partition_by, pairs = "APPEND", (), ()
+        mode, partition_by, given = "APPEND", (), None
         for opt in options.first_of_each(stmt.options, self.problems).values():
             if opt.key == "mode":
                 mode = values.choice(opt.args[0], SINK_MODES, "SINK MODE", self.problems) or mode
@@ -636,25 +663,18 @@ class _Planner:
             elif opt.key == "partition_by":
                 partition_by = self._partition_by(opt, kind, kind_name, upstream)
             else:
-                pairs = options.key_values(opt, self.problems)
-        for required in kind.required_options:
-            if required not in dict(pairs):
-                self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SINK",
-                               what=f"OPTIONS ({required} = ...)"))
-        if len(self.problems) != before:
-            return None
+                given = opt
+        pairs = self._options(stmt.connector, kind_name, kind.required_options, "SINK", given)
         return plan.Sink(input=self.defs[key].name.value, connector=kind_name,
                          path=stmt.connector.arg.value if stmt.connector.arg else None, options=pairs,
                          mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span)
 
     def _sink_mode(self, mode: str, opt: ast.Opt) -> None:
-        batch = self.settings.mode == "BATCH"
-        if mode == "COMPLETE" and batch:
+        """MODE COMPLETE in BATCH; MODE OVERWRITE in STREAMING is streaming.check's (its hint
+        depends on what the stream computes)."""
+        if mode == "COMPLETE" and self.settings.mode == "BATCH":
             self.add(error("E0304", opt.span, first="MODE COMPLETE", second="a BATCH pipeline",
                            hint="use MODE OVERWRITE in BATCH mode"))
-        if mode == "OVERWRITE" and not batch:
-            self.add(error("E0304", opt.span, first="MODE OVERWRITE", second="a STREAMING pipeline",
-                           hint="streaming sinks append (or COMPLETE for aggregations)"))
 
     def _partition_by(self, opt: ast.Opt, kind, kind_name: str, upstream) -> tuple[str, ...]:
         if not kind.partitions:

@@ -7,6 +7,8 @@ folders, so no operator is confined to a micro-batch any more.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from sqlglot import exp
 
 from dslc.compiler.diagnostics import Diagnostic, error
@@ -108,19 +110,34 @@ def aggregated_without_watermark(p: plan.Plan) -> set[str]:
     return found
 
 
-def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]], sql_of: dict[str, ast.Sql] | None = None) -> list[Diagnostic]:
-    """Every STREAMING problem of the plan (nothing in BATCH); `sql_of`: each SELECT's text, by
-    lower-case name, for Spark's rules on the SQL (streaming_sql.py)."""
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A SINK for the STREAMING checks: where it is written, where its MODE is (or its keyword),
+    and whether the stream it writes was built (else only the checks that need no stream run)."""
+
+    sink: plan.Sink
+    span: Span
+    mode_span: Span
+    known: bool
+
+
+def check(p: plan.Plan, checked: list[Checked], sql_of: dict[str, ast.Sql] | None = None) -> list[Diagnostic]:
+    """Every STREAMING problem of the plan at once (nothing in BATCH); `sql_of`: each SELECT's
+    text, by lower-case name, for Spark's rules on the SQL (streaming_sql.py)."""
     if p.settings.mode != "STREAMING":
         return []
     problems: list[Diagnostic] = []
     if p.settings.checkpoint is None:
-        for sink, span in sinks:
-            if SINKS[sink.connector].needs_checkpoint:
-                problems.append(error("E0308", span.sub(0, 4),
-                                      why=f"SINK {sink.input} TO {sink.connector} keeps its progress in it",
+        for c in checked:
+            if SINKS[c.sink.connector].needs_checkpoint:
+                problems.append(error("E0308", c.span.sub(0, 4),
+                                      why=f"SINK {c.sink.input} TO {c.sink.connector} keeps its progress in it",
                                       hint=f"add CHECKPOINT 'target/chk/{p.settings.name}' to PIPELINE"))
+    sinks = [(c.sink, c.span) for c in checked if c.known]
     unbounded = aggregated_without_watermark(p)
+    for c in checked:
+        if c.sink.mode == "OVERWRITE":
+            problems.append(_overwrite(c, c.known and c.sink.input.lower() in unbounded))
     for sink, span in sinks:
         aggregate = sink.input.lower() in unbounded
         if sink.mode == "APPEND" and aggregate:
@@ -135,6 +152,13 @@ def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]], sql_of: dict[str, a
                                   "of a stream that does not aggregate", mode="STREAMING", why=_COMPLETE_RULE,
                                   hint="use MODE APPEND (the default), or sink a GROUP BY"))
     return problems + streaming_sql.check(p, sinks, sql_of or {}, event_times(p))
+
+
+def _overwrite(c: Checked, aggregate: bool) -> Diagnostic:
+    """MODE OVERWRITE in STREAMING, with the mode that writes what the SINK means to."""
+    hint = ("use MODE COMPLETE: the whole result of the aggregation, replaced after each micro-batch" if aggregate
+            else "drop MODE OVERWRITE: a streaming SINK appends each micro-batch's new rows")
+    return error("E0304", c.mode_span, first="MODE OVERWRITE", second="a STREAMING pipeline", hint=hint)
 
 
 def _aggregates(p: plan.Plan, name: str) -> bool:

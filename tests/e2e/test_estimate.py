@@ -148,3 +148,55 @@ def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tm
         left = _estimate(flow)["labelled"]
         assert left.stored_keys == paid["chat_calls"] > 0 and left.calls == 12 - paid["chat_calls"]
         assert abs(left.tokens - (billed - paid["total_tokens"])) <= 0.1 * billed, (left, paid)
+
+
+STREAMING = """PIPELINE rated MODE STREAMING CHECKPOINT 'chk';
+SOURCE events FROM JSON 'in/' SCHEMA (id STRING, user STRING);
+STREAM scored = ENRICH events WITH HTTP GET 'http://127.0.0.1:9/u/{user}'
+    HEADERS ('Authorization' = 'Bearer ${SCORE_TOKEN}')
+  RETURNS (score DOUBLE) ASYNC UNORDERED CAPACITY 4 TIMEOUT 1s;
+STREAM per_user = SELECT user, count(*) AS n FROM scored GROUP BY user;
+SINK per_user TO PARQUET 'out' MODE COMPLETE;
+"""
+
+
+def _streaming_flow(tmp_path: Path) -> Path:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in/1.json").write_text("".join(json.dumps({"id": f"e{i}", "user": f"u{i % 3}"}) + "\n"
+                                                for i in range(7)))
+    flow = tmp_path / "pipeline.flow"
+    flow.write_text(STREAMING)
+    return flow
+
+
+def test_a_missing_secret_stops_the_estimate_before_spark_starts(tmp_path):
+    """Exit 2 naming the secret and where it was looked for; with no Java at hand, so a Spark
+    started first would have failed otherwise."""
+    import os
+    import subprocess
+    import sys
+
+    flow = _streaming_flow(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "SCORE_TOKEN"}
+    env.update(JAVA_HOME=str(tmp_path / "no-java"), PATH=str(Path(sys.executable).parent))
+    half = tmp_path / "other.env"
+    half.write_text("OTHER=1\n")
+    for extra, where in (([], "no secrets file: --secrets FILE"), (["--secrets", str(half)], f"secrets file {half}")):
+        done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "explain", str(flow), "--estimate", *extra],
+                              env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.startswith("dslc: error: secret SCORE_TOKEN not set: looked in the environment")
+        assert where in done.stderr and "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_streaming_file_in_mode_complete_is_estimated_with_its_secrets_file(spark, tmp_path, capsys):
+    from dslc.compiler.cli.main import main
+
+    flow = _streaming_flow(tmp_path)
+    secrets_file = tmp_path / "secrets.env"
+    secrets_file.write_text("SCORE_TOKEN=tok-4c1d-not-to-be-shown\n")
+    assert main(["explain", str(flow), "--estimate", "--secrets", str(secrets_file), "--format", "json"]) == 0
+    out = capsys.readouterr()
+    [scored] = json.loads(out.out)
+    assert (scored["operator"], scored["rows"], scored["distinct_keys"], scored["calls"]) == ("scored", 7, 3, 7)     # no CACHE or STORE: a call per row
+    assert "tok-4c1d" not in out.out + out.err

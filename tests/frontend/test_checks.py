@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from frontend_support import ORDERS, PROGRAMS, diagnostics_of, errors_of, marked
 
-from dslc.compiler.pipeline import check_text
+from dslc.compiler.diagnostics import CompileError
+from dslc.compiler.pipeline import check_source, check_text
+from dslc.compiler.source import SourceFile
 
 FOLDER = PROGRAMS / "fraud"          # fraud_rules.py lives there
 RULES = ("SOURCE rule_updates FROM CSV 'data/rules/'\n"
@@ -307,8 +309,8 @@ def test_counts_must_be_whole_and_positive(clause, mark):
 def test_repeated_options():
     text = (ORDERS + "STREAM e = ENRICH orders WITH PYTHON 'fraud_rules:score' RETURNS (x INT)\n"
             "  TIMEOUT 1s CAPACITY 5 TIMEOUT 2s;\n"
-            "SINK e TO PARQUET 'o' MODE APPEND MODE APPEND OPTIONS (a = 1, a = 2);")
-    expect(text, ("E0303", "TIMEOUT 2s"), ("E0303", "MODE APPEND", 2), ("E0303", "a = 2"))
+            "SINK e TO PARQUET 'o' MODE APPEND MODE APPEND OPTIONS (compression = 'zstd', compression = 'gzip');")
+    expect(text, ("E0303", "TIMEOUT 2s"), ("E0303", "MODE APPEND", 2), ("E0303", "compression = 'gzip'"))
 
 
 def test_on_miss_retry_without_retry_contradicts():
@@ -491,6 +493,30 @@ def test_streaming_problems_are_reported_alongside_an_unrelated_unknown_sink():
             + "STREAM n = SELECT country, count(*) AS k FROM m GROUP BY country;\n"
             + "SINK n TO CONSOLE;\nSINK orders TO PARKET 'x';")
     expect(text, ("E0311", "SINK n"), ("E0305", "PARKET"))
+
+
+def test_every_streaming_error_of_a_sink_with_a_wrong_mode_is_reported_at_once():
+    """A BATCH file checked for STREAMING: the MODE OVERWRITE of each sink, with the mode that
+    fits its stream, and the CHECKPOINT they need, in one run (not one after the other)."""
+    text = ("PIPELINE p MODE BATCH;\n" + ORDERS
+            + "STREAM n = SELECT country, count(*) AS k FROM orders GROUP BY country;\n"
+            + "SINK n TO PARQUET 'a' MODE OVERWRITE;\nSINK orders TO PARQUET 'b' MODE OVERWRITE PARTITION BY (cuntry);")
+    with pytest.raises(CompileError) as caught:
+        check_source(SourceFile(str(FOLDER / "test.flow"), text), mode="streaming")
+    found = [(d.code, text[d.span.start:d.span.end], d.hint) for d in caught.value.diagnostics]
+    assert sorted(found) == sorted([
+        ("E0308", "SINK", "add CHECKPOINT 'target/chk/p' to PIPELINE"),
+        ("E0304", "MODE OVERWRITE", "use MODE COMPLETE: the whole result of the aggregation, replaced after each "
+                                    "micro-batch"),
+        ("E0308", "SINK", "add CHECKPOINT 'target/chk/p' to PIPELINE"),
+        ("E0304", "MODE OVERWRITE", "drop MODE OVERWRITE: a streaming SINK appends each micro-batch's new rows"),
+        ("E0204", "cuntry", "did you mean 'country'?")])
+
+
+def test_overwrite_in_streaming_is_reported_alongside_an_error_in_the_stream_it_writes():
+    text = ("PIPELINE p MODE STREAMING CHECKPOINT 'c';\n" + ORDERS
+            + "STREAM bad = SELECT order_id, cuntry FROM orders;\nSINK bad TO PARQUET 'o' MODE OVERWRITE;")
+    expect(text, ("E0204", "cuntry"), ("E0304", "MODE OVERWRITE"))
 
 
 def test_missing_checkpoint_is_reported_alongside_a_failed_sink():

@@ -1,5 +1,6 @@
 """Every tests/errors/*.flow through the real CLI: exit 1, the exact output (syrupy snapshot),
-no traceback, and the first diagnostic where the file's first line says (`-- expect: E0204 3:21`)."""
+no traceback, and the first diagnostic where the file's first line says (`-- expect: E0204 3:21`).
+A second line `-- check: --mode streaming` gives `dslc check` those arguments."""
 from __future__ import annotations
 
 import re
@@ -12,6 +13,7 @@ from dslc.compiler.cli.main import main
 ERRORS = Path(__file__).parent.parent / "errors"
 CASES = sorted(ERRORS.glob("*.flow"))
 _EXPECT = re.compile(r"^-- expect: (E\d{4}) (\d+):(\d+)\s*$")
+_ARGS = re.compile(r"^-- check: (.+?)\s*$")
 _FIRST = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+): error\[(?P<code>E\d{4})\]", re.M)
 
 
@@ -21,10 +23,12 @@ def test_there_are_enough_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
 def test_error_output(case: Path, capsys, monkeypatch, snapshot):
-    expect = _EXPECT.match(case.read_text(encoding="utf-8").splitlines()[0])
+    lines = case.read_text(encoding="utf-8").splitlines()
+    expect = _EXPECT.match(lines[0])
     assert expect, f"{case.name}: first line must be '-- expect: CODE LINE:COL'"
+    given = _ARGS.match(lines[1])
     monkeypatch.chdir(ERRORS)            # a relative path keeps the output stable
-    status = main(["check", case.name])
+    status = main(["check", *(given[1].split() if given else ()), case.name])
     out = capsys.readouterr()
     assert status == 1
     assert out.out == ""

@@ -1,0 +1,12 @@
+"""docs/runtime.md's samples (the clickstream example's dead letter) are what their commands print (tests/docs/sample_outputs.py)."""
+from __future__ import annotations
+
+import pytest
+from sample_outputs import REPO, run_document
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def test_the_samples_are_what_the_commands_print():
+    mismatches = run_document(REPO / "docs/runtime.md")
+    assert not mismatches, "\n\n".join(map(str, mismatches))

@@ -84,7 +84,11 @@ def test_completer_offers_keywords_names_columns_and_commands():
     assert _completions(session, "SELECT paid.am") == ["amount"]
     assert _completions(session, ":sch") == [":schema"]
     assert set(_completions(session, ":show ")) == {"orders", "paid"}
-    assert _completions(session, "") == []
+    # nothing typed (#48 item 12): a statement's first word; after `SELECT ` the columns in scope first
+    assert _completions(session, "") == ["SOURCE", "BROADCAST", "STREAM", "SINK", "SET", "PIPELINE"]
+    after_select = _completions(session, "STREAM x = SELECT ")
+    assert after_select[:3] == ["order_id", "amount", "country"] and "paid" in after_select and "FROM" in after_select
+    assert _completions(session, "STREAM x = SELECT 'a ") == [] and _completions(session, "SELECT 1") == []
 
 
 def test_piped_input_runs_without_a_terminal(tmp_path: Path):

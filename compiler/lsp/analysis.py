@@ -106,6 +106,12 @@ class Analysis:
                                       sql=self._cache and self._cache.sql)
         return plan
 
+    @cached_property
+    def defined(self) -> dict[str, object]:
+        """lower-case name → the first statement defining it (`definitions` of the program, once
+        per version: hover and completion ask on every request)."""
+        return definitions(self.program)
+
     @property
     def complete(self) -> bool:
         """True when the program and plan are known without more work (the text checked whole)."""

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,7 @@ class Document:
     newest: int = 0                     # the newest version the client sent (read by the checking thread)
     cache: EditorCache = field(default_factory=EditorCache, repr=False)
     spark: tuple[Analysis, object] | None = field(default=None, repr=False)   # Spark's analysis of a version
+    check_s: float = 0.0                # how long the last check that ended took (wall time)
 
 
 class FlowServer(LanguageServer):
@@ -132,9 +134,12 @@ class FlowServer(LanguageServer):
                 lambda wanted=number: doc.newest <= wanted)
             doc.running = (number, future)
         running = doc.running
+        started = time.monotonic()
         result = await asyncio.shield(running[1])
         if doc.running is running:
             doc.running = None
+        if result is not None:
+            doc.check_s = time.monotonic() - started
         return result
 
     async def recent(self, doc: Document) -> tuple[Analysis, LineIndex]:
@@ -143,8 +148,10 @@ class FlowServer(LanguageServer):
         names, schemas and statements; the text around the cursor is always the newest, in the
         LineIndex returned, and compiler/lsp/stale.py finds the older offsets across the edit)."""
         newest = asyncio.ensure_future(self.analysis(doc, salvage=True))
+        # a document whose checks take longer than the wait does not wait at all
+        wait = COMPLETION_WAIT_S if doc.check_s <= COMPLETION_WAIT_S else 0
         try:
-            return await asyncio.wait_for(asyncio.shield(newest), COMPLETION_WAIT_S)
+            return await asyncio.wait_for(asyncio.shield(newest), wait)
         except asyncio.TimeoutError:
             last = self._last_known(doc)
             if last is None:

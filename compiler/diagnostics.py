@@ -89,6 +89,14 @@ def error(code: str, span: Span, hint: str | None = None, **params: object) -> D
     return Diagnostic(code, MESSAGES[code].format(**params), span, hint)
 
 
+def printable(text: str) -> str:
+    """`text` with its control characters written as escapes (`\\r`, `\\n`, `\\x00`), so that a
+    message quoting what the user wrote stays on its one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:
     """A `did you mean 'x'?` hint for the closest candidate, or None."""
     pool = {c.lower(): c for c in candidates}

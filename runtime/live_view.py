@@ -16,18 +16,20 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("calls_per_s", "calls/s"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("errors", "errors"),
     ("retries", "retries"), ("cache_hits", "cache hits"),
 )
-_SHOWN = {key for key, _ in COLUMNS} | {"limit"}
+_SHOWN = {key for key, _ in COLUMNS} | {"limit", "tasks"}
 # figures every operator has that are not worth a live column
 _HIDDEN = {"elements_called", "timeouts", "prompt_tokens", "completion_tokens", "misses", "dead_letters", "dropped", "failures", "cache_misses",
            "coalesced", "pushed_back", "max_in_flight", "capacity", "blocked_seconds", "latency_seconds",
            "rate_wait_seconds", "task_seconds", "cpu_seconds", "tasks_running"}
 
 
-def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, calls_per_s: float) -> dict[str, Any]:
-    """One operator's live figures (totals: its tasks' metrics added up, runtime/metrics.merge)."""
+def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, calls_per_s: float,
+                 tasks: int = 1) -> dict[str, Any]:
+    """One operator's live figures (totals: its tasks' metrics added up, runtime/metrics.merge);
+    `limit` is the CAPACITY of the `tasks` running it, added up."""
     histogram = totals.get("latency_histogram") or {}
     row = {**{k: v for k, v in totals.items() if k != "latency_histogram"}, "operator": name}
-    row.update(in_flight=in_flight, limit=limit, calls_per_s=round(calls_per_s, 1),
+    row.update(in_flight=in_flight, limit=limit, tasks=tasks, calls_per_s=round(calls_per_s, 1),
                p50_ms=percentile_ms(histogram, 0.50), p99_ms=percentile_ms(histogram, 0.99))
     return row
 
@@ -46,10 +48,16 @@ def extra_columns(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def cell(row: dict[str, Any], key: str) -> str:
-    """A figure as the table shows it; in flight against the limit as 'n/limit'."""
+    """A figure as the table shows it; in flight against the limit as 'n/CAPACITY', and as
+    'n/TASKSxCAPACITY' while several tasks run the operator (CAPACITY is per task: 0/2x16, not
+    a 0/32 that no clause of the file says)."""
     if key == "in_flight":
-        limit = row.get("limit")
-        return f"{row.get('in_flight', 0)}/{limit}" if limit else "-"
+        limit, tasks = row.get("limit"), row.get("tasks") or 1
+        if not limit:
+            return "-"
+        if tasks > 1 and limit % tasks == 0:
+            return f"{row.get('in_flight', 0)}/{tasks}x{limit // tasks}"
+        return f"{row.get('in_flight', 0)}/{limit}"
     value = row.get(key)
     if value is None:
         return "-"

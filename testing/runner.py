@@ -32,22 +32,37 @@ def spark_log() -> Path:
 
 def session(log: Path | None = None):
     """The local Spark session every case shares (an active one is reused, e.g. pytest's); a new
-    one writes Spark's log to `log` instead of the terminal."""
+    one writes Spark's log to `log` instead of the terminal, and so does its JVM's own stdout and
+    stderr (`WARNING: Using incubator modules` is printed by the JVM before any logger runs)."""
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder
-    if log is not None and SparkSession.getActiveSession() is None:
-        config = log.with_suffix(".log4j2.properties")
-        config.write_text(_LOG4J.format(path=log))
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{config}")
-    return (builder.master(os.environ.get("DSLC_MASTER", "local[2]")).appName("dslc-test")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.log.level", "ERROR")
-            .getOrCreate())
+    settings = {
+        "spark.master": os.environ.get("DSLC_MASTER", "local[2]"), "spark.app.name": "dslc-test",
+        "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "2",
+        "spark.ui.showConsoleProgress": "false", "spark.log.level": "ERROR",
+    }
+    if log is None or SparkSession.getActiveSession() is not None:
+        builder = SparkSession.builder
+        for key, value in settings.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
+    config = log.with_suffix(".log4j2.properties")
+    config.write_text(_LOG4J.format(path=log))
+    settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{config}"
+    return _quiet_session(settings, log)
+
+
+def _quiet_session(settings: dict[str, str], log: Path):
+    """A new session whose JVM writes its stdout and stderr to `log` (appended)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from pyspark.sql import SparkSession
+
+    conf = SparkConf(loadDefaults=True).setAll(list(settings.items()))
+    with open(log, "ab") as out:
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+    return SparkSession(SparkContext(conf=conf, gateway=gateway))
 
 
 def _slug(text: str) -> str:

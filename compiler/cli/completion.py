@@ -21,6 +21,8 @@ KEYWORDS = (
     "WHEN", "THEN", "ELSE", "END", "CAST", "STRING", "INT", "BIGINT", "DOUBLE", "BOOLEAN", "TIMESTAMP", "DATE",
 )
 
+STATEMENT_KEYWORDS = ("SOURCE", "BROADCAST", "STREAM", "SINK", "SET", "PIPELINE")
+
 IDENT_TAIL = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 _QUALIFIED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)?$")
 
@@ -47,22 +49,63 @@ class Candidate:
 
 def complete(text_before_cursor: str, names: Names) -> list[Candidate]:
     """Candidates for the word before the cursor: after `NAME.` only NAME's columns; otherwise
-    stream/source names, then columns, then keywords (each text once, keywords in the case typed)."""
+    stream/source names, then columns, then keywords (each text once, keywords in the case typed);
+    where no word is typed yet, the columns in scope, then names, then keywords."""
     qualified = _QUALIFIED.search(text_before_cursor)
     if qualified and names.find_node(qualified.group(1)) is not None:
         word = qualified.group(2) or ""
         return [Candidate(c, len(word), "column") for c in names.columns(qualified.group(1)) if _starts(c, word)]
     tail = IDENT_TAIL.search(text_before_cursor)
-    if not tail:
+    if tail:
+        word = tail.group(0)
+        ordered = (*stream_names(word, names), *_columns(word, names), *_keywords(word))
+    elif not _between_words(text_before_cursor):
         return []
-    word = tail.group(0)
+    elif not _code(text_before_cursor).strip():
+        return [Candidate(k, 0, "keyword") for k in STATEMENT_KEYWORDS]   # a statement starts here
+    else:   # nothing typed yet (Ctrl-Space after `SELECT `): what the statement reads comes first
+        ordered = (*_columns("", names), *stream_names("", names), *_keywords(""))
     seen: set[str] = set()
     out: list[Candidate] = []
-    for candidate in (*stream_names(word, names), *_columns(word, names), *_keywords(word)):
+    for candidate in ordered:
         if candidate.text not in seen:
             seen.add(candidate.text)
             out.append(candidate)
     return out
+
+
+_WORD_MAY_START = re.compile(r"(?:^|[\s(,=<>+*/|-])$")
+_COMMENT = re.compile(r"--[^\n]*")
+
+
+def _code(text: str) -> str:
+    """`text` without its line comments (good enough to see whether any code precedes the cursor)."""
+    return _COMMENT.sub("", text)
+
+
+def _between_words(text: str) -> bool:
+    """True where a word may start at the end of `text`: after a space, `(`, `,` or an operator,
+    and not inside a string literal, a quoted name or a comment."""
+    if not _WORD_MAY_START.search(text):
+        return False
+    quote = None
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            if c == "\\" and quote != "`":
+                i += 1
+            elif c == quote:
+                quote = None
+        elif c in "'\"`":
+            quote = c
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            if end < 0:
+                return False
+            i = end
+        i += 1
+    return quote is None
 
 
 def stream_names(word: str, names: Names) -> Iterable[Candidate]:

@@ -6,6 +6,7 @@ accepted only when the whole program still checks (without requiring a SINK). Wh
 not a terminal, statements and commands are read line by line from stdin, without prompts."""
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shlex
@@ -166,7 +167,9 @@ class Repl:
         name, args = words[0].lower(), words[1:]
         handler: Callable[[list[str]], None] | None = getattr(self, "cmd_" + name[1:], None)
         if handler is None:
-            self.complain(f"unknown command {words[0]}; :help lists the commands")
+            guess = _command_meant(name)
+            self.complain(f"unknown command {words[0]}; did you mean {guess}? (:help lists the commands)" if guess
+                          else f"unknown command {words[0]}; :help lists the commands")
             return
         try:
             handler(args)
@@ -306,6 +309,19 @@ class Repl:
         self.say(result.table)
         for note in result.notes:
             self.say(f"-- {note}")
+
+
+# what users of other tools type for a command the REPL names differently
+_SYNONYMS = {":explain": ":plan (the logical plan, as dslc explain shows it) or :physical",
+             ":run": ":show NAME", ":select": ":show NAME", ":describe": ":schema NAME", ":exit": ":quit"}
+
+
+def _command_meant(name: str) -> str | None:
+    """The command a mistyped `name` most likely means (`:shw` → `:show`), or None."""
+    if name in _SYNONYMS:
+        return _SYNONYMS[name]
+    close = difflib.get_close_matches(name, [*COMMANDS, *_SYNONYMS], n=1, cutoff=0.6)
+    return (_SYNONYMS.get(close[0], close[0])) if close else None
 
 
 def _settings_of(file: str | None) -> dict:

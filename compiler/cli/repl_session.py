@@ -54,11 +54,14 @@ def quote_name(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _terminated(statement: str) -> str:
-    """A statement with its ';' (on a new line when the last line ends in a comment)."""
-    text = statement.strip("\n").rstrip()
-    last = text.rsplit("\n", 1)[-1]
-    return text + ("\n;\n" if "--" in last else ";\n")
+def _terminated(statement: str, after: str) -> str:
+    """A statement as the program holds it: its text as typed or loaded, leading blank lines and
+    comments kept (so a loaded file's lines are the program's lines), then its ';' (on a new line
+    when the last line ends in a comment). A statement that starts with a word right after the
+    previous ';' (one added by code, not typed) begins on a new line."""
+    lead = "\n" if after and not after.endswith("\n") and statement[:1] not in ("", " ", "\t", "\n", "\r") else ""
+    ends_in_comment = not split_statements(statement + ";")[-1].terminated
+    return lead + statement + ("\n;" if ends_in_comment else ";")
 
 
 class SparkUnavailable(Exception):
@@ -82,23 +85,30 @@ class Session:
 
     # ---- checking
     def program(self, statements: list[str] | None = None) -> str:
-        """Program text: one statement per chunk, each ended with ';'."""
+        """Program text: the statements as typed or loaded, each ended with ';'. A file loaded into
+        an empty session is its own text again, line for line: errors, the plan and run-time
+        messages give the file's line numbers (#48 item 13)."""
         items = self.statements if statements is None else statements
-        return "".join(_terminated(s) for s in items)
+        text = ""
+        for statement in items:
+            text += _terminated(statement, text)
+        return text + "\n" if text else text
 
-    def _source(self, statements: list[str]) -> ReplSource:
-        return ReplSource(REPL_PATH, self.program(statements), base=str(self.folder))
+    def _source(self, statements: list[str], path: str = REPL_PATH) -> ReplSource:
+        return ReplSource(path, self.program(statements), base=str(self.folder))
 
-    def check(self, statements: list[str], *, require_sink: bool = False, mode: str | None = None) -> Plan:
-        """Plan of a list of statements (the fast check); raises CompileError."""
-        return check_source(self._source(statements), require_sink=require_sink, mode=mode)
+    def check(self, statements: list[str], *, require_sink: bool = False, mode: str | None = None,
+              path: str = REPL_PATH) -> Plan:
+        """Plan of a list of statements (the fast check); raises CompileError. `path`: the name
+        errors give the program (a file loaded into an empty session is that file, line for line)."""
+        return check_source(self._source(statements, path), require_sink=require_sink, mode=mode)
 
     @property
     def checked_by(self) -> str:
         """Which check the errors and schemas come from, as the REPL says it."""
         return "the fast check, then Spark's analyzer" if self.spark_check else "the fast check only"
 
-    def analyze(self, statements: list[str], plan: Plan) -> "SparkAnalysis | None":
+    def analyze(self, statements: list[str], plan: Plan, path: str = REPL_PATH) -> "SparkAnalysis | None":
         """Spark's analyzer on the statements (None when it is off): raises CompileError with
         every query it refuses, SparkUnavailable (and turns itself off) when Spark cannot be used,
         Interrupted on Ctrl-C while it waits for the JVM."""
@@ -109,7 +119,7 @@ class Session:
 
         if self.runner is None:
             self.runner = SparkRunner()
-        source = self._source(statements)
+        source = self._source(statements, path)
         try:
             found = self.runner.run("Spark's analyzer", lambda spark: analyze_with_spark(plan, source, spark),
                                     dict(plan.settings.conf))
@@ -147,13 +157,16 @@ class Session:
         the file's folder when the session is still empty."""
         path = Path(path)
         text = path.read_text(encoding="utf-8", errors="replace")
-        statements = [c.text for c in split_statements(text) if c.terminated or c.text.strip()]
+        # the last statement may lack its ';': it goes at the end of its text, not on a line of its own
+        statements = [c.text if c.terminated else c.text.rstrip() for c in split_statements(text)
+                      if c.terminated or c.text.strip()]
         previous_folder = self.folder
         if not self.statements:
             self.folder = path.resolve().parent
+        shown_as = str(path) if not self.statements else REPL_PATH
         try:
-            plan = self.check([*self.statements, *statements])
-            found = self.analyze([*self.statements, *statements], plan)
+            plan = self.check([*self.statements, *statements], path=shown_as)
+            found = self.analyze([*self.statements, *statements], plan, shown_as)
         except BaseException:
             self.folder = previous_folder
             raise

@@ -9,6 +9,7 @@ from dslc.compiler.frontend import ast
 from dslc.compiler.lsp.analysis import Analysis, definition_name, word_at
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.scope import Scope, kind_of
+from dslc.compiler.lsp.stale import Edit, edit_between
 from dslc.compiler.plan.enrich_options import EnrichOptions, read_options
 from dslc.runtime.config import Outcome
 
@@ -26,12 +27,18 @@ def hover(analysis: Analysis, index: LineIndex, offset: int,
     if found is None:
         return None
     word, span = found
-    statement = _statement_at(analysis.program, offset)
-    if isinstance(statement, ast.Enrich) and word.upper() in _ENRICH_WORDS and not _is_name_in(statement, span):
+    # `analysis` may be of an older version (a check of the newest is under way): its offsets are
+    # found across the edit; the word is always the newest text's
+    edit = None if analysis.source.text is index.text or analysis.source.text == index.text \
+        else edit_between(analysis.source.text, index.text)
+    at = offset if edit is None else edit.to_old(offset)
+    at = edit.start if at is None else at
+    statement = _statement_at(analysis.program, at)
+    if isinstance(statement, ast.Enrich) and word.upper() in _ENRICH_WORDS and not _is_name_in(statement, span, edit):
         return _markdown(_enrich_text(statement), index, span)
-    chunk = analysis.chunk_at(offset)
+    chunk = analysis.chunk_at(at)
     scope = Scope(analysis, chunk.text if chunk else "")
-    text = _name_text(word, analysis, scope, index, spark)
+    text = _name_text(word, analysis, scope, index, spark, edit)
     if text is None:
         column = scope.column_type(word)
         if column is None:
@@ -56,18 +63,22 @@ def _statement_at(program: ast.Program, offset: int):
     return None
 
 
-def _is_name_in(statement: ast.Enrich, span) -> bool:
-    return span.start in (statement.name.span.start, statement.input.span.start)
+def _is_name_in(statement: ast.Enrich, span, edit: Edit | None = None) -> bool:
+    names = (statement.name.span.start, statement.input.span.start)
+    return span.start in (names if edit is None else tuple(edit.to_new(n) for n in names))
 
 
 def _name_text(word: str, analysis: Analysis, scope: Scope, index: LineIndex,
-               spark: dict | None = None) -> str | None:
+               spark: dict | None = None, edit: Edit | None = None) -> str | None:
     """The definition line and schema of a stream/source/broadcast name, or None."""
     statement = scope.defined.get(word.lower())
     node = scope.find_node(word)
     if statement is None and node is None:
         return None
     start = statement.span.start if statement is not None else node.span.start
+    if edit is not None:                  # where that statement is in the newest text
+        start = edit.to_new(start)
+        start = edit.start if start is None else start
     line = index.position(start).line
     first = index.line_text(line).strip()
     kind = kind_of(node) if node is not None else _kind_of_statement(statement)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from dslc.compiler.lsp.analysis import Analysis, definition_name, definitions
+from dslc.compiler.lsp.analysis import Analysis, definition_name
 from dslc.compiler.plan.logical import BroadcastState, PlanNode, Source
 
 _IDENT = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
@@ -17,7 +17,7 @@ class Scope:
     def __init__(self, analysis: Analysis, statement_text: str = ""):
         self.analysis = analysis
         self.plan = analysis.plan
-        self.defined = definitions(analysis.program)
+        self.defined = analysis.defined
         self.statement_text = statement_text
 
     def node_names(self) -> list[str]:

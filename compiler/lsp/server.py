@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -52,6 +53,7 @@ class Document:
     newest: int = 0                     # the newest version the client sent (read by the checking thread)
     cache: EditorCache = field(default_factory=EditorCache, repr=False)
     spark: tuple[Analysis, object] | None = field(default=None, repr=False)   # Spark's analysis of a version
+    check_s: float = 0.0                # how long the last check that ended took (wall time)
 
 
 class FlowServer(LanguageServer):
@@ -66,7 +68,8 @@ class FlowServer(LanguageServer):
             release = version("dslc")
         except PackageNotFoundError:
             release = "0"
-        super().__init__("dslc", release, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        # an edit sends what changed, not the whole text (a 5,000-statement file is 500 KB)
+        super().__init__("dslc", release, text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.documents: dict[str, Document] = {}
         self.checker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dslc-check")
 
@@ -100,48 +103,69 @@ class FlowServer(LanguageServer):
 
     async def analysis(self, doc: Document, *, salvage: bool = False) -> tuple[Analysis, LineIndex]:
         """The analysis of the newest version (checked now, or awaited when a check is running);
-        `salvage` also computes the program and plan of the statements that check. A check
-        overtaken by a newer version gives up (None): then the newest one is awaited instead."""
+        `salvage` also computes the program and plan of the statements that check. A check (or a
+        salvage) overtaken by a newer version gives up: then the newest one is awaited instead."""
         while True:
             number, text = self.text(doc)
             if doc.checked is not None and doc.checked[0] == number:
                 _, analysis, index = doc.checked
-                break
-            if doc.running is None or doc.running[0] != number:
-                path = str(doc.path) if doc.path else doc.uri
-                encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
-                future = asyncio.get_running_loop().run_in_executor(
-                    self.checker, _check, text, path, doc.base, encoding, doc.cache,
-                    lambda wanted=number: doc.newest <= wanted)
-                doc.running = (number, future)
-            running = doc.running
-            result = await asyncio.shield(running[1])
-            if doc.running is running:
-                doc.running = None
-            if result is None:
-                continue
-            if doc.checked is None or doc.checked[0] < number:
-                doc.checked = (number, *result)
-            analysis, index = result
-            break
-        if salvage:
-            await asyncio.get_running_loop().run_in_executor(self.checker, _salvage, analysis)
-            doc.salvaged = analysis
-        return analysis, index
+            else:
+                result = await self._checked(doc, number, text)
+                if result is None:
+                    continue
+                if doc.checked is None or doc.checked[0] < number:
+                    doc.checked = (number, *result)
+                analysis, index = result
+            if not salvage or doc.salvaged is analysis:
+                return analysis, index
+            if await asyncio.get_running_loop().run_in_executor(
+                    self.checker, _salvage, analysis, lambda wanted=number: doc.newest <= wanted):
+                doc.salvaged = analysis
+                return analysis, index
 
-    async def names(self, doc: Document) -> tuple[Analysis, LineIndex]:
-        """For completion, which must not lag behind typing in a long file: the newest version's
-        analysis if it is ready soon, else the last one ready (its names and schemas; the text
-        around the cursor is always the newest, in the LineIndex returned)."""
+    async def _checked(self, doc: Document, number: int, text: str) -> tuple[Analysis, LineIndex] | None:
+        """Version `number` checked on the checking thread (the check under way when it is that
+        version's); None when a newer version overtook it."""
+        if doc.running is None or doc.running[0] != number:
+            path = str(doc.path) if doc.path else doc.uri
+            encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
+            future = asyncio.get_running_loop().run_in_executor(
+                self.checker, _check, text, path, doc.base, encoding, doc.cache,
+                lambda wanted=number: doc.newest <= wanted)
+            doc.running = (number, future)
+        running = doc.running
+        started = time.monotonic()
+        result = await asyncio.shield(running[1])
+        if doc.running is running:
+            doc.running = None
+        if result is not None:
+            doc.check_s = time.monotonic() - started
+        return result
+
+    async def recent(self, doc: Document) -> tuple[Analysis, LineIndex]:
+        """For hover and completion, which must not lag behind typing in a long file: the newest
+        version's analysis if it is ready soon, else the last one checked and salvaged (its
+        names, schemas and statements; the text around the cursor is always the newest, in the
+        LineIndex returned, and compiler/lsp/stale.py finds the older offsets across the edit)."""
         newest = asyncio.ensure_future(self.analysis(doc, salvage=True))
+        # a document whose checks take longer than the wait does not wait at all
+        wait = COMPLETION_WAIT_S if doc.check_s <= COMPLETION_WAIT_S else 0
         try:
-            return await asyncio.wait_for(asyncio.shield(newest), COMPLETION_WAIT_S)
+            return await asyncio.wait_for(asyncio.shield(newest), wait)
         except asyncio.TimeoutError:
-            if doc.salvaged is None:
+            last = self._last_known(doc)
+            if last is None:
                 return await newest
             _, text = self.text(doc)
             encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
-            return doc.salvaged, LineIndex(text, encoding)
+            return last, LineIndex(text, encoding)
+
+    @staticmethod
+    def _last_known(doc: Document) -> Analysis | None:
+        """The newest analysis whose program and plan are at hand without any work."""
+        if doc.checked is not None and doc.checked[1].complete:
+            return doc.checked[1]
+        return doc.salvaged
 
     async def publish(self, doc: Document) -> None:
         """Check the newest version and publish its diagnostics, unless a newer one came meanwhile."""
@@ -225,11 +249,18 @@ def _internal(text: str, path: str, base: str, message: str) -> Analysis:
     return Analysis(DocumentSource(path, text, base=base), [], failure=message)
 
 
-def _salvage(analysis: Analysis) -> None:
+def _salvage(analysis: Analysis, current: Callable[[], bool]) -> bool:
+    """Compute the program and plan of the statements that check, now (so a failure is logged
+    here); False when a newer version overtook it before it ended."""
     try:
-        _ = analysis.program, analysis.plan   # computed now, so a failure is logged here
+        with analysis.checking(current):
+            _ = analysis.program, analysis.plan
+    except Superseded:
+        log.debug("a salvage of %s stopped: a newer version is waiting", analysis.source.path)
+        return False
     except Exception:
         log.error("salvaging a plan failed:\n%s", traceback.format_exc())
+    return True
 
 
 def _answer_none_on_failure(handler):
@@ -256,8 +287,8 @@ def _newest(ls: FlowServer, doc: Document):
     return ls.analysis(doc)
 
 
-def _names_soon(ls: FlowServer, doc: Document):
-    return ls.names(doc)
+def _recent(ls: FlowServer, doc: Document):
+    return ls.recent(doc)
 
 
 def _document_request(server: FlowServer, method: str, options=None, *, analyzed: Analyzed = _newest_salvaged):
@@ -326,11 +357,11 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(params.text_document.uri, []))
 
     @_document_request(server, types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]),
-                       analyzed=_names_soon)
+                       analyzed=_recent)
     def complete(doc: Document, analysis: Analysis, index: LineIndex, params: types.CompletionParams):
         return completion.completions(analysis, index, index.offset(params.position))
 
-    @_document_request(server, types.TEXT_DOCUMENT_HOVER)
+    @_document_request(server, types.TEXT_DOCUMENT_HOVER, analyzed=_recent)
     def on_hover(doc: Document, analysis: Analysis, index: LineIndex, params: types.HoverParams):
         return hover.hover(analysis, index, index.offset(params.position), server.spark_schemas(doc, analysis))
 

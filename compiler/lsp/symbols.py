@@ -10,7 +10,7 @@ from lsprotocol import types
 from pygls.uris import from_fs_path
 
 from dslc.compiler.frontend import ast
-from dslc.compiler.lsp.analysis import Analysis, definition_name, definitions, word_at
+from dslc.compiler.lsp.analysis import Analysis, definition_name, word_at
 from dslc.compiler.lsp.positions import LineIndex
 
 
@@ -23,7 +23,7 @@ def definition(analysis: Analysis, index: LineIndex, uri: str, offset: int) -> l
     found = word_at(index.text, offset)
     if found is None:
         return []
-    statement = definitions(analysis.program).get(found[0].lower())
+    statement = analysis.defined.get(found[0].lower())
     if statement is None:
         return []
     name = definition_name(statement)
@@ -80,7 +80,7 @@ def document_symbols(analysis: Analysis, index: LineIndex) -> list[types.Documen
     """One symbol per PIPELINE, SOURCE, BROADCAST, STREAM and SINK statement that parses; a
     stream's symbol lists its columns when its statement checks."""
     plan = analysis.plan
-    first = definitions(analysis.program)
+    first = analysis.defined
     symbols = []
     for statement in analysis.program.statements:
         kind = _KINDS.get(type(statement))

@@ -12,6 +12,7 @@ from dslc.compiler.optimizer.optimize import Options, optimize
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.explain import _describe
 from dslc.compiler.plan.match_keys import equality_keys
+from dslc.runtime.secrets import mask_url
 
 
 def _match_kind(step: physical.MatchJoin, p: plan.Plan) -> str:
@@ -92,8 +93,11 @@ def _quote(text: str) -> str:
 
 
 def render_dot(phys: physical.Physical) -> str:
-    """Graphviz: one cluster per chain; an edge into an aggregation is drawn as a shuffle."""
-    out = ["digraph pipeline {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];']
+    """Graphviz: one cluster per chain; an edge into an aggregation is drawn as a shuffle; each
+    ENRICH's service and dead letters beside it; a filter the optimiser moved is labelled by what
+    it keeps, not by the name it has inside the plan."""
+    out = ["digraph pipeline {", "  rankdir=LR;", '  node [shape=box, fontname="Helvetica"];',
+           '  edge [fontname="Helvetica", fontsize=10];']
     producer: dict[str, str] = {}
     for step in phys.steps:
         if isinstance(step, physical.Chain):
@@ -107,8 +111,31 @@ def render_dot(phys: physical.Physical) -> str:
             out.append("  }")
         else:
             shape = "cylinder" if isinstance(step, physical.Read) else "box"
-            out.append(f"  {_quote(step.name)} [shape={shape}, label={_quote(step.name + chr(10) + type(step.node).__name__)}];")
+            out.append(f"  {_quote(step.name)} [shape={shape}, label={_quote(_label(step.node, phys.plan))}];")
             producer[step.name.lower()] = step.name
+    out += _edges(phys, producer)
+    for i, sink in enumerate(phys.plan.sinks):
+        out.append(f"  sink{i} [shape=note, label={_quote(sink.connector + ' ' + (sink.path or ''))}];")
+        out.append(f"  {_quote(producer.get(sink.input.lower(), sink.input))} -> sink{i};")
+    out += _services_and_dead_letters(phys)
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _label(node: plan.PlanNode, p: plan.Plan) -> str:
+    """A node's box: its name and kind; a query a rule made (`e__filter`) says what it does."""
+    if isinstance(node, plan.Query) and node.origin:
+        where = node.tree.args.get("where")
+        kept = " ".join((where.this.sql(dialect="spark") if where is not None else node.sql).split())
+        kept = kept if len(kept) <= 60 else kept[:57] + "..."
+        before = [n.name for n in p.nodes if node.name in n.inputs]
+        return f"filter before {', '.join(before)}\nWHERE {kept}" if before else f"filter\nWHERE {kept}"
+    return node.name + "\n" + type(node).__name__
+
+
+def _edges(phys: physical.Physical, producer: dict[str, str]) -> list[str]:
+    """Data edges between steps: shuffles into aggregations, broadcast state as dotted lines."""
+    out = []
     for step in phys.steps:
         inputs = [step.input] if isinstance(step, physical.Chain) else list(step.node.inputs)
         target = step.operators[0].name if isinstance(step, physical.Chain) else step.name
@@ -123,11 +150,46 @@ def render_dot(phys: physical.Physical) -> str:
                 for state in getattr(op, "states", ()):    # PROCESS ... WITH BROADCAST
                     out.append(f"  {_quote(producer.get(state.lower(), state))} -> {_quote(op.name)} "
                                '[style=dotted, label="broadcast"];')
-    for i, sink in enumerate(phys.plan.sinks):
-        out.append(f"  sink{i} [shape=note, label={_quote(sink.connector + ' ' + (sink.path or ''))}];")
-        out.append(f"  {_quote(producer.get(sink.input.lower(), sink.input))} -> sink{i};")
-    out.append("}")
-    return "\n".join(out) + "\n"
+    return out
+
+
+def service_label(call: object) -> str:
+    """What an ENRICH calls, as the picture names it (a URL without its user:password or keys; a
+    secret stays `${NAME}`, never its value)."""
+    if isinstance(call, plan.HttpCall):
+        return f"HTTP {call.method}\n{mask_url(call.url)}"
+    if isinstance(call, (plan.ModelCall, plan.EmbeddingCall)):
+        kind = "MODEL" if isinstance(call, plan.ModelCall) else "EMBEDDING"
+        return f"{kind} {call.model}\n{mask_url(call.base_url)}"
+    if isinstance(call, plan.PythonCall):
+        return f"PYTHON {call.ref}"
+    kind = type(call).__name__.removesuffix("Call").upper()
+    named = next((getattr(call, a) for a in ("database", "name", "url") if isinstance(getattr(call, a, None), str)), "")
+    return f"{kind} {mask_url(named)}".strip()
+
+
+def _services_and_dead_letters(phys: physical.Physical) -> list[str]:
+    """Each service an ENRICH calls (one box per service, however many call it) and each dead
+    letter folder it writes to, linked to the operator."""
+    out: list[str] = []
+    services: dict[str, str] = {}
+    letters: dict[str, str] = {}
+    for node in phys.plan.nodes:
+        if not isinstance(node, plan.Enrich):
+            continue
+        label = service_label(node.call)
+        if label not in services:
+            services[label] = f"service{len(services)}"
+            out.append(f"  {services[label]} [shape=component, style=dashed, label={_quote(label)}];")
+        out.append(f'  {_quote(node.name)} -> {services[label]} [style=dashed, dir=both, arrowsize=0.6, label="calls"];')
+        if node.dead_letter:
+            if node.dead_letter not in letters:
+                letters[node.dead_letter] = f"dead_letter{len(letters)}"
+                out.append(f"  {letters[node.dead_letter]} [shape=note, color=\"#b03030\", fontcolor=\"#b03030\", "
+                           f"label={_quote('DEAD LETTER ' + node.dead_letter)}];")
+            out.append(f'  {_quote(node.name)} -> {letters[node.dead_letter]} [style=dashed, color="#b03030", '
+                       'fontcolor="#b03030", label="dead letters"];')
+    return out
 
 
 def render_svg(phys: physical.Physical) -> str:

@@ -11,13 +11,15 @@ import re
 import jmespath
 from jmespath import exceptions as jmespath_errors
 
-from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
+from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error, printable
 from dslc.compiler.frontend import ast
 from dslc.compiler.source import SourceFile, Span
 from dslc.runtime.secrets import bad_names
 
 # RFC 9110 token characters: what a header name may be made of
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+# RFC 9110 field values: no control characters but a tab (a CR or LF would end the header early)
+_BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 CALL_OPTIONS = ("ca_file", "verify")
 
 
@@ -58,7 +60,7 @@ class ServiceChecks:
         for name, value in clause.args:
             good = True
             if not _HEADER_NAME.match(name.value):
-                self.problems.append(error("E0323", name.span, name=name.value,
+                self.problems.append(error("E0323", name.span, name=printable(name.value),
                                            hint="a header name is letters, digits and - (e.g. 'X-Api-Key')"))
                 good = False
             if value is None:
@@ -69,9 +71,15 @@ class ServiceChecks:
                 self.problems.append(error("E0320", value.span, name=name.value,
                                            hint="an empty header value sends nothing: drop the header"))
                 continue
+            if _BAD_HEADER_VALUE.search(value.value):
+                self.problems.append(error(
+                    "E0309", value.span, text=printable(value.value), what="header value (it holds a control "
+                    "character; a CR or LF would end the header and start another)",
+                    hint="write the value on one line without \\r, \\n or other control characters"))
+                good = False
             if re.search(r"(?<!\$)\{[A-Za-z_][A-Za-z0-9_]*\}", value.value):
                 self.problems.append(error(
-                    "E0309", value.span, text=value.value, what="header value (column placeholders are "
+                    "E0309", value.span, text=printable(value.value), what="header value (column placeholders are "
                     "filled in the URL and BODY only)",
                     hint="send the column in the URL or the BODY; a secret is written ${NAME}"))
                 good = False

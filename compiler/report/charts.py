@@ -17,13 +17,30 @@ def _axis(title: str, y_max: float, x_label: str) -> list[str]:
             f'<text x="{PAD}" y="14" font-size="12" font-family="sans-serif">{escape(title)}</text>',
             f'<line x1="{PAD}" y1="{HEIGHT - PAD}" x2="{WIDTH - 8}" y2="{HEIGHT - PAD}" stroke="#444"/>',
             f'<line x1="{PAD}" y1="22" x2="{PAD}" y2="{HEIGHT - PAD}" stroke="#444"/>',
-            f'<text x="4" y="30" font-size="10" font-family="sans-serif">{y_max:g}</text>',
+            f'<text x="4" y="30" font-size="10" font-family="sans-serif">{number(y_max)}</text>',
             f'<text x="{WIDTH - 8}" y="{HEIGHT - 8}" font-size="10" font-family="sans-serif" '
             f'text-anchor="end">{escape(x_label)}</text>']
 
 
+def number(value: float) -> str:
+    """A figure short enough for an axis, never in exponent notation: 950, 0.25, 12.5k, 3.1M."""
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g}{suffix}"
+    return f"{value:.4g}" if abs(value) >= 1 or value == 0 else f"{value:.2g}"
+
+
+def duration_ms(ms: float) -> str:
+    """A latency as a person reads it: 0.27 ms, 464 ms, 2.2 s, 95 s, 12 min."""
+    if ms >= 600_000:
+        return f"{ms / 60_000:.3g} min"
+    if ms >= 1000:
+        return f"{ms / 1000:.3g} s"
+    return f"{ms:.3g} ms"
+
+
 def histogram(title: str, buckets: dict[str, int]) -> str:
-    """Bars of a latency histogram (runtime/metrics.py buckets), labelled in milliseconds."""
+    """Bars of a latency histogram (runtime/metrics.py buckets), labelled in ms, s or min."""
     items = sorted(((int(k), v) for k, v in buckets.items()), key=lambda kv: kv[0])
     if not items:
         return ""
@@ -31,7 +48,7 @@ def histogram(title: str, buckets: dict[str, int]) -> str:
     span = list(range(low, high + 1))
     counts = dict(items)
     top = max(counts.values())
-    out = _axis(title, top, "latency (ms, bucket upper bound)")
+    out = _axis(title, top, "latency (bucket upper bound)")
     inner = WIDTH - PAD - 12
     bar = inner / len(span)
     for i, index in enumerate(span):
@@ -39,10 +56,12 @@ def histogram(title: str, buckets: dict[str, int]) -> str:
         h = (HEIGHT - PAD - 24) * count / top if top else 0
         x = PAD + 2 + i * bar
         out.append(f'<rect class="bar" x="{x:.1f}" y="{HEIGHT - PAD - h:.1f}" width="{max(1.0, bar - 1):.1f}" '
-                   f'height="{h:.1f}" fill="{COLOURS[0]}"><title>≤ {bucket_upper_ms(index):.3g} ms: {count}</title></rect>')
-    for i in sorted({0, len(span) // 2, len(span) - 1}):
-        out.append(f'<text x="{PAD + 2 + i * bar:.1f}" y="{HEIGHT - PAD + 14}" font-size="10" '
-                   f'font-family="sans-serif">{bucket_upper_ms(span[i]):.3g}</text>')
+                   f'height="{h:.1f}" fill="{COLOURS[0]}"><title>≤ {duration_ms(bucket_upper_ms(index))}: {count}</title></rect>')
+    # the ticks sit under their bars' middles, the last one ending there so it is never cut off
+    for i, anchor in sorted({0: "start", len(span) // 2: "middle", len(span) - 1: "end"}.items()):
+        x = PAD + 2 + i * bar + (bar / 2 if anchor == "middle" else bar if anchor == "end" else 0)
+        out.append(f'<text x="{x:.1f}" y="{HEIGHT - PAD + 14}" font-size="10" font-family="sans-serif" '
+                   f'text-anchor="{anchor}">{duration_ms(bucket_upper_ms(span[i]))}</text>')
     out.append("</svg>")
     return "".join(out)
 
@@ -55,7 +74,7 @@ def lines(title: str, xs: Sequence[float], series: dict[str, Sequence[float | No
     top = max(values) if values else 0
     top = top or 1
     x0, x1 = xs[0], xs[-1] if xs[-1] > xs[0] else xs[0] + 1
-    out = _axis(title, round(top, 2), x_label)
+    out = _axis(title, top, x_label)
     inner_w, inner_h = WIDTH - PAD - 12, HEIGHT - PAD - 24
     for n, (name, ys) in enumerate(series.items()):
         points = [f"{PAD + inner_w * (x - x0) / (x1 - x0):.1f},{HEIGHT - PAD - inner_h * y / top:.1f}"

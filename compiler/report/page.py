@@ -36,18 +36,57 @@ def _table(headers: list[str], rows: list[list[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _timeline_charts(name: str, timeline: list[dict[str, Any]]) -> str:
+def calls_services(m: dict[str, Any]) -> bool:
+    """True for an operator that calls a service (an ENRICH: it has a CAPACITY); a PROCESS only
+    counts rows and errors, so the figures of calls mean nothing for it."""
+    return bool(m.get("capacity"))
+
+
+# the figures a PROCESS has (every other one is about calls)
+ROW_FIGURES = ("elements_in", "elements_out", "errors")
+
+
+def active_points(name: str, timeline: list[dict[str, Any]]) -> tuple[list[tuple[float, dict[str, Any]]], float | None]:
+    """The timeline points of `name` while it was working: up to the first point after its figures
+    last changed (the idle tail after its last call is left out), and when that tail ended (None
+    when there is none)."""
     points = [(p["t"], p["operators"].get(name)) for p in timeline if p["operators"].get(name)]
+    moving = ("elements_in", "elements_out", "calls", "in_flight")
+    last = 0
+    for i in range(1, len(points)):
+        if any(points[i][1].get(k) != points[i - 1][1].get(k) for k in moving):
+            last = i
+    cut = points[:last + 2]
+    return cut, (points[-1][0] if len(cut) < len(points) else None)
+
+
+def _timeline_charts(name: str, timeline: list[dict[str, Any]], capacity: int | None) -> str:
+    points, idle_until = active_points(name, timeline)
     if len(points) < 2:
         return ""
     xs = [t for t, _ in points]
-    in_flight = charts.lines(f"{name}: in flight", xs, {
-        "in flight": [m.get("in_flight") for _, m in points], "limit": [m.get("limit") for _, m in points]})
+    idle = f" (then idle until {idle_until:g} s)" if idle_until is not None else ""
+    charts_html = ""
+    if capacity:
+        # CAPACITY is per task: the limit is CAPACITY times the tasks running the operator
+        charts_html += charts.lines(f"{name}: in flight{idle}", xs, {
+            "in flight": [m.get("in_flight") for _, m in points],
+            f"limit (CAPACITY {capacity} x running tasks)": [m.get("limit") for _, m in points]})
     throughput = [None] + [max(0.0, (b.get("elements_out") or 0) - (a.get("elements_out") or 0)) / max(1e-9, tb - ta)
                            for (ta, a), (tb, b) in zip(points, points[1:])]
-    out = charts.lines(f"{name}: throughput", xs, {
-        "rows out / s": throughput, "calls / s": [m.get("calls_per_s") for _, m in points]})
-    return in_flight + out
+    series: dict[str, list] = {"rows out / s": throughput}
+    if capacity:
+        series["calls / s"] = [m.get("calls_per_s") for _, m in points]
+    return charts_html + charts.lines(f"{name}: throughput{idle}", xs, series)
+
+
+def _figures_table(operators: dict[str, dict[str, Any]]) -> str:
+    """Every figure of every operator; a PROCESS's cells of call figures are left empty."""
+    extras = extra_columns(list(operators.values()))
+    keys = [k for k in FIGURES if any(k in m for m in operators.values())] + extras
+    rows = [[name, *(m.get(k) if calls_services(m) or k in ROW_FIGURES else "" for k in keys)]
+            for name, m in sorted(operators.items())]
+    return '<div class="wide">' + _table(["operator", *keys], rows) + "</div>"
 
 
 def render(document: dict[str, Any]) -> str:
@@ -76,10 +115,7 @@ def render(document: dict[str, Any]) -> str:
     parts.append(f'<div class="plan">{svg}</div>' if svg else
                  "<p>(no plan picture: the metrics file holds none, or Graphviz's <code>dot</code> is missing)</p>")
     parts.append('<h2 id="figures">Figures per operator</h2>')
-    extras = extra_columns(list(operators.values()))
-    keys = [k for k in FIGURES if any(k in m for m in operators.values())] + extras
-    parts.append('<div class="wide">' + _table(["operator", *keys], [[name, *(m.get(k) for k in keys)]
-                                                                     for name, m in sorted(operators.items())]) + "</div>")
+    parts.append(_figures_table(operators))
     parts.append('<h2 id="latency">Latency</h2><div class="charts">')
     histograms = document.get("latency_histograms") or {}
     for name in sorted(operators):
@@ -88,7 +124,7 @@ def render(document: dict[str, Any]) -> str:
     parts.append("</div>")
     parts.append('<h2 id="over-time">In flight and throughput over time</h2><div class="charts">')
     for name in sorted(operators):
-        parts.append(_timeline_charts(name, timeline))
+        parts.append(_timeline_charts(name, timeline, operators[name].get("capacity")))
     parts.append("</div>" + ("" if len(timeline) >= 2 else "<p>(the run was too short for a timeline)</p>"))
     parts.append('<h2 id="dead-letters">Dead letters and errors</h2>')
     rows = [[name, m.get("dead_letters", 0), m.get("errors", 0), m.get("timeouts", 0), m.get("first_error") or "-"]

@@ -15,10 +15,15 @@ def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _unquote(text: str) -> str:
+    """The text of a DOT string as written between its quotes (`a\\"b` is `a"b`)."""
+    return re.sub(r"\\(.)", lambda m: m.group(1), text)
+
+
 def figures_label(name: str, kind: str, m: dict[str, Any], cause: str | None) -> str:
     """The text of an operator's box: its name and kind, then its figures."""
     lines = [name, kind, f"in {m.get('elements_in', 0)}  out {m.get('elements_out', 0)}"]
-    if "calls" in m:
+    if m.get("capacity"):     # an ENRICH; a PROCESS makes no calls (its merged figures hold zeros)
         lines.append(f"calls {m.get('calls', 0)}  retries {m.get('retries', 0)}  cache hits {m.get('cache_hits', 0)}")
         lines.append(f"p50 {m.get('p50_ms')} ms  p99 {m.get('p99_ms')} ms")
         lines.append(f"errors {m.get('errors', 0)}  dead letters {m.get('dead_letters', 0)}")
@@ -32,7 +37,7 @@ def figures_label(name: str, kind: str, m: dict[str, Any], cause: str | None) ->
 def with_figures(dot: str, operators: dict[str, dict[str, Any]], causes: dict[str, str]) -> str:
     """`dot` with each operator's node label replaced by its figures (and filled by its cause)."""
     def replace(match: re.Match[str]) -> str:
-        node, name, kind = match.group(1), match.group(2), match.group(3)
+        node, name, kind = match.group(1), _unquote(match.group(2)), match.group(3)
         m = operators.get(name)
         if m is None:
             return match.group(0)

@@ -168,18 +168,19 @@ class ProgressCollector:
         rows, calls = [], {}
         for name in names:
             totals = dict(done.get(name, {}))
-            in_flight = limit = 0
+            in_flight = limit = tasks = 0
             for task in running:
                 figures = task.get(name)
                 if figures:
                     totals = merge(totals, figures)
                     in_flight += int(figures.get("in_flight", 0))
                     limit += int(figures.get("capacity", 0))
+                    tasks += 1 if figures.get("capacity") else 0
             calls[name] = int(totals.get("calls", 0))
             rate = 0.0
             if self._previous is not None and now > self._previous[0]:
                 rate = max(0, calls[name] - self._previous[1].get(name, 0)) / (now - self._previous[0])
-            rows.append(operator_row(name, totals, in_flight, limit, rate))
+            rows.append(operator_row(name, totals, in_flight, limit, rate, tasks))
         self._previous = (now, calls)
         return {"elapsed": round(now - self._started, 1), "rows": rows}
 
@@ -188,7 +189,8 @@ class ProgressCollector:
         view = self.view()
         point = {"t": view["elapsed"], "operators": {
             r["operator"]: {k: r.get(k) for k in ("elements_in", "elements_out", "calls", "errors", "in_flight",
-                                                   "limit", "calls_per_s", "p50_ms", "p99_ms", "latency_seconds")}
+                                                   "limit", "tasks", "calls_per_s", "p50_ms", "p99_ms",
+                                                   "latency_seconds")}
             for r in view["rows"]}}
         self.timeline.append(point)
         if len(self.timeline) > MAX_TIMELINE:

@@ -108,7 +108,8 @@ def test_a_failing_run_shows_the_clear_line_and_where_the_log_is_not_tracebacks(
 @pytest.mark.slow
 def test_a_failing_dslc_test_case_shows_its_clear_line_not_task_tracebacks(flow):
     """`dslc test`: a case whose ENRICH fails reports the clear line; the task's traceback goes to
-    Spark's log, whose path the report gives (#33 item 6: printed twice above the report)."""
+    Spark's log, whose path the report gives (#33 item 6: printed twice above the report), and so
+    does what the JVM prints before its logger starts (#48 item 16)."""
     flow.write(FAILING)
     (flow.folder / "pipeline.test.yaml").write_text(
         "cases:\n  - name: fails\n    sources:\n      orders:\n        - {id: o1, key: a}\n"
@@ -118,6 +119,7 @@ def test_a_failing_dslc_test_case_shows_its_clear_line_not_task_tracebacks(flow)
     assert result.returncode == 1, shown[-3000:]
     assert "ERROR fails" in shown and "failed on element key='a'" in shown, shown[-3000:]
     assert "Traceback" not in shown and "PythonException" not in shown, shown[-3000:]
+    assert "Using incubator modules" not in shown, shown[-3000:]   # #48 item 16: the JVM's own warning
     log = re.search(r"Spark's full log: (\S+)", shown).group(1)
     assert "ElementFailure" in open(log).read()
 

@@ -555,3 +555,15 @@ def test_struct_fields_are_checked_against_the_declared_struct():
     text = ("SOURCE o FROM JSON 'p' SCHEMA (id STRING, address STRUCT<city: STRING, zip: INT>);\n"
             "STREAM s = SELECT address.city, o.address.zip, address.cty FROM o;\nSINK s TO CONSOLE;")
     expect(text, ("E0204", "cty"))
+
+
+def test_header_names_and_values_with_line_breaks_are_refused_on_one_line_each():
+    """#48 item 27: a header name's CR/LF was printed raw (the diagnostic split over lines), and a
+    literal value holding CR/LF passed the check to fail row by row at run time."""
+    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP GET 'https://api.example.com/c/{customer_id}'\n"
+            "  HEADERS ('X-A\\r\\nEvil' = 'on', 'X-B' = 'one\\r\\nInjected: yes', 'X-C' = 'a\\ttab')\n"
+            "  RETURNS (tier STRING);\nSINK e TO CONSOLE;")
+    expect(text, ("E0323", "'X-A"), ("E0309", "'one"))
+    source, diags = diagnostics_of(text, FOLDER)
+    assert [d.message.split(" is not")[0] for d in diags] == ["'X-A\\r\\nEvil'", "'one\\r\\nInjected: yes'"]
+    assert all(len(d.render(source).splitlines()) == 4 for d in diags)

@@ -49,3 +49,38 @@ def test_svg_without_graphviz_is_a_clear_error(capsys, monkeypatch, tmp_path):
     err = capsys.readouterr().err
     assert err.startswith("dslc: error: --format svg needs Graphviz's `dot` program")
     assert "Traceback" not in err
+
+
+CLICKSTREAM = EXAMPLES / "clickstream" / "pipeline.flow"
+
+
+def _labels(dot: str) -> list[str]:
+    return re.findall(r'label="((?:[^"\\]|\\.)*)"', dot)
+
+
+def test_the_picture_shows_each_service_called_and_the_dead_letters(capsys):
+    """#48 item 14: the picture left out where an ENRICH's calls go and where its dead letters are
+    written, and it showed the optimiser's own name of a filter it moved (`located__filter`)."""
+    dot = _explain(CLICKSTREAM, "dot", capsys)
+    assert not [label for label in _labels(dot) if "__" in label]
+    assert "filter before located\\nWHERE duration_ms >= 1000" in _labels(dot)
+    service = re.search(r'^  (service\d+) \[shape=component.*label="HTTP GET\\nhttp://127.0.0.1:8765/geo/\{ip\}"\];$',
+                        dot, re.M)
+    assert service and f'"located" -> {service.group(1)} [' in dot
+    letters = re.search(r'^  (dead_letter\d+) \[shape=note.*label="DEAD LETTER target/dlq/geo"\];$', dot, re.M)
+    assert letters and dot.count(f'"located" -> {letters.group(1)} [') == 1   # both outcomes: one folder
+    tickets = _explain(EXAMPLES / "tickets" / "pipeline.flow", "dot", capsys)
+    assert "MODEL gpt-4.1-mini\\nhttp://127.0.0.1:8765/v1" in _labels(tickets)
+    svg = _explain(CLICKSTREAM, "svg", capsys)
+    texts = {t.text for t in ElementTree.fromstring(svg[svg.index("<svg"):]).iter() if t.tag.endswith("text")}
+    assert {"calls", "dead letters", "DEAD LETTER target/dlq/geo", "filter before located"} <= texts
+    assert not any("__filter" in (t or "") for t in texts)
+
+
+def test_a_service_url_in_the_picture_has_no_password(tmp_path, capsys):
+    flow = tmp_path / "p.flow"
+    flow.write_text("SOURCE o FROM JSON 'in/' SCHEMA (k STRING);\n"
+                    "STREAM e = ENRICH o WITH HTTP GET 'https://bob:hunter2@api.example.com/x/{k}?api_key=s3cret'\n"
+                    "  RETURNS (v STRING);\nSINK e TO CONSOLE;\n")
+    dot = _explain(flow, "dot", capsys)
+    assert "hunter2" not in dot and "s3cret" not in dot and "https://api.example.com/x/{k}?api_key=***" in dot

@@ -36,6 +36,24 @@ async def test_completion_offers_keywords_names_and_the_columns_in_scope(client,
     assert labels == ["order_id", "customer_id", "amount", "country", "ts", "tier", "risk"]
 
 
+async def test_completion_with_nothing_typed_offers_the_columns_in_scope_first(client, tmp_path):
+    """#48 item 12: Ctrl-Space (triggerKind Invoked) after `SELECT ` returned no items."""
+    text = FRAUD.read_text() + "STREAM big = SELECT  FROM rules;\nSTREAM other = SELECT \n"
+    path = tmp_path / "pipeline.flow"
+    path.write_text(text)
+    uri, _ = await _open(client, path, text)
+    labels = await completion_labels(client, uri, position_of(text, "big = SELECT ", after=13))
+    assert labels[:3] == ["rule_id", "country", "max_amount"]          # `rules`' columns, in order
+    assert "amount" not in labels                                       # not a column of `rules`
+    assert labels.index("enriched") < labels.index("FROM")              # then names, then keywords
+    labels = await completion_labels(client, uri, position_of(text, "other = SELECT ", after=15))
+    assert "amount" in labels and "orders" in labels and "SELECT" in labels
+    result = await client.text_document_completion_async(types.CompletionParams(
+        doc(uri), position_of(text, "big = SELECT ", after=13),
+        context=types.CompletionContext(trigger_kind=types.CompletionTriggerKind.Invoked)))
+    assert result.items[0].text_edit.range.start == result.items[0].text_edit.range.end   # inserts, replaces nothing
+
+
 async def test_completion_items_replace_the_word_typed(client):
     uri, text = await _open(client, FRAUD)
     at = position_of(text, "FROM orders", after=8)

@@ -1,6 +1,7 @@
 """dslc repl: the session logic and completer directly, and the real REPL through a pseudo-terminal."""
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 from prompt_toolkit.document import Document
 
-from dslc.compiler.cli.repl import FlowCompleter, is_complete
+from dslc.compiler.cli.repl import FlowCompleter, Repl, is_complete
 from dslc.compiler.cli.repl_session import Session, statement_kind
 from dslc.compiler.diagnostics import CompileError
 
@@ -68,6 +69,54 @@ def test_load_is_all_or_nothing(tmp_path: Path):
     assert "write_" not in job.code and "sinks" not in job.code
 
 
+LOADED = """PIPELINE lines MODE BATCH;
+
+-- the orders, as the shop writes them
+SOURCE orders FROM JSON 'data/'
+  SCHEMA (order_id STRING, amount DOUBLE, country STRING);
+
+
+SOURCE refunds FROM JSON 'refunds/'   -- line 8
+  SCHEMA (order_id STRING, refunded DOUBLE);
+STREAM paid = SELECT order_id, amount, '--' AS dashes FROM orders WHERE amount > 0; STREAM big = SELECT * FROM paid
+  WHERE amount > 100;
+SINK big TO CONSOLE
+"""
+
+
+def test_a_loaded_file_keeps_its_line_numbers(tmp_path: Path):
+    """#48 item 13: a source on line 8 of the loaded file was on line 7 of the session's program
+    (blank lines and comments between statements were dropped)."""
+    path = tmp_path / "lines.flow"
+    path.write_text(LOADED)
+    session = Session()
+    session.load(path)
+    assert {n.name: n.line for n in session.plan.nodes} == {"orders": 4, "refunds": 8, "paid": 10, "big": 10}
+    assert session.program().splitlines()[:11] == LOADED.splitlines()[:11]
+    with pytest.raises(CompileError) as failure:   # a typed statement: the line after the file's
+        session.add("\nSTREAM bad = SELECT nope FROM refunds")
+    assert failure.value.render().startswith("<repl>:13:21: error[E0204]")
+    broken = tmp_path / "broken.flow"
+    broken.write_text(LOADED.replace("refunded DOUBLE", "refunded DUBLE"))
+    with pytest.raises(CompileError) as failure:
+        Session().load(broken)
+    assert failure.value.render().startswith(f"{broken}:9:37: error[E0306]")   # the file's name and line
+
+
+def test_a_mistyped_command_gets_a_did_you_mean():
+    """#48 item 13: `:shw` and `:explain` were only 'unknown command'."""
+    err = io.StringIO()
+    repl = Repl(Session(), out=io.StringIO(), err=err)
+    repl.feed(":shw orders")
+    repl.feed(":explain")
+    repl.feed(":frobnicate")
+    lines = err.getvalue().splitlines()
+    assert lines[0] == "unknown command :shw; did you mean :show? (:help lists the commands)"
+    assert lines[1] == ("unknown command :explain; did you mean :plan (the logical plan, as dslc explain shows it) "
+                        "or :physical? (:help lists the commands)")
+    assert lines[2] == "unknown command :frobnicate; :help lists the commands"
+
+
 def _completions(session: Session, text: str) -> list[str]:
     return [c.text for c in FlowCompleter(session).get_completions(Document(text), None)]
 
@@ -84,7 +133,11 @@ def test_completer_offers_keywords_names_columns_and_commands():
     assert _completions(session, "SELECT paid.am") == ["amount"]
     assert _completions(session, ":sch") == [":schema"]
     assert set(_completions(session, ":show ")) == {"orders", "paid"}
-    assert _completions(session, "") == []
+    # nothing typed (#48 item 12): a statement's first word; after `SELECT ` the columns in scope first
+    assert _completions(session, "") == ["SOURCE", "BROADCAST", "STREAM", "SINK", "SET", "PIPELINE"]
+    after_select = _completions(session, "STREAM x = SELECT ")
+    assert after_select[:3] == ["order_id", "amount", "country"] and "paid" in after_select and "FROM" in after_select
+    assert _completions(session, "STREAM x = SELECT 'a ") == [] and _completions(session, "SELECT 1") == []
 
 
 def test_piped_input_runs_without_a_terminal(tmp_path: Path):

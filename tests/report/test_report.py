@@ -94,3 +94,80 @@ def test_dead_letters_and_their_errors_are_on_the_page(tmp_path):
     dom = dump_dom(page)
     section = dom[dom.index('id="dead-letters"'):]
     assert "HTTP 500 from http://127.0.0.1/x: boom" in section and "<td class=\"n\">3</td>" in section
+
+
+# ---- pages made from a metrics document (#48 items 15 and 23) --------------------------------
+
+def _page(tmp_path: Path, document: dict) -> str:
+    from dslc.compiler.report.page import render
+
+    page = tmp_path / "p.html"
+    page.write_text(render({"pipeline": "p", "diagnosis": [], "warnings": [], **document}))
+    return dump_dom(page)
+
+
+def test_latency_ticks_are_read_as_durations_and_the_last_is_not_cut(tmp_path):
+    """`2.2e+03` was drawn from the last bar's left edge and cut to `2.2` by the chart's border."""
+    from dslc.compiler.report.charts import WIDTH, histogram
+    from dslc.runtime.metrics import bucket_upper_ms
+
+    svg = histogram("e: latency", {"40": 3, "60": 5, "84": 2})   # 0.1 ms ... about 2.2 s
+    ticks = re.findall(r'<text x="([\d.]+)" y="158" font-size="10" font-family="sans-serif" '
+                       r'text-anchor="(\w+)">([^<]+)</text>', svg)
+    assert [t[1] for t in ticks] == ["start", "middle", "end"] and "e+" not in svg
+    assert ticks[-1][2] == f"{bucket_upper_ms(84) / 1000:.3g} s" and float(ticks[-1][0]) <= WIDTH - 8
+    assert ticks[0][2].endswith(" ms")
+
+
+def test_time_charts_leave_out_the_idle_tail_and_name_capacity_per_task(tmp_path):
+    """The tickets example's charts were mostly the 23 s after the last call, and the limit line
+    read 32 for CAPACITY 16 (two tasks)."""
+    busy = [{"t": float(t), "operators": {"e": {"elements_in": 4 * t, "elements_out": 4 * t, "calls": 4 * t,
+                                                  "in_flight": 2, "limit": 32, "tasks": 2, "calls_per_s": 4}}}
+            for t in range(1, 6)]
+    idle = [{"t": float(t), "operators": {"e": {"elements_in": 20, "elements_out": 20, "calls": 20,
+                                                  "in_flight": 0, "limit": 0, "calls_per_s": 0}}}
+            for t in range(6, 30)]
+    dom = _page(tmp_path, {"operators": {"e": {"elements_in": 20, "elements_out": 20, "calls": 20, "capacity": 16}},
+                           "timeline": busy + idle})
+    charts = dom[dom.index('id="over-time"'):dom.index('id="dead-letters"')]
+    assert "e: in flight (then idle until 29 s)" in charts and "limit (CAPACITY 16 x running tasks)" in charts
+    ends = re.findall(r'text-anchor="end">([\d.]+)</text>', charts)
+    assert ends and set(ends) == {"7"}           # the x axes end a point after the last change, not at 29
+
+
+def test_a_process_shows_no_call_figures(tmp_path):
+    """A PROCESS's merged figures hold zero calls, retries, latency...: the table, the plan box and
+    the charts showed them as if it made calls."""
+    from dslc.compiler.report.plan import with_figures
+
+    process = {"elements_in": 9, "elements_out": 9, "errors": 0, "calls": 0, "retries": 0, "capacity": 0,
+               "max_in_flight": 0, "p50_ms": None}
+    enrich = {"elements_in": 9, "elements_out": 9, "errors": 0, "calls": 9, "retries": 1, "capacity": 4,
+              "max_in_flight": 3, "p50_ms": 12.0}
+    timeline = [{"t": float(t), "operators": {"checked": {"elements_in": t, "elements_out": t, "in_flight": 0,
+                                                          "limit": 0, "calls": 0}}} for t in range(1, 5)]
+    dom = _page(tmp_path, {"operators": {"checked": process, "enriched": enrich}, "timeline": timeline})
+    table = dom[dom.index('id="figures"'):dom.index('id="latency"')]
+    heads = re.findall(r"<th>([^<]+)</th>", table)
+    checked = re.search(r"<tr><td>checked</td>(.*?)</tr>", table).group(1)
+    cells = dict(zip(heads[1:], re.findall(r"<td[^>]*>([^<]*)</td>", checked)))
+    assert cells["elements_in"] == "9" and cells["calls"] == "" and cells["retries"] == "" and cells["capacity"] == ""
+    charts = dom[dom.index('id="over-time"'):dom.index('id="dead-letters"')]
+    assert "checked: throughput" in charts and "checked: in flight" not in charts and "calls / s" not in charts
+    dot = '  "checked" [label="checked\\nProcess"];\n'
+    assert "calls" not in with_figures(dot, {"checked": process}, {})
+
+
+def test_an_operator_named_with_a_quote_gets_its_figures(tmp_path):
+    from dslc.compiler.optimizer.explain import render_physical
+    from dslc.compiler.pipeline import check_text
+    from dslc.compiler.report.plan import with_figures
+
+    plan = check_text("SOURCE o FROM JSON 'in/' SCHEMA (k STRING);\n"
+                      "STREAM `say \"hi\"` = ENRICH o WITH HTTP GET 'http://127.0.0.1:9/{k}' RETURNS (v STRING);\n"
+                      "SINK `say \"hi\"` TO CONSOLE;\n", str(tmp_path / "p.flow"))
+    dot = render_physical(plan, "dot")
+    assert '"say \\"hi\\""' in dot
+    drawn = with_figures(dot, {'say "hi"': {"elements_in": 5, "elements_out": 5, "calls": 5, "capacity": 100}}, {})
+    assert "in 5  out 5\\ncalls 5" in drawn

@@ -8,6 +8,7 @@ import json
 import socket
 import time
 
+from dslc.runtime.live_view import cell, format_line
 from dslc.runtime.progress import TaskReporter, encode, parse_address
 from dslc.runtime.spark.progress import ProgressCollector
 
@@ -34,12 +35,15 @@ def test_tasks_figures_add_up_and_ended_tasks_stay_counted():
         _wait_for(lambda: (row := collector.view()["rows"]) and row[0]["elements_in"] == 50)
         [row] = collector.view()["rows"]
         assert (row["operator"], row["elements_in"], row["in_flight"], row["limit"]) == ("enriched", 50, 10, 20)
+        # CAPACITY is per task: two tasks of CAPACITY 10 show 10/2x10, not a 10/20 no clause says (#48 item 15)
+        assert cell(row, "in_flight") == "10/2x10" and "in_flight=10/2x10 " in format_line(collector.view())
         assert row["store_hits"] == 4 and row["p50_ms"] is not None        # an extra counter adds up too
         figures["a"] = _figures(40, 0)
         reporters[0].stop()                                  # a's last figures, as ended
         _wait_for(lambda: collector.view()["rows"][0]["limit"] == 10)
         [row] = collector.view()["rows"]
         assert (row["elements_in"], row["in_flight"], row["limit"]) == (60, 6, 10)
+        assert cell(row, "in_flight") == "6/10"
         reporters[1].stop()
         _wait_for(lambda: collector.view()["rows"][0]["limit"] == 0)
         assert collector.view()["rows"][0]["elements_in"] == 60

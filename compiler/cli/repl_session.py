@@ -18,7 +18,7 @@ from dslc.compiler.plan.logical import Plan
 from dslc.compiler.source import SourceFile
 
 if TYPE_CHECKING:
-    from dslc.compiler.cli.repl_spark import SparkRunner
+    from dslc.compiler.interactive.spark_runner import SparkRunner
     from dslc.compiler.plan.dry_run import SparkAnalysis
 
 REPL_PATH = "<repl>"
@@ -104,7 +104,7 @@ class Session:
         Interrupted on Ctrl-C while it waits for the JVM."""
         if not self.spark_check:
             return None
-        from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
+        from dslc.compiler.interactive.spark_runner import Interrupted, SparkRunner
         from dslc.compiler.plan.dry_run import analyze_with_spark
 
         if self.runner is None:
@@ -256,7 +256,7 @@ class Session:
              runner: "SparkRunner | None" = None) -> ShowResult:
         """Run `name`'s job in this process and render `rows` of its rows (or of the dead letters
         its ENRICHes held back). Nothing is written: not the SINKs, not the dead letters."""
-        from dslc.compiler.cli.repl_spark import SparkRunner
+        from dslc.compiler.interactive.spark_runner import SparkRunner
 
         runner = runner or self.runner or SparkRunner()
         self.runner = runner

@@ -26,8 +26,8 @@ from sqlglot import exp
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan.sql import extent
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.sql import extent
 
 _CORRECTNESS_CONF = "spark.sql.streaming.statefulOperator.checkCorrectness.enabled"
 _SPARK_JOIN = {("LEFT", ""): "LeftOuter", ("LEFT", "OUTER"): "LeftOuter", ("RIGHT", ""): "RightOuter",

@@ -129,7 +129,7 @@ class SparkSqlParser(SparkParser):
         aggregate alone adds no name to the pivot values."""
         if len(aggregations) == 1:
             return []
-        from dslc.compiler.plan.spark_names import SparkNamer  # it reads this dialect's trees
+        from dslc.compiler.sparksql.spark_names import SparkNamer  # it reads this dialect's trees
 
         return [agg.alias if isinstance(agg, exp.Alias) else SparkNamer(self.sql or "", agg).name(agg)
                 for agg in aggregations]

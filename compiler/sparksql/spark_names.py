@@ -41,10 +41,10 @@ _FIRST_ARGUMENT_ONLY = frozenset({"from_json", "from_csv", "to_json", "to_csv", 
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
                              "string", "binary", "date", "timestamp"})
 
-from dslc.compiler.plan.arity import written_arguments  # noqa: E402
-from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
-from dslc.compiler.plan.spark_dialect import UnaryPlus  # noqa: E402
-from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
+from dslc.compiler.sparksql.arity import written_arguments  # noqa: E402
+from dslc.compiler.sparksql.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
+from dslc.compiler.sparksql.spark_dialect import UnaryPlus  # noqa: E402
+from dslc.compiler.sparksql.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")

@@ -17,16 +17,16 @@ from sqlglot.tokens import Token, TokenType
 
 from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan.aggregation import aggregation_errors, ordinal_errors
-from dslc.compiler.plan.arity import arity_error
 from dslc.compiler.plan.logical import Column, Schema
-from dslc.compiler.plan.operand_types import operand_errors
-from dslc.compiler.plan.spark_dialect import SPARK_SQL
-from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
-from dslc.compiler.plan.spark_names import SparkNamer, generator_name
-from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
-from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.aggregation import aggregation_errors, ordinal_errors
+from dslc.compiler.sparksql.arity import arity_error
+from dslc.compiler.sparksql.operand_types import operand_errors
+from dslc.compiler.sparksql.spark_dialect import SPARK_SQL
+from dslc.compiler.sparksql.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
+from dslc.compiler.sparksql.spark_names import SparkNamer, generator_name
+from dslc.compiler.sparksql.spark_types import SPARK_METADATA, SparkTypes, generated_types
+from dslc.compiler.sparksql.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
 
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
 

@@ -16,6 +16,11 @@ from collections.abc import Iterable, Mapping
 
 from sqlglot import exp
 
+from dslc.compiler.sparksql.arity import written_arguments
+from dslc.compiler.sparksql.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES
+from dslc.compiler.sparksql.spark_intervals import literal_value, multi_unit_parts, multi_unit_value
+from dslc.compiler.sparksql.spark_nodes import UnaryPlus
+
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "div",
            exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.And: "AND",
            exp.Or: "OR", exp.BitwiseAnd: "&", exp.BitwiseOr: "|", exp.BitwiseXor: "^",
@@ -40,11 +45,6 @@ _FIRST_ARGUMENT_ONLY = frozenset({"from_json", "from_csv", "to_json", "to_csv", 
 # Functions named after a type (`double('1')`): Spark builds a cast it does not print.
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
                              "string", "binary", "date", "timestamp"})
-
-from dslc.compiler.sparksql.arity import written_arguments  # noqa: E402
-from dslc.compiler.sparksql.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
-from dslc.compiler.sparksql.spark_dialect import UnaryPlus  # noqa: E402
-from dslc.compiler.sparksql.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")

@@ -15,8 +15,8 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
-from dslc.compiler.sparksql.spark_dialect import UnaryPlus
 from dslc.compiler.sparksql.spark_intervals import literal_value
+from dslc.compiler.sparksql.spark_nodes import UnaryPlus
 from dslc.compiler.sparksql.spark_returns import SPARK_RETURNS
 
 T = exp.DataType.Type

@@ -15,25 +15,13 @@ from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.pipeline import check_source, lower_plan
 from dslc.compiler.plan import subset
 from dslc.compiler.plan.logical import Plan
-from dslc.compiler.source import SourceFile
+from dslc.compiler.source import TextSource
 
 if TYPE_CHECKING:
     from dslc.compiler.interactive.spark_runner import SparkRunner
     from dslc.compiler.plan.dry_run import SparkAnalysis
 
 REPL_PATH = "<repl>"
-
-
-@dataclass(frozen=True)
-class ReplSource(SourceFile):
-    """Program text shown as `<repl>` in errors, with relative paths and user modules looked up
-    in `base` (the folder of `dslc repl FILE`, or the working directory)."""
-
-    base: str = "."
-
-    @property
-    def folder(self) -> Path:  # type: ignore[override]
-        return Path(self.base).resolve()
 
 
 _LEADING = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$))*")
@@ -86,8 +74,8 @@ class Session:
         items = self.statements if statements is None else statements
         return "".join(_terminated(s) for s in items)
 
-    def _source(self, statements: list[str]) -> ReplSource:
-        return ReplSource(REPL_PATH, self.program(statements), base=str(self.folder))
+    def _source(self, statements: list[str]) -> TextSource:
+        return TextSource(REPL_PATH, self.program(statements), base=str(self.folder))
 
     def check(self, statements: list[str], *, require_sink: bool = False, mode: str | None = None) -> Plan:
         """Plan of a list of statements (the fast check); raises CompileError."""

@@ -28,10 +28,11 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
-from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
+from dslc.compiler.lsp.analysis import Analysis, analyze
 from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.spark_check import SparkChecker, SparkUnavailable
+from dslc.compiler.source import TextSource
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
 COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
@@ -222,7 +223,7 @@ def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
 
 
 def _internal(text: str, path: str, base: str, message: str) -> Analysis:
-    return Analysis(DocumentSource(path, text, base=base), [], failure=message)
+    return Analysis(TextSource(path, text, base=base), [], failure=message)
 
 
 def _salvage(analysis: Analysis) -> None:

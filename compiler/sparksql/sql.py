@@ -484,70 +484,93 @@ def _owned_by(column: exp.Column, scope: Scope) -> bool:
     return True
 
 
-def _check_columns(tree: exp.Expression, sql: SqlText, schemas: Schemas, problems: list[Diagnostic]) -> bool:  # noqa: C901 - to be split (#42)
+@dataclass(frozen=True)
+class _InScope:
+    """What the columns of one scope may name."""
+
+    visible: dict[str, set[str] | None]     # relation alias → its columns, None if unknown
+    every: set[str]                         # every column of a known relation
+    structs: dict[str, str]                 # struct-typed column → its type, for `s.field`
+    unknown_source: bool                    # some relation's columns are unknown: anything goes
+    aliases: set[str]                       # names given with AS (GROUP BY / ORDER BY / HAVING use them)
+
+
+def _in_scope(scope: Scope, schemas: Schemas) -> _InScope:
+    visible: dict[str, set[str] | None] = {}
+    walk: Scope | None = scope
+    enclosing = {id(lateral) for lateral in _ancestors(scope.expression, exp.Lateral)}
+    while walk is not None:
+        for alias, source in walk.sources.items():
+            if isinstance(source, Scope) and _lateral_of(source.expression) in enclosing:
+                continue        # a LATERAL subquery does not read its own output
+            visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
+        walk = walk.parent
+    for alias, columns in _left_of_lateral(scope, schemas).items():
+        if alias == "" and visible.get(alias) is not None and columns is not None:
+            visible[alias] = visible[alias] | columns       # two unaliased items share the name ''
+        elif visible.get(alias) is None:
+            visible[alias] = columns
+    every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
+    # A bare column `SELECT amout` names itself and must not vouch for itself: only AS names count.
+    aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
+        if isinstance(scope.expression, exp.Select) else set()
+    return _InScope(visible, every, _struct_columns(scope, schemas), any(c is None for c in visible.values()),
+                    aliases)
+
+
+def _check_columns(tree: exp.Expression, sql: SqlText, schemas: Schemas, problems: list[Diagnostic]) -> bool:
     """Report every column that no relation in scope has; True when all resolve."""
-    ok = True
+    found = len(problems)
     lambda_vars = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
     seen: set[int] = set()
     for scope in traverse_scope(tree):
-        visible: dict[str, set[str] | None] = {}
-        walk: Scope | None = scope
-        enclosing = {id(lateral) for lateral in _ancestors(scope.expression, exp.Lateral)}
-        while walk is not None:
-            for alias, source in walk.sources.items():
-                if isinstance(source, Scope) and _lateral_of(source.expression) in enclosing:
-                    continue        # a LATERAL subquery does not read its own output
-                visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
-            walk = walk.parent
-        for alias, columns in _left_of_lateral(scope, schemas).items():
-            if alias == "" and visible.get(alias) is not None and columns is not None:
-                visible[alias] = visible[alias] | columns       # two unaliased items share the name ''
-            elif visible.get(alias) is None:
-                visible[alias] = columns
-        every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
-        structs = _struct_columns(scope, schemas)
-        unknown_source = any(c is None for c in visible.values())
-        # Names given with AS (GROUP BY / ORDER BY / HAVING may use them); a bare column
-        # `SELECT amout` names itself and must not vouch for itself.
-        aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
-            if isinstance(scope.expression, exp.Select) else set()
+        names = _in_scope(scope, schemas)
         if isinstance(scope.expression, exp.SetOperation):
             continue            # its ORDER BY names the output columns; its queries are scopes too
         for column in scope.expression.find_all(exp.Column):   # scope.columns leaves out HAVING's
             if id(column) in seen or not _owned_by(column, scope):
                 continue
             seen.add(id(column))
-            name = column.name.lower()
-            qualifier = column.table.lower()
-            if name in lambda_vars or isinstance(column.this, exp.Star):
+            if column.name.lower() in lambda_vars or isinstance(column.this, exp.Star):
                 continue
-            if qualifier:
-                if qualifier in visible:
-                    cols = visible[qualifier]
-                    if cols is None or name in cols:
-                        continue
-                    where, pool = f"'{column.table}'", cols
-                elif qualifier in every or unknown_source:
-                    fields = _struct_fields(structs.get(qualifier)) if qualifier not in lambda_vars \
-                        and not column.args.get("db") else None
-                    if fields is None or name in fields:
-                        continue    # struct field access: `w.start`
-                    where, pool = f"struct '{column.table}'", fields
-                else:
-                    problems.append(error("E0201", _span_of(column.args["table"], sql), kind="table or alias",
-                                          name=column.table, hint=_name_hint(column.table, visible)))
-                    ok = False
-                    continue
-            else:
-                if name in every or name in aliases or unknown_source:
-                    continue
-                if name == "grouping__id" and _grouping_analytics(scope.expression):
-                    continue        # Spark's virtual column of CUBE / ROLLUP / GROUPING SETS
-                where, pool = _where(visible), every | aliases
-            problems.append(error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, pool),
-                                  column=column.name, where=where))
-            ok = False
-    return ok
+            problem = _qualified_column_problem(column, names, lambda_vars, sql) if column.table \
+                else _column_problem(column, names, scope, sql)
+            if problem is not None:
+                problems.append(problem)
+    return len(problems) == found
+
+
+def _qualified_column_problem(column: exp.Column, names: _InScope, lambda_vars: set[str],
+                              sql: SqlText) -> Diagnostic | None:
+    """`t.c`: a column of relation t, or the field c of a struct column t."""
+    name, qualifier = column.name.lower(), column.table.lower()
+    if qualifier in names.visible:
+        cols = names.visible[qualifier]
+        if cols is None or name in cols:
+            return None
+        where, pool = f"'{column.table}'", cols
+    elif qualifier in names.every or names.unknown_source:
+        fields = _struct_fields(names.structs.get(qualifier)) if qualifier not in lambda_vars \
+            and not column.args.get("db") else None
+        if fields is None or name in fields:
+            return None     # struct field access: `w.start`
+        where, pool = f"struct '{column.table}'", fields
+    else:
+        return error("E0201", _span_of(column.args["table"], sql), kind="table or alias", name=column.table,
+                     hint=_name_hint(column.table, names.visible))
+    return error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, pool), column=column.name,
+                 where=where)
+
+
+def _column_problem(column: exp.Column, names: _InScope, scope: Scope, sql: SqlText) -> Diagnostic | None:
+    """`c`: a column of some relation in scope, or a name given with AS."""
+    name = column.name.lower()
+    if name in names.every or name in names.aliases or names.unknown_source:
+        return None
+    if name == "grouping__id" and _grouping_analytics(scope.expression):
+        return None         # Spark's virtual column of CUBE / ROLLUP / GROUPING SETS
+    return error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, names.every | names.aliases),
+                 column=column.name, where=_where(names.visible))
 
 
 def _ancestors(node: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:

@@ -278,9 +278,18 @@ def _document_request(server: FlowServer, method: str, options=None, *, analyzed
     return register
 
 
-def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  # noqa: C901 - to be split (#42)
+def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:
     """A server with every feature registered; `spark`: Spark's analyzer on from the start."""
     server = FlowServer(incremental, spark)
+    _settings(server)
+    _document_sync(server)
+    _requests(server)
+    _commands(server)
+    return server
+
+
+def _settings(server: FlowServer) -> None:
+    """initialize and workspace/didChangeConfiguration: whether Spark's analyzer runs."""
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FlowServer, params: types.InitializeParams) -> None:
@@ -298,6 +307,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             for doc in list(ls.documents.values()):     # publish again: with Spark's, or without
                 doc.spark = None
                 ls.schedule(doc, 0)
+
+
+def _document_sync(server: FlowServer) -> None:
+    """didOpen, didChange, didSave, didClose: each schedules a check, or forgets the document."""
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -326,6 +339,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             doc.timer.cancel()
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(params.text_document.uri, []))
 
+
+def _requests(server: FlowServer) -> None:
+    """The requests answered from a document's analysis."""
+
     @_document_request(server, types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]),
                        analyzed=_names_soon)
     def complete(doc: Document, analysis: Analysis, index: LineIndex, params: types.CompletionParams):
@@ -347,6 +364,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
     def on_code_lens(doc: Document, analysis: Analysis, index: LineIndex, params: types.CodeLensParams):
         return lenses.code_lenses(analysis, index, doc.uri, doc.path)
 
+
+def _commands(server: FlowServer) -> None:
+    """The code lenses' commands: explain the plan, run the tests beside the file."""
+
     @server.command(lenses.EXPLAIN)
     async def explain(ls: FlowServer, uri: str) -> dict:
         doc = ls.opened(uri)
@@ -361,8 +382,6 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
         if not path:
             return {"ok": False, "text": "save the file first: dslc test runs the test files beside it"}
         return await lenses.run_tests(Path(path))
-
-    return server
 
 
 def main(incremental: bool = True, spark: bool = False) -> int:

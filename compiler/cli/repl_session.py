@@ -1,5 +1,5 @@
 """The REPL's session state, without any terminal: accepted statements, the current plan, and
-the jobs `:show` runs. `dslc.compiler.repl` puts prompt_toolkit around it."""
+the jobs `:show` runs. `dslc.compiler.cli.repl` puts prompt_toolkit around it."""
 from __future__ import annotations
 
 import os

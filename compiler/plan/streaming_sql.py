@@ -1,7 +1,7 @@
 """Spark's rules on the SQL of a streaming query (its UnsupportedOperationChecker), reported by
 `dslc check` in STREAMING with Spark's own words and a way out.
 
-Each rule was seen refused by PySpark 4.3 when the query starts (tests/sql/test_streaming_sql_rules.py
+Each rule was seen refused by PySpark 4.3 when the query starts (tests/sql/test_streaming_rules.py
 starts each shape on real Spark and compares the messages):
 
 - an outer or semi join of two streams needs a watermarked column among the equality keys, or a

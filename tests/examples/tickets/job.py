@@ -48,11 +48,11 @@ def main() -> None:
                     model='gpt-4.1-mini',
                     base_url='http://127.0.0.1:8765/v1',
                     prompt='Subject: {subject}\nBody: {body}',
-                    system= (
-                'You label customer support tickets of a software company. Give each ticket a '
-                'category (billing, account, '
-                'outage or other) and an urgency from 1 (can wait) to 5 (critical).'
-            ),
+                    system=(
+                        'You label customer support tickets of a software company. Give each '
+                        'ticket a category (billing, account, '
+                        'outage or other) and an urgency from 1 (can wait) to 5 (critical).'
+                    ),
                 ),
                 returns=(
                     C.Column(name='category', type='STRING'),

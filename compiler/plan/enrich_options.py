@@ -117,7 +117,7 @@ def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:
     tokens = values.positive(opt.args[2], "TOKENS PER MINUTE", problems) if len(opt.args) > 2 else None
     if not count or (len(opt.args) > 2 and not tokens):
         return None
-    return Rate(count / 60.0 if per_minute else count, tokens_per_minute=tokens)
+    return Rate(count, per="MINUTE" if per_minute else "SECOND", tokens_per_minute=tokens)
 
 
 def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:

@@ -63,7 +63,7 @@ def main() -> None:
                 capacity=16,
                 adaptive=True,
                 retry=C.Retry(attempts=3, backoff_s=0.2, exponential=True),
-                rate=C.Rate(per_second=10.0, tokens_per_minute=200000.0),
+                rate=C.Rate(calls=600.0, per='MINUTE', tokens_per_minute=200000.0),
                 on_error=C.Outcome.DEAD_LETTER,
             ),
         ),

@@ -142,7 +142,7 @@ def from_scratch(work: Workload, repeats: int = 5) -> float:
     the edited versions (CPU, not wall: the machine's load changes it less); also notes each
     version's diagnostics, which the server must match."""
     from dslc.compiler.lsp.analysis import analyze
-    from dslc.compiler.plan.sqltypes import canonical
+    from dslc.compiler.sparksql.sqltypes import canonical
 
     path, base = str(work.path), str(work.path.parent)
     analyze(work.path.read_text(), path, base)          # imports, grammar

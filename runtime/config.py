@@ -213,17 +213,25 @@ class Cache:
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE] for the whole job; `share` is this
-    task's part of it (until the job-wide limiter of the answer store holds it whole)."""
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE] for the whole job, in the unit written
+    (`calls` per `per`); `share` is this task's part of it (until the job-wide limiter of the
+    answer store holds it whole)."""
 
-    per_second: float
+    calls: float
+    per: str = "SECOND"                      # SECOND | MINUTE
     share: float = 1.0
     tokens_per_minute: float | None = None   # MODEL and EMBEDDING: tokens of prompts and answers
 
     def __post_init__(self) -> None:
-        _require(self.per_second > 0, "RATE must be > 0")
+        _require(self.calls > 0, "RATE must be > 0")
+        _require(self.per in ("SECOND", "MINUTE"), f"RATE is PER SECOND or PER MINUTE, not {self.per!r}")
         _require(0 < self.share <= 1, "RATE share must be in (0, 1]")
         _require(self.tokens_per_minute is None or self.tokens_per_minute > 0, "TOKENS PER MINUTE must be > 0")
+
+    @property
+    def per_second(self) -> float:
+        """Requests per second the whole job may make."""
+        return self.calls / 60.0 if self.per == "MINUTE" else self.calls
 
     @property
     def task_tokens_per_second(self) -> float | None:

@@ -27,7 +27,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0
     # --spark: Spark's analyzer on every statement that checked, even when others did not, so
     # one run reports all (a misspelt column in one query, a GROUP BY mistake in another)
-    from dslc.compiler.cli.repl_spark import SparkRunner
+    from dslc.compiler.interactive.spark_runner import SparkRunner
     from dslc.compiler.pipeline import check_partial
     from dslc.compiler.plan.dry_run import dry_run
     checked, fast = check_partial(source, mode=mode)

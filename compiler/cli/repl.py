@@ -18,11 +18,11 @@ from typing import Callable, Iterable, TextIO
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
-from dslc.compiler.cli.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
 from dslc.compiler.cli.repl_session import Session, SparkUnavailable, statement_kind
-from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.frontend.lexical import split_statements
+from dslc.compiler.interactive.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
+from dslc.compiler.interactive.spark_runner import Interrupted, SparkRunner
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "
@@ -64,7 +64,7 @@ _COMMAND_WORD = re.compile(r"^\s*(:[a-z]*)$", re.I)
 
 
 class FlowCompleter(Completer):
-    """prompt_toolkit's view of dslc.compiler.cli.completion over the session; plus command names
+    """prompt_toolkit's view of dslc.compiler.interactive.completion over the session; plus command names
     after ':', and only stream and source names after `:schema`/`:show`."""
 
     def __init__(self, session: Session):

@@ -13,6 +13,7 @@ import dataclasses
 from dslc.compiler.codegen.emitter import Code
 from dslc.compiler.plan import logical as plan
 from dslc.runtime import config as C
+from dslc.runtime.store.base import is_redis
 
 #: The job's folder, a name in the generated job: user modules are looked up there first.
 FOLDER = Code("FOLDER")
@@ -27,6 +28,13 @@ def _in_job_folder(call: C.HttpCall | C.PythonCall) -> C.HttpCall | C.PythonCall
     return call
 
 
+def _store_in_job_folder(store: C.Store | None) -> C.Store | None:
+    """The answer store's file beside the .flow file, as every other path (a Redis server as it is)."""
+    if store is None or is_redis(store.location):
+        return store
+    return dataclasses.replace(store, location=Code(f"resolve(FOLDER, {store.location!r})"))
+
+
 def enrich(node: plan.Enrich) -> C.Enrich:
     """ENRICH as its async operator's configuration."""
     return C.Enrich(
@@ -35,7 +43,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         capacity=node.capacity, adaptive=node.adaptive, timeout_s=node.timeout_s,
         retry=node.retry, cache=node.cache, rate=node.rate, batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
-        paths=node.paths, outage=node.outage, store=node.store, budget=node.budget,
+        paths=node.paths, outage=node.outage, store=_store_in_job_folder(node.store), budget=node.budget,
     )
 
 

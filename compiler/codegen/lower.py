@@ -16,7 +16,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from dslc.compiler.codegen import configs
-from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
+from dslc.compiler.codegen.emitter import Emitter, StringCall, ident, lit, lit_dict, wrapped
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.match_keys import equality_keys
@@ -322,12 +322,10 @@ class _Lowering:
                     self._operator(op)
             o.line("),")
             if step.input_columns is not None:
-                columns = construct(step.input_columns, o.room() - len("columns=,"))
-                o.lines(["columns=" + columns[0], *columns[1:]])
-                o.append(",")
+                o.value(step.input_columns, "columns=", ",")
             watermark = self.watermarks.get(step.input.lower())
             if watermark is not None:
-                o.line(f"watermark={construct(watermark)[0]},")
+                o.value(watermark, "watermark=", ",")
             states = sorted({s for op in step.operators if isinstance(op, plan.Process) for s in op.states})
             if states:
                 o.line(f"states={self._states_ref(states)},")
@@ -418,8 +416,7 @@ class _Lowering:
     def _operator(self, op: plan.Enrich | plan.Process) -> None:
         """The operator's runtime configuration, built (and so validated) now, written back."""
         config = configs.enrich(op) if isinstance(op, plan.Enrich) else configs.process(op, self.plan.node(op.input))
-        self.out.lines(construct(config, self.out.room()))
-        self.out.append(",")
+        self.out.value(config, tail=",")
 
     def visit_MatchJoin(self, step: physical.MatchJoin, session: str) -> None:
         node = step.node
@@ -436,9 +433,7 @@ class _Lowering:
                 o.line(f"state={self.v(node.state)}, state_name={lit(node.state)}, alias={lit(node.alias)},")
             o.keyword("predicate", node.predicate)
             o.keyword("state_schema", _ddl(state_node.schema))
-            columns = construct(node.state_columns, o.room() - len("columns=,"))   # one pair a line when long
-            o.lines(["columns=" + columns[0], *columns[1:]])
-            o.append(",")
+            o.value(node.state_columns, "columns=", ",")   # one pair a line when long
             keys = equality_keys(node, self.plan.node(node.input).schema, state_node.schema) if self.streaming else ()
             if keys:              # the pinned snapshot indexed by these (input, state) columns
                 o.line(f"keys={lit(keys)},")

@@ -29,10 +29,11 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
-from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
+from dslc.compiler.lsp.analysis import Analysis, analyze
 from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.spark_check import SparkChecker, SparkUnavailable
+from dslc.compiler.source import TextSource
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
 COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
@@ -246,7 +247,7 @@ def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
 
 
 def _internal(text: str, path: str, base: str, message: str) -> Analysis:
-    return Analysis(DocumentSource(path, text, base=base), [], failure=message)
+    return Analysis(TextSource(path, text, base=base), [], failure=message)
 
 
 def _salvage(analysis: Analysis, current: Callable[[], bool]) -> bool:
@@ -308,9 +309,18 @@ def _document_request(server: FlowServer, method: str, options=None, *, analyzed
     return register
 
 
-def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  # noqa: C901 - to be split (#42)
+def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:
     """A server with every feature registered; `spark`: Spark's analyzer on from the start."""
     server = FlowServer(incremental, spark)
+    _settings(server)
+    _document_sync(server)
+    _requests(server)
+    _commands(server)
+    return server
+
+
+def _settings(server: FlowServer) -> None:
+    """initialize and workspace/didChangeConfiguration: whether Spark's analyzer runs."""
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FlowServer, params: types.InitializeParams) -> None:
@@ -328,6 +338,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             for doc in list(ls.documents.values()):     # publish again: with Spark's, or without
                 doc.spark = None
                 ls.schedule(doc, 0)
+
+
+def _document_sync(server: FlowServer) -> None:
+    """didOpen, didChange, didSave, didClose: each schedules a check, or forgets the document."""
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -356,6 +370,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             doc.timer.cancel()
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(params.text_document.uri, []))
 
+
+def _requests(server: FlowServer) -> None:
+    """The requests answered from a document's analysis."""
+
     @_document_request(server, types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]),
                        analyzed=_recent)
     def complete(doc: Document, analysis: Analysis, index: LineIndex, params: types.CompletionParams):
@@ -377,6 +395,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
     def on_code_lens(doc: Document, analysis: Analysis, index: LineIndex, params: types.CodeLensParams):
         return lenses.code_lenses(analysis, index, doc.uri, doc.path)
 
+
+def _commands(server: FlowServer) -> None:
+    """The code lenses' commands: explain the plan, run the tests beside the file."""
+
     @server.command(lenses.EXPLAIN)
     async def explain(ls: FlowServer, uri: str) -> dict:
         doc = ls.opened(uri)
@@ -391,8 +413,6 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
         if not path:
             return {"ok": False, "text": "save the file first: dslc test runs the test files beside it"}
         return await lenses.run_tests(Path(path))
-
-    return server
 
 
 def main(incremental: bool = True, spark: bool = False) -> int:

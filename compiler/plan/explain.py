@@ -19,65 +19,101 @@ def _headers(call) -> str:
     return " HEADERS (" + ", ".join(f"{k!r} = {v!r}" for k, v in call.headers) + ")"
 
 
-def _describe(node: plan.PlanNode) -> str:  # noqa: C901 - to be split (#42)
-    if isinstance(node, plan.Source):
-        text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
-        if node.watermark:
-            text += f" watermark {node.watermark.column} - {node.watermark.delay_s:g}s"
-        return text
-    if isinstance(node, plan.BroadcastState):
-        how = f"key={node.key} op={node.op}" if node.using is None else f"using={node.using!r}"
-        return f"BroadcastState[{node.source}] {how}"
-    if isinstance(node, plan.Query):
-        kind = "Aggregate" if node.aggregates else "Query"
-        return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())
-    if isinstance(node, plan.Enrich):
-        if isinstance(node.call, plan.HttpCall):
-            body = f" BODY ({', '.join(node.call.body)})" if node.call.body is not None else ""
-            call = f"HTTP {node.call.method} {node.call.url!r}{body}"
-            if node.call.headers:   # as written: a secret shows as ${NAME}
-                call += " HEADERS (" + ", ".join(f"{k!r} = {v!r}" for k, v in node.call.headers) + ")"
-            if node.call.answer:
-                call += f" ANSWER {node.call.answer!r}"
-            if node.call.ca_file or not node.call.verify:
-                call += f" ca_file={node.call.ca_file!r}" if node.call.ca_file else " verify=false"
-        elif isinstance(node.call, plan.ModelCall):
-            system = f" SYSTEM {node.call.system!r}" if node.call.system is not None else ""
-            call = f"MODEL {node.call.model!r} AT {node.call.base_url!r}{_headers(node.call)}{system} PROMPT {node.call.prompt!r}"
-        elif isinstance(node.call, plan.EmbeddingCall):
-            call = f"EMBEDDING {node.call.model!r} AT {node.call.base_url!r}{_headers(node.call)} INPUT {node.call.input!r}"
-        else:
-            call = f"PYTHON {node.call.ref!r}"
-        mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
-        opts = [mode, f"capacity={node.capacity}" + (" adaptive" if node.adaptive else ""), f"timeout={node.timeout_s:g}s"]
-        if node.retry:
-            opts.append(f"retry={node.retry.attempts}x{node.retry.backoff_s:g}s"
-                        + ("exp" if node.retry.exponential else ""))
-        if node.cache:
-            opts.append(f"cache={node.cache.size}/{node.cache.ttl_s:g}s")
-        if node.rate:
-            opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
-                                                              if node.rate.tokens_per_minute else ""))
-        if node.store:
-            opts.append(f"store={node.store.location!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
-        if node.budget:
-            opts.append(f"budget={node.budget.amount} {node.budget.unit}")
-        if node.batch:
-            opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
-        opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]
-        if node.outage:
-            opts.append("outage=" + (f"PAUSE {node.outage.pause_s:g}s" if node.outage.action == "PAUSE" else "FAIL"))
-        if node.paths:
-            opts.append("paths=(" + ", ".join(f"{c}={p!r}" for c, p in node.paths) + ")")
-        if node.dead_letter:
-            opts.append(f"dlq={node.dead_letter!r}")
-        return f"Enrich[{node.input}] {call} " + " ".join(opts)
-    if isinstance(node, plan.Match):
-        return f"Match[{node.input} x {node.state} AS {node.alias}] " + " ".join(node.predicate.split())
-    if isinstance(node, plan.Process):
-        states = f" with {', '.join(node.states)}" if node.states else ""
-        return f"Process[{node.input}{states}] PYTHON {node.call.ref!r}"
-    raise TypeError(f"cannot describe {type(node).__name__}")
+def _source(node: plan.Source) -> str:
+    text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
+    if node.watermark:
+        text += f" watermark {node.watermark.column} - {node.watermark.delay_s:g}s"
+    return text
+
+
+def _broadcast_state(node: plan.BroadcastState) -> str:
+    how = f"key={node.key} op={node.op}" if node.using is None else f"using={node.using!r}"
+    return f"BroadcastState[{node.source}] {how}"
+
+
+def _query(node: plan.Query) -> str:
+    kind = "Aggregate" if node.aggregates else "Query"
+    return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())
+
+
+def _http_call(call: plan.HttpCall) -> str:
+    body = f" BODY ({', '.join(call.body)})" if call.body is not None else ""
+    text = f"HTTP {call.method} {call.url!r}{body}{_headers(call)}"
+    if call.answer:
+        text += f" ANSWER {call.answer!r}"
+    if call.ca_file or not call.verify:
+        text += f" ca_file={call.ca_file!r}" if call.ca_file else " verify=false"
+    return text
+
+
+def _model_call(call: plan.ModelCall) -> str:
+    system = f" SYSTEM {call.system!r}" if call.system is not None else ""
+    return f"MODEL {call.model!r} AT {call.base_url!r}{_headers(call)}{system} PROMPT {call.prompt!r}"
+
+
+def _embedding_call(call: plan.EmbeddingCall) -> str:
+    return f"EMBEDDING {call.model!r} AT {call.base_url!r}{_headers(call)} INPUT {call.input!r}"
+
+
+def _python_call(call: plan.PythonCall) -> str:
+    return f"PYTHON {call.ref!r}"
+
+
+_CALLS = {plan.HttpCall: _http_call, plan.ModelCall: _model_call, plan.EmbeddingCall: _embedding_call,
+          plan.PythonCall: _python_call}
+
+
+def _limits(node: plan.Enrich) -> list[str]:
+    """The options that bound an ENRICH's calls, those written only."""
+    opts = []
+    if node.retry:
+        opts.append(f"retry={node.retry.attempts}x{node.retry.backoff_s:g}s" + ("exp" if node.retry.exponential else ""))
+    if node.cache:
+        opts.append(f"cache={node.cache.size}/{node.cache.ttl_s:g}s")
+    if node.rate:
+        opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
+                                                          if node.rate.tokens_per_minute else ""))
+    if node.store:
+        opts.append(f"store={node.store.location!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
+    if node.budget:
+        opts.append(f"budget={node.budget.amount} {node.budget.unit}")
+    if node.batch:
+        opts.append(f"batch={node.batch.size}" + (f" within={node.batch.within_s:g}s" if node.batch.within_s else ""))
+    return opts
+
+
+def _enrich(node: plan.Enrich) -> str:
+    mode = f"{node.mode.value} BY ({', '.join(node.order_by)})" if node.order_by else node.mode.value
+    opts = [mode, f"capacity={node.capacity}" + (" adaptive" if node.adaptive else ""), f"timeout={node.timeout_s:g}s"]
+    opts += _limits(node)
+    opts += [f"miss={node.on_miss.value}", f"timeout->{node.on_timeout.value}", f"error->{node.on_error.value}"]
+    if node.outage:
+        opts.append("outage=" + (f"PAUSE {node.outage.pause_s:g}s" if node.outage.action == "PAUSE" else "FAIL"))
+    if node.paths:
+        opts.append("paths=(" + ", ".join(f"{c}={p!r}" for c, p in node.paths) + ")")
+    if node.dead_letter:
+        opts.append(f"dlq={node.dead_letter!r}")
+    return f"Enrich[{node.input}] {_CALLS[type(node.call)](node.call)} " + " ".join(opts)
+
+
+def _match(node: plan.Match) -> str:
+    return f"Match[{node.input} x {node.state} AS {node.alias}] " + " ".join(node.predicate.split())
+
+
+def _process(node: plan.Process) -> str:
+    states = f" with {', '.join(node.states)}" if node.states else ""
+    return f"Process[{node.input}{states}] PYTHON {node.call.ref!r}"
+
+
+_DESCRIBE = {plan.Source: _source, plan.BroadcastState: _broadcast_state, plan.Query: _query,
+             plan.Enrich: _enrich, plan.Match: _match, plan.Process: _process}
+
+
+def _describe(node: plan.PlanNode) -> str:
+    describe = _DESCRIBE.get(type(node))
+    if describe is None:
+        raise TypeError(f"cannot describe {type(node).__name__}")
+    return describe(node)
 
 
 def render_text(p: plan.Plan) -> str:

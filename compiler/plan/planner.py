@@ -21,7 +21,8 @@ from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOU
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
 from dslc.compiler.plan.service_calls import ServiceChecks
-from dslc.compiler.plan.sql import (
+from dslc.compiler.source import SourceFile, Span
+from dslc.compiler.sparksql.sql import (
     analyze_condition,
     analyze_query,
     duplicate_columns,
@@ -29,8 +30,7 @@ from dslc.compiler.plan.sql import (
     parse_sql,
     relations,
 )
-from dslc.compiler.plan.sqltypes import UNKNOWN, canonical, is_timestamp
-from dslc.compiler.source import SourceFile, Span
+from dslc.compiler.sparksql.sqltypes import UNKNOWN, canonical, is_timestamp
 from dslc.runtime.calls.url import placeholders
 
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,7 +1,7 @@
 """Spark's rules on the SQL of a streaming query (its UnsupportedOperationChecker), reported by
 `dslc check` in STREAMING with Spark's own words and a way out.
 
-Each rule was seen refused by PySpark 4.3 when the query starts (tests/sql/test_streaming_sql_rules.py
+Each rule was seen refused by PySpark 4.3 when the query starts (tests/sql/test_streaming_rules.py
 starts each shape on real Spark and compares the messages):
 
 - an outer or semi join of two streams needs a watermarked column among the equality keys, or a
@@ -26,8 +26,8 @@ from sqlglot import exp
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan.sql import extent
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.sql import extent
 
 _CORRECTNESS_CONF = "spark.sql.streaming.statefulOperator.checkCorrectness.enabled"
 _SPARK_JOIN = {("LEFT", ""): "LeftOuter", ("LEFT", "OUTER"): "LeftOuter", ("RIGHT", ""): "RightOuter",

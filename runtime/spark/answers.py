@@ -28,9 +28,10 @@ _checked: set[str] = set()
 
 
 def location(path: str, folder: str) -> str:
-    """A store location as every executor reaches it: `redis://` as written, a path made absolute
-    against the .flow file's folder."""
-    if is_redis(path) or os.path.isabs(path):
+    """A store location as every executor reaches it: `redis://` as written, a path absolute and
+    normalised, a relative one against the .flow file's folder (the job gives its paths through
+    resolve(FOLDER, ...), `dslc store` gives them as the .flow file has them)."""
+    if is_redis(path):
         return path
     return str(Path(folder, path).resolve())
 

@@ -172,11 +172,12 @@ def test_on_miss_retry_retries_then_gives_null() -> None:
 
 def test_timeout_bounds_the_element_including_retries() -> None:
     cfg = make(timeout_s=0.15, retry=Retry(100, 0.02), on_error=Outcome.FAIL, on_timeout=Outcome.DEAD_LETTER)
-    started = time.perf_counter()
     op, out = run(cfg, [row(1, "error")])
-    assert time.perf_counter() - started < 0.5
     letter = out.dead_letters[0]
-    assert letter["kind"] == "timeout" and 2 <= letter["attempts"] < 100
+    # the timeout ended the element before its retries did: an attempt is counted when its 20 ms
+    # backoff begins, so no more than 2 + 150 / 20 are counted within the TIMEOUT, however slow
+    # the machine (a count, not a clock)
+    assert letter["kind"] == "timeout" and 2 <= letter["attempts"] <= 2 + 0.15 / 0.02
     assert op.metrics()["timeouts"] == 1
 
 

@@ -130,7 +130,7 @@ def test_rate_per_minute_and_tokens_per_minute_keep_under_the_service_limits():
     service = OpenAIService(labeller=LABELS, tpm=6000, burst_s=1.0)
     with serve_in_thread(service) as running:
         config = model(running.base_url, capacity=8, mode=Mode.UNORDERED, retry=Retry(10, 0.05),
-                       rate=Rate(per_second=600 / 60, tokens_per_minute=6000))
+                       rate=Rate(600, per="MINUTE", tokens_per_minute=6000))
         started = time.monotonic()
         op, out = run(config, tickets(*[f"s{i}" for i in range(12)]))
         elapsed = time.monotonic() - started

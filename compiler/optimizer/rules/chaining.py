@@ -18,19 +18,31 @@ NAME = "chain_operators"
 PYTHON_OPERATORS = (plan.Enrich, plan.Process)
 
 
+# What a chain's neighbour is, as the chain's input and as its reader: why the chain starts or
+# ends there (a Query by whether it aggregates; None: the other side has nothing to say of it).
+_NEIGHBOURS: dict[object, tuple[str | None, str | None]] = {
+    plan.Source: ("a source", None),
+    (plan.Query, True): ("an aggregation (shuffle)", "a shuffle (GROUP BY / window)"),
+    (plan.Query, False): ("Spark SQL (Catalyst runs it)", "Spark SQL"),
+    plan.Match: ("a MATCH join", "a MATCH (a join)"),
+    plan.BroadcastState: (None, "a broadcast state"),
+}
+
+
+def _what(node: plan.PlanNode, *, as_input: bool) -> str | None:
+    key = (plan.Query, node.aggregates) if isinstance(node, plan.Query) else type(node)
+    said = _NEIGHBOURS.get(key, (None, None))
+    return said[0] if as_input else said[1]
+
+
 def _start_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     if not chaining:
         return "chaining is disabled"
     upstream = p.node(op.inputs[0])
-    if isinstance(upstream, plan.Source):
-        return f"input '{upstream.name}' is a source"
-    if isinstance(upstream, plan.Query):
-        kind = "an aggregation (shuffle)" if upstream.aggregates else "Spark SQL (Catalyst runs it)"
-        return f"input '{upstream.name}' is {kind}"
-    if isinstance(upstream, plan.Match):
-        return f"input '{upstream.name}' is a MATCH join"
-    readers = len(p.consumers(upstream.name))
-    return f"input '{upstream.name}' has {readers} readers"
+    what = _what(upstream, as_input=True)
+    if what is not None:
+        return f"input '{upstream.name}' is {what}"
+    return f"input '{upstream.name}' has {len(p.consumers(upstream.name))} readers"
 
 
 def _end_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
@@ -42,14 +54,8 @@ def _end_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     reader = readers[0]
     if isinstance(reader, plan.Sink):
         return f"written by SINK (line {reader.line})"
-    if isinstance(reader, plan.Query):
-        what = "a shuffle (GROUP BY / window)" if reader.aggregates else "Spark SQL"
-        return f"'{reader.name}' is {what}"
-    if isinstance(reader, plan.Match):
-        return f"'{reader.name}' is a MATCH (a join)"
-    if isinstance(reader, plan.BroadcastState):
-        return f"'{reader.name}' is a broadcast state"
-    return f"'{reader.name}' cannot join the chain"
+    what = _what(reader, as_input=False)
+    return f"'{reader.name}' is {what}" if what is not None else f"'{reader.name}' cannot join the chain"
 
 
 def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True) -> physical.Physical:

@@ -20,12 +20,15 @@ from dslc.compiler.plan import names
 
 NAME = "pushdown_filters"
 
-# What blocks the rewrite when it is the relation a filter reads, and why:
+# What in the filtering query blocks the rewrite, and why (each has a case in
+# tests/optimizer/fixtures/pushdown_filters.txt). The query must also read one relation, and
+# that relation be an ENRICH: a PROCESS returns new columns only, a MATCH's rows depend on its
+# join (Spark's own pushdown handles it), SQL over SQL is Catalyst's, a SOURCE has nothing
+# before it, and a kind of node added later is not passed until it is known to commute.
 BLOCKERS = (
-    plan.Process,   # PROCESS returns new columns only: nothing passes through it unchanged
-    plan.Match,     # MATCH's output depends on the join; handled by Spark's own pushdown
-    plan.Query,     # SQL over SQL: Catalyst pushes filters itself
-    plan.Source,    # nothing to push past
+    exp.Join,       # the WHERE filters joined rows, which the ENRICH alone never sees
+    exp.With,       # the relation read may be a CTE's, not the ENRICH's
+    exp.Subquery,   # a subquery's columns and correlation are its own
 )
 
 # Functions whose result changes from one evaluation to the next: a conjunct calling one keeps
@@ -43,7 +46,7 @@ def pushdown_filters(p: plan.Plan) -> plan.Plan:
         if not isinstance(node, plan.Query):
             continue
         target = by_name.get(node.reads[0].lower())
-        if isinstance(target, BLOCKERS) or not isinstance(target, plan.Enrich):
+        if not isinstance(target, plan.Enrich):
             continue
         if len(p.consumers(target.name)) != 1:
             continue    # another reader needs the unfiltered rows (a rewrite never adds readers of it)
@@ -67,7 +70,7 @@ def _single_table_filter(query: plan.Query) -> tuple[exp.Select, exp.Expression]
     tree = query.tree
     if not isinstance(tree, exp.Select) or query.aggregates or len(query.reads) != 1:
         return None
-    if tree.args.get("joins") or tree.args.get("with_") or tree.args.get("with") or tree.find(exp.Subquery):
+    if tree.find(*BLOCKERS):
         return None
     where = tree.args.get("where")
     return (tree, where.this) if where is not None else None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan.sql import relations
+from dslc.compiler.sparksql.sql import relations
 
 NAME = "keep_shared"
 

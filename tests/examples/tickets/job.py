@@ -48,11 +48,11 @@ def main() -> None:
                     model='gpt-4.1-mini',
                     base_url='http://127.0.0.1:8765/v1',
                     prompt='Subject: {subject}\nBody: {body}',
-                    system= (
-                'You label customer support tickets of a software company. Give each ticket a '
-                'category (billing, account, '
-                'outage or other) and an urgency from 1 (can wait) to 5 (critical).'
-            ),
+                    system=(
+                        'You label customer support tickets of a software company. Give each '
+                        'ticket a category (billing, account, '
+                        'outage or other) and an urgency from 1 (can wait) to 5 (critical).'
+                    ),
                 ),
                 returns=(
                     C.Column(name='category', type='STRING'),
@@ -63,7 +63,7 @@ def main() -> None:
                 capacity=16,
                 adaptive=True,
                 retry=C.Retry(attempts=3, backoff_s=0.2, exponential=True),
-                rate=C.Rate(per_second=10.0, tokens_per_minute=200000.0),
+                rate=C.Rate(calls=600.0, per='MINUTE', tokens_per_minute=200000.0),
                 on_error=C.Outcome.DEAD_LETTER,
             ),
         ),

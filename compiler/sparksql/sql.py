@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -16,19 +16,31 @@ from sqlglot.schema import MappingSchema
 from sqlglot.tokens import Token, TokenType
 
 from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
-from dslc.compiler.frontend import ast
-from dslc.compiler.plan.aggregation import aggregation_errors, ordinal_errors
-from dslc.compiler.plan.arity import arity_error
-from dslc.compiler.plan.logical import Column, Schema
-from dslc.compiler.plan.operand_types import operand_errors
-from dslc.compiler.plan.spark_dialect import SPARK_SQL
-from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
-from dslc.compiler.plan.spark_names import SparkNamer, generator_name
-from dslc.compiler.plan.spark_types import SPARK_METADATA, SparkTypes, generated_types
-from dslc.compiler.plan.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.aggregation import aggregation_errors, ordinal_errors
+from dslc.compiler.sparksql.arity import arity_error
+from dslc.compiler.sparksql.operand_types import operand_errors
+from dslc.compiler.sparksql.spark_dialect import SPARK_SQL
+from dslc.compiler.sparksql.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
+from dslc.compiler.sparksql.spark_names import SparkNamer, generator_name
+from dslc.compiler.sparksql.spark_types import SPARK_METADATA, SparkTypes, generated_types
+from dslc.compiler.sparksql.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
+from dslc.runtime.config import Column
 
+Schema = tuple[Column, ...]            # as the plan's (plan.logical.Schema): the runtime's own Column
 Schemas = Mapping[str, Schema | None]   # relation name (lower case) → schema, None if unknown
+
+
+class SqlText(Protocol):
+    """A piece of Spark SQL and where it stands in the file (the front end's `ast.Sql` is one):
+    this package reads the text and points at the file, and knows nothing else of the syntax tree."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def span(self) -> Span: ...
+
 
 _SPARK = SPARK_SQL
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -72,7 +84,7 @@ def mentions(tree: exp.Expression, names: set[str]) -> bool:
     return any(column.name.lower() in names for column in tree.find_all(exp.Column))
 
 
-def _span_of(node: exp.Expression, sql: ast.Sql) -> Span:
+def _span_of(node: exp.Expression, sql: SqlText) -> Span:
     meta = node.meta if node.meta.get("start") is not None else {}
     if not meta:
         identifier = node.find(exp.Identifier)
@@ -82,7 +94,7 @@ def _span_of(node: exp.Expression, sql: ast.Sql) -> Span:
     return sql.span.sub(meta["start"], meta["end"] - meta["start"] + 1)
 
 
-def parse_sql(sql: ast.Sql, problems: list[Diagnostic], *, condition: bool = False) -> exp.Expression | None:
+def parse_sql(sql: SqlText, problems: list[Diagnostic], *, condition: bool = False) -> exp.Expression | None:
     """Parse a query (or a WHERE condition) with sqlglot's Spark dialect."""
     try:
         if condition:
@@ -162,7 +174,7 @@ def relations(tree: exp.Expression) -> list[exp.Table]:
             if t.name and t.name.lower() not in ctes and t.find_ancestor(exp.Hint) is None]
 
 
-def analyze_query(sql: ast.Sql, tree: exp.Expression, schemas: Schemas,
+def analyze_query(sql: SqlText, tree: exp.Expression, schemas: Schemas,
                   problems: list[Diagnostic], *, functions: bool = True,
                   must_read: bool = True, group_ordinals: bool = True,
                   order_ordinals: bool = True) -> QueryInfo | None:
@@ -268,7 +280,7 @@ def _function_columns(call: exp.Func) -> list[tuple[str, str]] | None:
     return columns if columns and all(t != UNKNOWN for _, t in columns) else None
 
 
-def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, ...]:
+def _item_spans(tree: exp.Expression, sql: SqlText, count: int) -> tuple[Span, ...]:
     """The span of the outer select item behind each of `count` output columns (a star stands for
     all the columns it expands to; a set operation takes its names from its first query)."""
     query = tree
@@ -283,12 +295,12 @@ def _item_spans(tree: exp.Expression, sql: ast.Sql, count: int) -> tuple[Span, .
     return tuple(spans[:count])
 
 
-def extent(node: exp.Expression, sql: ast.Sql) -> Span:
+def extent(node: exp.Expression, sql: SqlText) -> Span:
     """From the first to the last character of everything written in `node`."""
     return _extent(node, sql)
 
 
-def _extent(node: exp.Expression, sql: ast.Sql) -> Span:
+def _extent(node: exp.Expression, sql: SqlText) -> Span:
     starts = [n.meta["start"] for n in node.walk() if n.meta.get("start") is not None]
     ends = [n.meta["end"] for n in node.walk() if n.meta.get("end") is not None]
     if not starts:
@@ -302,7 +314,7 @@ def _extent(node: exp.Expression, sql: ast.Sql) -> Span:
     return sql.span.sub(start, end - start)
 
 
-def _check_functions(tree: exp.Expression, sql: ast.Sql, problems: list[Diagnostic]) -> bool:
+def _check_functions(tree: exp.Expression, sql: SqlText, problems: list[Diagnostic]) -> bool:
     """Report every call of a function Spark does not have (a .flow file cannot register SQL
     functions); True when all are known."""
     ok = True
@@ -331,7 +343,7 @@ _OPERATOR_WORDS = frozenset({"and", "or", "not", "in", "exists", "when", "case",
 _OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*$")
 
 
-def _check_unplaced_call(call: exp.Func, sql: ast.Sql, problems: list[Diagnostic]) -> bool:
+def _check_unplaced_call(call: exp.Func, sql: SqlText, problems: list[Diagnostic]) -> bool:
     """The argument count of a call sqlglot keeps no position for (`substr(x)` becomes a Substring):
     its name is the word before the '(' that opens its first argument."""
     if isinstance(call, (exp.Cast, exp.TryCast, exp.Binary, exp.Connector, exp.Unary, exp.Predicate)) \
@@ -472,70 +484,93 @@ def _owned_by(column: exp.Column, scope: Scope) -> bool:
     return True
 
 
-def _check_columns(tree: exp.Expression, sql: ast.Sql, schemas: Schemas, problems: list[Diagnostic]) -> bool:  # noqa: C901 - to be split (#42)
+@dataclass(frozen=True)
+class _InScope:
+    """What the columns of one scope may name."""
+
+    visible: dict[str, set[str] | None]     # relation alias → its columns, None if unknown
+    every: set[str]                         # every column of a known relation
+    structs: dict[str, str]                 # struct-typed column → its type, for `s.field`
+    unknown_source: bool                    # some relation's columns are unknown: anything goes
+    aliases: set[str]                       # names given with AS (GROUP BY / ORDER BY / HAVING use them)
+
+
+def _in_scope(scope: Scope, schemas: Schemas) -> _InScope:
+    visible: dict[str, set[str] | None] = {}
+    walk: Scope | None = scope
+    enclosing = {id(lateral) for lateral in _ancestors(scope.expression, exp.Lateral)}
+    while walk is not None:
+        for alias, source in walk.sources.items():
+            if isinstance(source, Scope) and _lateral_of(source.expression) in enclosing:
+                continue        # a LATERAL subquery does not read its own output
+            visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
+        walk = walk.parent
+    for alias, columns in _left_of_lateral(scope, schemas).items():
+        if alias == "" and visible.get(alias) is not None and columns is not None:
+            visible[alias] = visible[alias] | columns       # two unaliased items share the name ''
+        elif visible.get(alias) is None:
+            visible[alias] = columns
+    every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
+    # A bare column `SELECT amout` names itself and must not vouch for itself: only AS names count.
+    aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
+        if isinstance(scope.expression, exp.Select) else set()
+    return _InScope(visible, every, _struct_columns(scope, schemas), any(c is None for c in visible.values()),
+                    aliases)
+
+
+def _check_columns(tree: exp.Expression, sql: SqlText, schemas: Schemas, problems: list[Diagnostic]) -> bool:
     """Report every column that no relation in scope has; True when all resolve."""
-    ok = True
+    found = len(problems)
     lambda_vars = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
     seen: set[int] = set()
     for scope in traverse_scope(tree):
-        visible: dict[str, set[str] | None] = {}
-        walk: Scope | None = scope
-        enclosing = {id(lateral) for lateral in _ancestors(scope.expression, exp.Lateral)}
-        while walk is not None:
-            for alias, source in walk.sources.items():
-                if isinstance(source, Scope) and _lateral_of(source.expression) in enclosing:
-                    continue        # a LATERAL subquery does not read its own output
-                visible.setdefault(alias.lower(), _source_columns(walk, alias, schemas))
-            walk = walk.parent
-        for alias, columns in _left_of_lateral(scope, schemas).items():
-            if alias == "" and visible.get(alias) is not None and columns is not None:
-                visible[alias] = visible[alias] | columns       # two unaliased items share the name ''
-            elif visible.get(alias) is None:
-                visible[alias] = columns
-        every = set().union(*[c for c in visible.values() if c is not None]) if visible else set()
-        structs = _struct_columns(scope, schemas)
-        unknown_source = any(c is None for c in visible.values())
-        # Names given with AS (GROUP BY / ORDER BY / HAVING may use them); a bare column
-        # `SELECT amout` names itself and must not vouch for itself.
-        aliases = {s.alias.lower() for s in scope.expression.selects if isinstance(s, exp.Alias)} \
-            if isinstance(scope.expression, exp.Select) else set()
+        names = _in_scope(scope, schemas)
         if isinstance(scope.expression, exp.SetOperation):
             continue            # its ORDER BY names the output columns; its queries are scopes too
         for column in scope.expression.find_all(exp.Column):   # scope.columns leaves out HAVING's
             if id(column) in seen or not _owned_by(column, scope):
                 continue
             seen.add(id(column))
-            name = column.name.lower()
-            qualifier = column.table.lower()
-            if name in lambda_vars or isinstance(column.this, exp.Star):
+            if column.name.lower() in lambda_vars or isinstance(column.this, exp.Star):
                 continue
-            if qualifier:
-                if qualifier in visible:
-                    cols = visible[qualifier]
-                    if cols is None or name in cols:
-                        continue
-                    where, pool = f"'{column.table}'", cols
-                elif qualifier in every or unknown_source:
-                    fields = _struct_fields(structs.get(qualifier)) if qualifier not in lambda_vars \
-                        and not column.args.get("db") else None
-                    if fields is None or name in fields:
-                        continue    # struct field access: `w.start`
-                    where, pool = f"struct '{column.table}'", fields
-                else:
-                    problems.append(error("E0201", _span_of(column.args["table"], sql), kind="table or alias",
-                                          name=column.table, hint=_name_hint(column.table, visible)))
-                    ok = False
-                    continue
-            else:
-                if name in every or name in aliases or unknown_source:
-                    continue
-                if name == "grouping__id" and _grouping_analytics(scope.expression):
-                    continue        # Spark's virtual column of CUBE / ROLLUP / GROUPING SETS
-                where, pool = _where(visible), every | aliases
-            problems.append(error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, pool),
-                                  column=column.name, where=where))
-            ok = False
-    return ok
+            problem = _qualified_column_problem(column, names, lambda_vars, sql) if column.table \
+                else _column_problem(column, names, scope, sql)
+            if problem is not None:
+                problems.append(problem)
+    return len(problems) == found
+
+
+def _qualified_column_problem(column: exp.Column, names: _InScope, lambda_vars: set[str],
+                              sql: SqlText) -> Diagnostic | None:
+    """`t.c`: a column of relation t, or the field c of a struct column t."""
+    name, qualifier = column.name.lower(), column.table.lower()
+    if qualifier in names.visible:
+        cols = names.visible[qualifier]
+        if cols is None or name in cols:
+            return None
+        where, pool = f"'{column.table}'", cols
+    elif qualifier in names.every or names.unknown_source:
+        fields = _struct_fields(names.structs.get(qualifier)) if qualifier not in lambda_vars \
+            and not column.args.get("db") else None
+        if fields is None or name in fields:
+            return None     # struct field access: `w.start`
+        where, pool = f"struct '{column.table}'", fields
+    else:
+        return error("E0201", _span_of(column.args["table"], sql), kind="table or alias", name=column.table,
+                     hint=_name_hint(column.table, names.visible))
+    return error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, pool), column=column.name,
+                 where=where)
+
+
+def _column_problem(column: exp.Column, names: _InScope, scope: Scope, sql: SqlText) -> Diagnostic | None:
+    """`c`: a column of some relation in scope, or a name given with AS."""
+    name = column.name.lower()
+    if name in names.every or name in names.aliases or names.unknown_source:
+        return None
+    if name == "grouping__id" and _grouping_analytics(scope.expression):
+        return None         # Spark's virtual column of CUBE / ROLLUP / GROUPING SETS
+    return error("E0204", _span_of(column.this, sql), hint=did_you_mean(column.name, names.every | names.aliases),
+                 column=column.name, where=_where(names.visible))
 
 
 def _ancestors(node: exp.Expression, kind: type[exp.Expression]) -> list[exp.Expression]:
@@ -629,7 +664,7 @@ def _columns_of(schema: Schema) -> dict[str, str]:
     return columns
 
 
-def _output_schema(tree: exp.Expression, schemas: Schemas, sql: ast.Sql,
+def _output_schema(tree: exp.Expression, schemas: Schemas, sql: SqlText,
                    problems: list[Diagnostic]) -> Schema | None:
     read = {table.name.lower() for table in relations(tree)}     # not every relation: compile time stays linear
     mapping = {name: _columns_of(schema) for name in sorted(read) if (schema := schemas.get(name)) is not None}
@@ -717,7 +752,7 @@ def _generated_columns(function: str, node: exp.Expression) -> list[Column]:
     return [Column(name, _type_text(t)) for name, t in zip(names, types)]
 
 
-def analyze_condition(sql: ast.Sql, sides: Mapping[str, Schema], problems: list[Diagnostic]) -> bool:
+def analyze_condition(sql: SqlText, sides: Mapping[str, Schema], problems: list[Diagnostic]) -> bool:
     """Check a MATCH predicate whose columns come from `sides` (alias → schema)."""
     tree = parse_sql(sql, problems, condition=True)
     if tree is None:

@@ -19,14 +19,11 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
-MULTI_UNIT = "multi_unit_interval"
+from dslc.compiler.sparksql.spark_names import SparkNamer  # it names PIVOT's columns
+from dslc.compiler.sparksql.spark_nodes import MULTI_UNIT, UnaryPlus
+
 _WITH_NULLS_FLAG = {"ANY_VALUE": exp.AnyValue, "FIRST": exp.First, "FIRST_VALUE": exp.FirstValue,
                     "LAST": exp.Last, "LAST_VALUE": exp.LastValue}
-
-
-class UnaryPlus(exp.Paren):
-    """`+x`: the value of x, which Spark keeps in the names it prints (`(+ 230)`); a Paren to every
-    part of dslc that does not print names."""
 
 
 def _with_nulls_flag(cls: type[exp.Expression]):
@@ -129,8 +126,6 @@ class SparkSqlParser(SparkParser):
         aggregate alone adds no name to the pivot values."""
         if len(aggregations) == 1:
             return []
-        from dslc.compiler.plan.spark_names import SparkNamer  # it reads this dialect's trees
-
         return [agg.alias if isinstance(agg, exp.Alias) else SparkNamer(self.sql or "", agg).name(agg)
                 for agg in aggregations]
 

@@ -1,4 +1,5 @@
-"""Spark for the REPL: one quiet session, and jobs that Ctrl-C cancels.
+"""Spark for the REPL (and for `dslc lsp --spark`, without progress): one quiet session, and
+jobs that Ctrl-C cancels.
 
 The terminal belongs to the REPL: the JVM's own output (log4j start-up lines, hostname and
 native-library warnings, Spark's console progress bar) goes to a log file, decided before the

@@ -12,9 +12,15 @@ from __future__ import annotations
 
 import decimal
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from sqlglot import exp
+
+from dslc.compiler.sparksql.arity import written_arguments
+from dslc.compiler.sparksql.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES
+from dslc.compiler.sparksql.spark_intervals import literal_value, multi_unit_parts, multi_unit_value
+from dslc.compiler.sparksql.spark_nodes import UnaryPlus
 
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "div",
            exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.And: "AND",
@@ -40,11 +46,6 @@ _FIRST_ARGUMENT_ONLY = frozenset({"from_json", "from_csv", "to_json", "to_csv", 
 # Functions named after a type (`double('1')`): Spark builds a cast it does not print.
 _TYPE_FUNCTIONS = frozenset({"boolean", "tinyint", "smallint", "int", "bigint", "float", "double", "decimal",
                              "string", "binary", "date", "timestamp"})
-
-from dslc.compiler.plan.arity import written_arguments  # noqa: E402
-from dslc.compiler.plan.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES  # noqa: E402
-from dslc.compiler.plan.spark_dialect import UnaryPlus  # noqa: E402
-from dslc.compiler.plan.spark_intervals import literal_value, multi_unit_parts, multi_unit_value  # noqa: E402
 
 _GENERATORS = ("explode", "explode_outer", "posexplode", "posexplode_outer", "inline", "inline_outer",
                "json_tuple", "stack")
@@ -74,11 +75,6 @@ _TEMPLATES: dict[type[exp.Expression], str] = {
     exp.Distinct: "DISTINCT {expressions}",
 }
 
-# Nodes printed by a method of SparkNamer.
-_PRINTERS: dict[type[exp.Expression], str] = {
-    exp.Column: "_column", exp.Literal: "_literal", exp.Interval: "_interval", exp.Cast: "_cast",
-    exp.TryCast: "_cast", exp.Case: "_case", exp.Window: "_window", exp.Lambda: "_lambda",
-}
 _ARGS = {"left": "this", "right": "expression"}
 _CALL_OPENING = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(\s*[-+]?\s*$")     # int(-1): a sign may lead
 
@@ -146,119 +142,167 @@ class SparkNamer:
         return self.sql(item)
 
     # ---- printing
-    def sql(self, node: exp.Expression) -> str:  # noqa: C901 - to be split (#42)
-        if isinstance(node, (exp.TsOrDsToDate, exp.TsOrDsToTimestamp, exp.TimeStrToTime)) \
-                and node.meta.get("start") is None \
-                and _first_position(node.this) is not None and self._written_call(node.this):
-            return self.sql(node.this)      # sqlglot's own wrapper: year(ts) is Year(TsOrDsToDate(ts))
+    def sql(self, node: exp.Expression) -> str:
+        """`node` as Spark prints it in a name: by its type's template, else by the printer of its
+        type or of the nearest base class that has one (`_PRINTERS`; a printer may decline with
+        None, and the next one along the class hierarchy prints the node), else as sqlglot's Spark
+        SQL. sqlglot's generator dispatches the same way, on the node's type."""
         template = _registered(_TEMPLATES, node)
         if template is not None:
             return template.format_map(_Children(self, node))
-        printer = _registered(_PRINTERS, node)
-        if printer is not None:
-            return getattr(self, printer)(node)
-        if isinstance(node, exp.Boolean):
-            return "true" if node.this else "false"
-        if isinstance(node, exp.HexString):
-            return f"X'{node.this.upper()}'"
-        if isinstance(node, exp.Neg):
-            if isinstance(node.this, exp.Literal) and not node.this.is_string:
-                return "-" + self._literal(node.this)
-            if isinstance(node.this, (exp.Cast, exp.TryCast)) and self._cast(node.this)[:1].isdigit():
-                return "-" + self._cast(node.this)      # -4e36BD, a negative decimal literal
-            return f"(- {self.sql(node.this)})"
-        if isinstance(node, exp.Not):
-            if isinstance(node.this, exp.Is):      # a IS NOT NULL (NOT (a IS NULL) keeps its NOT)
-                return f"({self.sql(node.this.this)} IS NOT NULL)"
-            inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
-            return f"(NOT {self.sql(inner)})"
-        if isinstance(node, exp.Any) and not isinstance(node.this.unnest(), exp.Query):
-            return f"{self._called_name(node) or 'any'}({self.sql(node.this.unnest())})"
-        if isinstance(node, exp.PropertyEQ) and isinstance(node.parent, exp.Struct):
-            value = self.sql(node.expression)
-            if self._function_name(node.parent) == "named_struct":
-                return f"{node.this.name}, {value}"      # named_struct('a', 1) is named_struct(a, 1)
-            implicit = isinstance(node.expression, exp.Column) and \
-                node.this.meta.get("start") in (None, _first_position(node.expression))
-            return value if implicit else f"{value} AS {node.this.name}"
+        for kind in type(node).__mro__:
+            printer = _PRINTERS.get(kind)
+            printed = printer(self, node) if printer is not None else None
+            if printed is not None:
+                return printed
+        return node.sql(dialect="spark")
+
+    def _unwrapped(self, node: exp.Func) -> str | None:
+        """sqlglot's own wrapper, which Spark does not print: year(ts) is Year(TsOrDsToDate(ts))."""
+        if node.meta.get("start") is None and _first_position(node.this) is not None \
+                and self._written_call(node.this):
+            return self.sql(node.this)
+        return None
+
+    def _boolean(self, node: exp.Boolean) -> str:
+        return "true" if node.this else "false"
+
+    def _hex_string(self, node: exp.HexString) -> str:
+        return f"X'{node.this.upper()}'"
+
+    def _neg(self, node: exp.Neg) -> str:
+        if isinstance(node.this, exp.Literal) and not node.this.is_string:
+            return "-" + self._literal(node.this)
+        if isinstance(node.this, (exp.Cast, exp.TryCast)) and self._cast(node.this)[:1].isdigit():
+            return "-" + self._cast(node.this)      # -4e36BD, a negative decimal literal
+        return f"(- {self.sql(node.this)})"
+
+    def _not(self, node: exp.Not) -> str:
+        if isinstance(node.this, exp.Is):      # a IS NOT NULL (NOT (a IS NULL) keeps its NOT)
+            return f"({self.sql(node.this.this)} IS NOT NULL)"
+        inner = node.this.unnest() if isinstance(node.this, exp.Paren) else node.this
+        return f"(NOT {self.sql(inner)})"
+
+    def _any(self, node: exp.Any) -> str | None:
+        if isinstance(node.this.unnest(), exp.Query):
+            return None
+        return f"{self._called_name(node) or 'any'}({self.sql(node.this.unnest())})"
+
+    def _struct_field(self, node: exp.PropertyEQ) -> str | None:
+        if not isinstance(node.parent, exp.Struct):
+            return None
+        value = self.sql(node.expression)
+        if self._function_name(node.parent) == "named_struct":
+            return f"{node.this.name}, {value}"      # named_struct('a', 1) is named_struct(a, 1)
+        implicit = isinstance(node.expression, exp.Column) and \
+            node.this.meta.get("start") in (None, _first_position(node.expression))
+        return value if implicit else f"{value} AS {node.this.name}"
+
+    def _add(self, node: exp.Add) -> str | None:
         parts = multi_unit_parts(node)
         value = multi_unit_value(parts) if parts else None
         if value is not None:
             return value.sql()          # INTERVAL 1 YEAR 2 MONTHS is one literal to Spark
-        if isinstance(node, exp.Add) and any(isinstance(side, exp.Null) for side in (node.left, node.right)):
+        if any(isinstance(side, exp.Null) for side in (node.left, node.right)):
             stamp = next((side for side in (node.left, node.right) if self._timestamp_literal(side)), None)
             if stamp is not None:                       # the NULL is an interval added to a timestamp
                 return f"{self.sql(stamp)} + NULL"
-        if isinstance(node, (exp.Add, exp.Sub)) and all(isinstance(side, (exp.Interval, exp.Null))
-                                                        for side in (node.left, node.right)):
-            return f"({self.sql(node.left)} {'+' if isinstance(node, exp.Add) else '-'} {self.sql(node.right)})"
-        if isinstance(node, (exp.Add, exp.Sub)) and (isinstance(node.left, exp.Interval)
-                                                     or isinstance(node.right, exp.Interval)):
-            op = "+" if isinstance(node, exp.Add) else "-"
+        return self._interval_arithmetic(node)
+
+    def _interval_arithmetic(self, node: exp.Add | exp.Sub) -> str | None:
+        op = "+" if isinstance(node, exp.Add) else "-"
+        sides = (node.left, node.right)
+        if all(isinstance(side, (exp.Interval, exp.Null)) for side in sides):
+            return f"({self.sql(node.left)} {op} {self.sql(node.right)})"
+        if any(isinstance(side, exp.Interval) for side in sides):
             return f"{self.sql(node.left)} {op} {self.sql(node.right)}"
-        if isinstance(node, exp.Mul) and isinstance(node.right, exp.Interval) \
-                and not isinstance(node.left, exp.Interval):
+        return self._binary(node)
+
+    def _mul(self, node: exp.Mul) -> str | None:
+        if isinstance(node.right, exp.Interval) and not isinstance(node.left, exp.Interval):
             return f"({self.sql(node.right)} * {self.sql(node.left)})"    # Spark: interval * number
-        if isinstance(node, exp.Mod) and self._called_name(node) == "mod":
+        return self._binary(node)
+
+    def _mod(self, node: exp.Mod) -> str | None:
+        if self._called_name(node) == "mod":
             return f"mod({self.sql(node.left)}, {self.sql(node.right)})"
-        if isinstance(node, exp.WithinGroup) and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) \
-                and isinstance(node.expression, exp.Order) and len(node.expression.expressions) == 1:
-            order = node.expression.expressions[0]
-            name = "percentile_cont" if isinstance(node.this, exp.PercentileCont) else "percentile_disc"
-            return (f"{name}({self.sql(node.this.this)}) WITHIN GROUP (ORDER BY {self.sql(order.this)}"
-                    f"{' DESC' if order.args.get('desc') else ''})")
-        if type(node) in _BINARY:
-            return f"({self.sql(node.left)} {_BINARY[type(node)]} {self.sql(node.right)})"
-        if isinstance(node, exp.In):
-            if node.args.get("query") is not None:
-                return f"({self.sql(node.this)} IN (listquery({self._outer(node.args['query'])})))"
-            return f"({self.sql(node.this)} IN ({self._list(node.expressions)}))"
-        if isinstance(node, exp.If):
-            otherwise = node.args.get("false")
-            parts = [node.this, node.args["true"]] + ([otherwise] if otherwise is not None else [])
-            return f"(IF({self._list(parts)}))"
-        if isinstance(node, exp.Escape) and isinstance(node.this, exp.ILike):
-            return self.sql(node.this)          # Spark prints ilike(a, b) without its escape
-        if isinstance(node, exp.Filter):
-            return f"{self.sql(node.this)} FILTER (WHERE {self.sql(node.expression.this)})"
-        if isinstance(node, exp.Extract):
-            start = _first_position(node.expression)
-            found = re.search(r"(\w+)\s+FROM\s*$", self.text[:start], re.I) if start is not None else None
-            field = found[1] if found else node.this.this if isinstance(node.this, exp.Literal) \
-                else node.this.name.upper()     # as written: extract(d FROM c), extract('d', c)
-            return f"extract({field} FROM {self.sql(node.expression)})"
-        if isinstance(node, exp.Trim):
-            position = str(node.args.get("position") or "").upper()
-            if node.expression is None:         # trim(x), ltrim(x), rtrim(x)
-                name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
-                return f"{name}({self.sql(node.this)})"
-            if self._syntax_between(node.expression, node.this, "FROM"):
-                return f"TRIM({position or 'BOTH'} {self.sql(node.expression)} FROM {self.sql(node.this)})"
-        if isinstance(node, exp.StrPosition):
-            args = [node.args["substr"], node.this] + ([node.args["position"]] if node.args.get("position") else [])
-            name = "position" if self._called_name(node) == "position" \
-                and not self._syntax_between(node.args["substr"], node.this, "IN") else "locate"
-            return f"{name}({self._list(args)}{'' if node.args.get('position') else ', 1'})"
-        if isinstance(node, exp.Anonymous) and node.name.lower() in ("isnull", "isnotnull"):
-            return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
-        if isinstance(node, exp.VarMap):            # map(k1, v1, k2, v2): sqlglot keeps keys and values apart
-            pairs = [self.sql(part) for kv in zip(node.args["keys"].expressions, node.args["values"].expressions)
-                     for part in kv]
-            return f"map({', '.join(pairs)})"
-        if isinstance(node, exp.Bracket):
-            called = self._element_at(node)
-            if called:
-                return f"{called}({self.sql(node.this)}, {self._list(node.expressions)})"
-            return f"{self.sql(node.this)}[{self._list(node.expressions)}]"
-        if isinstance(node, exp.Func):
-            return self._function(node)
-        if isinstance(node, exp.Identifier):
-            if self.lambda_vars and node.name.lower() in self.lambda_vars[-1]:
-                return "namedlambdavariable()"
-            return node.name
-        if isinstance(node, exp.Var):
-            return node.name
-        return node.sql(dialect="spark")
+        return self._binary(node)
+
+    def _binary(self, node: exp.Binary) -> str | None:
+        operator = _BINARY.get(type(node))       # the operator's own type only, not one derived from it
+        return None if operator is None else f"({self.sql(node.left)} {operator} {self.sql(node.right)})"
+
+    def _within_group(self, node: exp.WithinGroup) -> str | None:
+        if not isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)) \
+                or not isinstance(node.expression, exp.Order) or len(node.expression.expressions) != 1:
+            return None
+        order = node.expression.expressions[0]
+        name = "percentile_cont" if isinstance(node.this, exp.PercentileCont) else "percentile_disc"
+        return (f"{name}({self.sql(node.this.this)}) WITHIN GROUP (ORDER BY {self.sql(order.this)}"
+                f"{' DESC' if order.args.get('desc') else ''})")
+
+    def _in(self, node: exp.In) -> str:
+        if node.args.get("query") is not None:
+            return f"({self.sql(node.this)} IN (listquery({self._outer(node.args['query'])})))"
+        return f"({self.sql(node.this)} IN ({self._list(node.expressions)}))"
+
+    def _if(self, node: exp.If) -> str:
+        otherwise = node.args.get("false")
+        parts = [node.this, node.args["true"]] + ([otherwise] if otherwise is not None else [])
+        return f"(IF({self._list(parts)}))"
+
+    def _escape(self, node: exp.Escape) -> str | None:
+        return self.sql(node.this) if isinstance(node.this, exp.ILike) else None   # ilike(a, b), its escape unprinted
+
+    def _filter(self, node: exp.Filter) -> str:
+        return f"{self.sql(node.this)} FILTER (WHERE {self.sql(node.expression.this)})"
+
+    def _extract(self, node: exp.Extract) -> str:
+        start = _first_position(node.expression)
+        found = re.search(r"(\w+)\s+FROM\s*$", self.text[:start], re.I) if start is not None else None
+        field = found[1] if found else node.this.this if isinstance(node.this, exp.Literal) \
+            else node.this.name.upper()     # as written: extract(d FROM c), extract('d', c)
+        return f"extract({field} FROM {self.sql(node.expression)})"
+
+    def _trim(self, node: exp.Trim) -> str | None:
+        position = str(node.args.get("position") or "").upper()
+        if node.expression is None:         # trim(x), ltrim(x), rtrim(x)
+            name = {"LEADING": "ltrim", "TRAILING": "rtrim"}.get(position, "trim")
+            return f"{name}({self.sql(node.this)})"
+        if self._syntax_between(node.expression, node.this, "FROM"):
+            return f"TRIM({position or 'BOTH'} {self.sql(node.expression)} FROM {self.sql(node.this)})"
+        return None                         # trim(x, chars): printed as any other call
+
+    def _str_position(self, node: exp.StrPosition) -> str:
+        args = [node.args["substr"], node.this] + ([node.args["position"]] if node.args.get("position") else [])
+        name = "position" if self._called_name(node) == "position" \
+            and not self._syntax_between(node.args["substr"], node.this, "IN") else "locate"
+        return f"{name}({self._list(args)}{'' if node.args.get('position') else ', 1'})"
+
+    def _anonymous(self, node: exp.Anonymous) -> str | None:
+        if node.name.lower() not in ("isnull", "isnotnull"):
+            return None                     # any other call of a name sqlglot does not know
+        return f"({self.sql(node.expressions[0])} IS {'NOT ' if node.name.lower() == 'isnotnull' else ''}NULL)"
+
+    def _var_map(self, node: exp.VarMap) -> str:
+        """map(k1, v1, k2, v2): sqlglot keeps keys and values apart."""
+        pairs = [self.sql(part) for kv in zip(node.args["keys"].expressions, node.args["values"].expressions)
+                 for part in kv]
+        return f"map({', '.join(pairs)})"
+
+    def _bracket(self, node: exp.Bracket) -> str:
+        called = self._element_at(node)
+        if called:
+            return f"{called}({self.sql(node.this)}, {self._list(node.expressions)})"
+        return f"{self.sql(node.this)}[{self._list(node.expressions)}]"
+
+    def _identifier(self, node: exp.Identifier) -> str:
+        if self.lambda_vars and node.name.lower() in self.lambda_vars[-1]:
+            return "namedlambdavariable()"
+        return node.name
+
+    def _var(self, node: exp.Var) -> str:
+        return node.name
 
     def _syntax_between(self, first: exp.Expression, second: exp.Expression, word: str) -> bool:
         """True when `word` (FROM, IN) is written between two arguments: SQL syntax, not commas."""
@@ -416,38 +460,15 @@ class SparkNamer:
             self.lambda_vars.pop()
         return f"lambdafunction({body}, {', '.join('namedlambdavariable()' for _ in node.expressions)})"
 
-    def _function(self, node: exp.Func) -> str:  # noqa: C901 - to be split (#42)
+    def _function(self, node: exp.Func) -> str:
         name = self._function_name(node)
-        args = self._arguments(node)
-        if isinstance(node, exp.Count) and node.this is None and not args:
-            args = ["1"]
-        if name in ("first", "last", "first_value", "last_value") and len(args) > 1:
-            args = args[:1]
-        if name in _FIRST_ARGUMENT_ONLY:
-            args = args[:1]
-        if name == "date_sub" and isinstance(node.expression, exp.Mul) and node.expression.meta.get("start") is None:
-            args = [self.sql(node.this), self.sql(node.expression.this)]    # sqlglot: date_add(d, x * -1)
         written_args = self._written_arguments(node)
-        if written_args and len(written_args) == len(args):
-            fmt = node.args.get("format")
-            if isinstance(fmt, exp.Literal) and fmt.is_string:
-                last = written_args[-1].strip()       # sqlglot turned the pattern into strftime's
-                if last[:1] in "'\"" and last[-1:] == last[:1]:
-                    args[-1] = last[1:-1]
+        args = self._format_as_written(node, self._printed_arguments(node, name), written_args)
         if name in ("lpad", "rpad") and len(args) == 2 and _binary_valued(node.this):
             args.append("X'00'")                  # a BINARY is padded with zero bytes, not spaces
         if name in ("CEIL", "FLOOR") and len(args) == 2:
             name = name.lower()                   # CEIL(x), but ceil(x, scale)
-        unit = node.args.get("unit")
-        if isinstance(unit, exp.Var) and written_args and len(written_args) == 3:
-            if name in ("dateadd", "date_add"):
-                name = "timestampadd"       # dateadd(unit, n, ts) is Spark's timestampadd
-            elif name in ("datediff", "date_diff"):
-                name = "timestampdiff"
-        if name in ("timestampadd", "timestampdiff") and isinstance(unit, exp.Var):
-            # sqlglot keeps (timestamp, amount) and (end, start); Spark prints them as written
-            args = [unit.name.upper()] + [self.sql(c) for c in (node.args.get("expression"), node.this)
-                                          if c is not None]
+        name, args = self._timestamp_call(node, name, args, written_args)
         if name == "aggregate" and len(args) == 3:
             args.append("lambdafunction(namedlambdavariable(), namedlambdavariable())")
         written, defaults = _DEFAULTS.get(name, (None, ()))
@@ -459,6 +480,42 @@ class SparkNamer:
             args += registry_defaults(name, len(args))
             name = PRINTED_NAMES.get(name, name)
         return f"{name}({', '.join(args)})"
+
+    def _printed_arguments(self, node: exp.Func, name: str) -> list[str]:
+        """The arguments Spark prints in a call's name, before the defaults it adds."""
+        args = self._arguments(node)
+        if isinstance(node, exp.Count) and node.this is None and not args:
+            return ["1"]
+        if name in ("first", "last", "first_value", "last_value") and len(args) > 1:
+            return args[:1]
+        if name in _FIRST_ARGUMENT_ONLY:
+            return args[:1]
+        if name == "date_sub" and isinstance(node.expression, exp.Mul) and node.expression.meta.get("start") is None:
+            return [self.sql(node.this), self.sql(node.expression.this)]    # sqlglot: date_add(d, x * -1)
+        return args
+
+    def _format_as_written(self, node: exp.Func, args: list[str], written_args: list[str] | None) -> list[str]:
+        """A datetime pattern as written: sqlglot turned it into strftime's."""
+        fmt = node.args.get("format")
+        if written_args and len(written_args) == len(args) and isinstance(fmt, exp.Literal) and fmt.is_string:
+            last = written_args[-1].strip()
+            if last[:1] in "'\"" and last[-1:] == last[:1]:
+                args[-1] = last[1:-1]
+        return args
+
+    def _timestamp_call(self, node: exp.Func, name: str, args: list[str],
+                        written_args: list[str] | None) -> tuple[str, list[str]]:
+        """dateadd(unit, n, ts) is Spark's timestampadd, datediff(unit, a, b) its timestampdiff;
+        sqlglot keeps (timestamp, amount) and (end, start), Spark prints them as written."""
+        unit = node.args.get("unit")
+        if not isinstance(unit, exp.Var):
+            return name, args
+        if written_args and len(written_args) == 3:
+            name = {"dateadd": "timestampadd", "date_add": "timestampadd", "datediff": "timestampdiff",
+                    "date_diff": "timestampdiff"}.get(name, name)
+        if name in ("timestampadd", "timestampdiff"):
+            args = [unit.name.upper()] + [self.sql(c) for c in (node.args.get("expression"), node.this) if c is not None]
+        return name, args
 
     def _written_arguments(self, node: exp.Expression) -> list[str] | None:
         """The text of each argument of a call as written (top-level commas of its parentheses)."""
@@ -584,6 +641,26 @@ class SparkNamer:
         if text == "CURRENT ROW":
             return text
         return f"{text} {str(side).upper()}" if side else text
+
+
+# The printers of SparkNamer.sql, by node type (see there). A node no template or printer takes is
+# printed as sqlglot's Spark SQL.
+_PRINTERS: dict[type[exp.Expression], Callable[[SparkNamer, Any], str | None]] = {
+    exp.TsOrDsToDate: SparkNamer._unwrapped, exp.TsOrDsToTimestamp: SparkNamer._unwrapped,
+    exp.TimeStrToTime: SparkNamer._unwrapped,
+    exp.Column: SparkNamer._column, exp.Literal: SparkNamer._literal, exp.Interval: SparkNamer._interval,
+    exp.Cast: SparkNamer._cast, exp.TryCast: SparkNamer._cast, exp.Case: SparkNamer._case,
+    exp.Window: SparkNamer._window, exp.Lambda: SparkNamer._lambda,
+    exp.Boolean: SparkNamer._boolean, exp.HexString: SparkNamer._hex_string, exp.Neg: SparkNamer._neg,
+    exp.Not: SparkNamer._not, exp.Any: SparkNamer._any, exp.PropertyEQ: SparkNamer._struct_field,
+    **{operator: SparkNamer._binary for operator in _BINARY},
+    exp.Add: SparkNamer._add, exp.Sub: SparkNamer._interval_arithmetic, exp.Mul: SparkNamer._mul,
+    exp.Mod: SparkNamer._mod, exp.WithinGroup: SparkNamer._within_group, exp.In: SparkNamer._in,
+    exp.If: SparkNamer._if, exp.Escape: SparkNamer._escape, exp.Filter: SparkNamer._filter,
+    exp.Extract: SparkNamer._extract, exp.Trim: SparkNamer._trim, exp.StrPosition: SparkNamer._str_position,
+    exp.Anonymous: SparkNamer._anonymous, exp.VarMap: SparkNamer._var_map, exp.Bracket: SparkNamer._bracket,
+    exp.Func: SparkNamer._function, exp.Identifier: SparkNamer._identifier, exp.Var: SparkNamer._var,
+}
 
 
 _DATE_TEXT = re.compile(r"\s*([+-]?\d{4,})-(\d{1,2})-(\d{1,2})")

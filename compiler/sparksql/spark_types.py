@@ -15,9 +15,9 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import TypeAnnotator
 from sqlglot.typing.spark import EXPRESSION_METADATA
 
-from dslc.compiler.plan.spark_dialect import UnaryPlus
-from dslc.compiler.plan.spark_intervals import literal_value
-from dslc.compiler.plan.spark_returns import SPARK_RETURNS
+from dslc.compiler.sparksql.spark_intervals import literal_value
+from dslc.compiler.sparksql.spark_nodes import UnaryPlus
+from dslc.compiler.sparksql.spark_returns import SPARK_RETURNS
 
 T = exp.DataType.Type
 MAX_PRECISION = 38
@@ -354,10 +354,6 @@ def _decimal_result(node, a: tuple[int, int], b: tuple[int, int]) -> exp.DataTyp
 
 # ---- functions -------------------------------------------------------------------------------
 
-def _first_arg(e: exp.Expression) -> exp.Expression | None:
-    return e.this if e.this is not None else (e.expressions[0] if e.expressions else None)
-
-
 def _typed(self: SparkTypes, e: exp.Expression, result) -> exp.Expression:
     self._set_type(e, result if result is not None else exp.DataType.build("UNKNOWN"))
     return e
@@ -578,121 +574,170 @@ def _predicate_over_array(self, e):
     return _typed(self, e, exp.DataType.build("BOOLEAN"))
 
 
-def _map_lambda(keep_keys: bool):
-    def annotate(self, e):
-        key, value = _element(e.this.type, 0), _element(e.this.type, 1)
-        body = _lambda_body(self, e, key, value) if key is not None else None
-        if body is None or _is(body, T.UNKNOWN):
-            return _typed(self, e, None)
-        return _typed(self, e, _map_of(key, body) if keep_keys else _map_of(body, value))
+def _anonymous(self, e):
+    """Spark functions sqlglot does not model (parsed as Anonymous), by name: the rule of
+    `_BY_NAME` for the name, unless it cannot tell (`_UNDECIDED`); then the result type listed in
+    `_ANONYMOUS_RETURNS` or in Spark's own registry (SPARK_RETURNS)."""
+    name = e.name.lower()
+    rule = _BY_NAME.get(name)
+    result = rule(self, e.expressions) if rule is not None else _UNDECIDED
+    if result is _UNDECIDED:
+        returns = _ANONYMOUS_RETURNS.get(name) or SPARK_RETURNS.get(name)
+        result = exp.DataType.build(returns, dialect="spark") if returns else None
+    return _typed(self, e, result)
+
+
+# What a rule of _BY_NAME returns when the call is not one it types (too few arguments, say).
+_UNDECIDED = object()
+
+
+def _first_type(args: list[exp.Expression]) -> exp.DataType | None:
+    return args[0].type if args else None
+
+
+def _fold(self, args):
+    """aggregate / reduce (array, zero, merge[, finish]): the merge's type, widened with zero's."""
+    if len(args) < 3:
+        return _UNDECIDED
+    lambdas = [a for a in args if isinstance(a, exp.Lambda)]
+    zero, element = args[1].type, _element(_first_type(args))
+    if not lambdas or zero is None or element is None:
+        return None
+    result = _type_lambda(self, lambdas[0], (zero, element))
+    if result is not None and not _is(result, T.UNKNOWN):
+        result = wider(zero, result) or result
+    if len(lambdas) > 1 and result is not None:
+        result = _type_lambda(self, lambdas[1], (result,))
+    return result
+
+
+def _zip_with(self, args):
+    if len(args) != 3:
+        return _UNDECIDED
+    body = _type_lambda(self, args[2], (_element(_first_type(args)), _element(args[1].type))) \
+        if isinstance(args[2], exp.Lambda) else None
+    return _array_of(body) if body is not None and not _is(body, T.UNKNOWN) else None
+
+
+def _map_lambda_of(self, args):
+    """The type of a map function's lambda over (key, value)."""
+    first = _first_type(args)
+    return _type_lambda(self, args[1], (_element(first, 0), _element(first, 1)))
+
+
+def _transform_values(self, args):
+    return _map_of(_element(_first_type(args), 0), _map_lambda_of(self, args))
+
+
+def _transform_keys(self, args):
+    return _map_of(_map_lambda_of(self, args), _element(_first_type(args), 1))
+
+
+def _map_filter(self, args):
+    _map_lambda_of(self, args)
+    return _first_type(args)
+
+
+def _bround(self, args):
+    rounded = exp.Round(this=args[0], decimals=args[1] if len(args) > 1 else None)
+    _round(self, rounded)
+    return rounded.type
+
+
+def _forall(self, args):
+    _type_lambda(self, args[1], (_element(_first_type(args)),))
+    return exp.DataType.build("BOOLEAN")
+
+
+def _try_arithmetic_call(name: str):
+    def annotate(self, args):
+        first = _first_type(args)
+        if len(args) != 2 or first is None or args[1].type is None:
+            return _UNDECIDED
+        node = _TRY_ARITHMETIC[name](this=args[0].copy(), expression=args[1].copy())
+        node.this.type, node.expression.type = first, args[1].type
+        return self._arithmetic(node, node.this, node.expression, first, args[1].type) \
+            or (self._date_arithmetic(node, first, args[1].type) if name in ("try_add", "try_subtract") else None)
     return annotate
 
 
-def _map_filter(self, e):
-    key, value = _element(e.this.type, 0), _element(e.this.type, 1)
-    if key is not None:
-        _lambda_body(self, e, key, value)
-    return _typed(self, e, e.this.type)
+def _try_aggregate(kind: type[exp.Expression], annotator):
+    """try_sum / try_avg: the type of sum / avg."""
+    def annotate(self, args):
+        if len(args) != 1:
+            return _UNDECIDED
+        probe = kind(this=args[0].copy())
+        probe.this.type = _first_type(args)
+        annotator(self, probe)
+        return probe.type if probe.type is not None and not _is(probe.type, T.UNKNOWN) else None
+    return annotate
 
 
-def _anonymous(self, e):  # noqa: C901 - to be split (#42)
-    """Spark functions sqlglot does not model (parsed as Anonymous), by name."""
-    name = e.name.lower()
-    args = e.expressions
-    first = args[0].type if args else None
-    if name in ("aggregate", "reduce") and len(args) >= 3:
-        lambdas = [a for a in args if isinstance(a, exp.Lambda)]
-        zero, element = args[1].type, _element(first)
-        result = None
-        if lambdas and zero is not None and element is not None:
-            result = _type_lambda(self, lambdas[0], (zero, element))
-            if result is not None and not _is(result, T.UNKNOWN):
-                result = wider(zero, result) or result
-            if len(lambdas) > 1 and result is not None:
-                result = _type_lambda(self, lambdas[1], (result,))
-        return _typed(self, e, result)
-    if name == "zip_with" and len(args) == 3:
-        body = _type_lambda(self, args[2], (_element(first), _element(args[1].type))) \
-            if isinstance(args[2], exp.Lambda) else None
-        return _typed(self, e, _array_of(body) if body is not None and not _is(body, T.UNKNOWN) else None)
-    if name == "transform_values":
-        return _typed(self, e, _map_of(_element(first, 0),
-                                       _type_lambda(self, args[1], (_element(first, 0), _element(first, 1)))))
-    if name == "transform_keys":
-        return _typed(self, e, _map_of(_type_lambda(self, args[1], (_element(first, 0), _element(first, 1))),
-                                       _element(first, 1)))
-    if name == "map_filter":
-        _type_lambda(self, args[1], (_element(first, 0), _element(first, 1)))
-        return _typed(self, e, first)
-    if name == "bround":
-        rounded = exp.Round(this=args[0], decimals=args[1] if len(args) > 1 else None)
-        _round(self, rounded)
-        return _typed(self, e, rounded.type)
-    if name in ("forall",):
-        _type_lambda(self, args[1], (_element(first),))
-        return _typed(self, e, exp.DataType.build("BOOLEAN"))
-    if name in _TRY_ARITHMETIC and len(args) == 2 and first is not None and args[1].type is not None:
-        node = _TRY_ARITHMETIC[name](this=args[0].copy(), expression=args[1].copy())
-        node.this.type, node.expression.type = first, args[1].type
-        return _typed(self, e, self._arithmetic(node, node.this, node.expression, first, args[1].type)
-                      or (self._date_arithmetic(node, first, args[1].type) if name in ("try_add", "try_subtract") else None))
-    if name in ("try_sum", "try_avg") and len(args) == 1:
-        probe = (exp.Sum if name == "try_sum" else exp.Avg)(this=args[0].copy())
-        probe.this.type = first
-        (_sum if name == "try_sum" else _avg)(self, probe)
-        return _typed(self, e, probe.type if probe.type is not None and not _is(probe.type, T.UNKNOWN) else None)
-    if name == "histogram_numeric" and first is not None and not _is(first, T.UNKNOWN):
-        return _typed(self, e, exp.DataType.build(f"ARRAY<STRUCT<x: {first.sql(dialect='spark')}, y: DOUBLE>>",
-                                                  dialect="spark"))
-    if name == "decode" and len(args) >= 3:         # decode(x, search, result, ..., default): the results' type
-        results = args[2::2] + ([args[-1]] if len(args) % 2 == 0 else [])
-        kind = results[0].type
-        for other in results[1:]:
-            kind = wider(kind, other.type) if kind is not None and other.type is not None else None
-        return _typed(self, e, kind)
-    if name == "decode" and len(args) == 2:           # decode(binary, charset)
-        return _typed(self, e, exp.DataType.build("STRING"))
-    if name == "get" and len(args) == 2:
-        return _typed(self, e, _element(first))
-    if name in ("to_number", "try_to_number") and len(args) == 2:
-        return _typed(self, e, number_format_type(args[1]))
-    if name in ("date_part", "datepart") and len(args) == 2:
-        return _typed(self, e, date_part_type(args[0], args[1].type))
-    returns = _ANONYMOUS_RETURNS.get(name)
-    if returns is not None:
-        return _typed(self, e, exp.DataType.build(returns, dialect="spark"))
-    if name in ("collect_set", "collect_list", "array_agg"):
-        return _typed(self, e, _array_of(first))
-    if name in ("pmod", "mod"):
-        return _typed(self, e, self._arithmetic(exp.Mod(this=args[0], expression=args[1]), args[0], args[1],
-                                                first, args[1].type) if first is not None and args[1].type is not None else None)
-    if name in ("map_keys", "map_values") and first is not None:
-        return _typed(self, e, _array_of(_element(first, 0 if name == "map_keys" else 1)))
-    if name in ("any_value", "first_value", "last_value", "percentile_approx", "approx_percentile", "mode",
-                "median_value", "max_by", "min_by", "nanvl", "ifnull", "nvl"):
-        return _typed(self, e, first)
-    if name in ("from_json", "from_csv") and len(args) >= 2 and isinstance(args[1], exp.Literal) \
-            and args[1].is_string:
-        schema = args[1].this.strip()       # a DDL column list (`a INT, b STRING`) or one type
+def _histogram_numeric(self, args):
+    first = _first_type(args)
+    if first is None or _is(first, T.UNKNOWN):
+        return _UNDECIDED
+    return exp.DataType.build(f"ARRAY<STRUCT<x: {first.sql(dialect='spark')}, y: DOUBLE>>", dialect="spark")
+
+
+def _decode_call(self, args):
+    """decode(x, search, result, ..., default) or decode(binary, charset)."""
+    if len(args) < 2:
+        return _UNDECIDED
+    return _decode_type(args)
+
+
+def _with_arguments(count: int, result):
+    """A rule for calls of `count` arguments: result(self, args)."""
+    return lambda self, args: result(self, args) if len(args) == count else _UNDECIDED
+
+
+def _pmod(self, args):
+    first = _first_type(args)
+    return self._arithmetic(exp.Mod(this=args[0], expression=args[1]), args[0], args[1], first, args[1].type) \
+        if first is not None and args[1].type is not None else None
+
+
+def _map_part(index: int):
+    """map_keys / map_values: an array of the map's keys or values."""
+    def annotate(self, args):
+        first = _first_type(args)
+        return _array_of(_element(first, index)) if first is not None else _UNDECIDED
+    return annotate
+
+
+def _parsed_schema(name: str):
+    """from_json / from_csv with a literal schema: a DDL column list (`a INT, b STRING`) or one type."""
+    def annotate(self, args):
+        if len(args) < 2 or not isinstance(args[1], exp.Literal) or not args[1].is_string:
+            return _UNDECIDED
+        schema = args[1].this.strip()
         whole = name == "from_json" and re.match(r"(struct|array|map)\s*<", schema, re.I)
         try:
-            return _typed(self, e, exp.DataType.build(schema if whole else f"STRUCT<{schema}>", dialect="spark"))
+            return exp.DataType.build(schema if whole else f"STRUCT<{schema}>", dialect="spark")
         except Exception:    # noqa: BLE001 - a schema sqlglot cannot read: unknown type
-            return _typed(self, e, None)
-    registered = SPARK_RETURNS.get(name)
-    return _typed(self, e, exp.DataType.build(registered, dialect="spark") if registered else None)
+            return None
+    return annotate
+
+
+def _as_first(self, args):
+    return _first_type(args)
 
 
 def _decode(self, e):
-    """decode(x, search, result, ..., default): the wider type of its results."""
-    args = e.expressions
+    return _typed(self, e, _decode_type(e.expressions))
+
+
+def _decode_type(args: list[exp.Expression]) -> exp.DataType | None:
+    """decode(x, search, result, ..., default): the wider type of its results; decode(binary,
+    charset): a STRING."""
     if len(args) == 2:
-        return _typed(self, e, exp.DataType.build("STRING"))
+        return exp.DataType.build("STRING")
     results = args[2::2] + ([args[-1]] if len(args) % 2 == 0 else [])
     kind = results[0].type if results else None
     for other in results[1:]:
         kind = wider(kind, other.type) if kind is not None and other.type is not None else None
-    return _typed(self, e, kind)
+    return kind
 
 
 def number_format_type(fmt: exp.Expression) -> exp.DataType | None:
@@ -748,6 +793,25 @@ _ANONYMOUS_RETURNS = {
     "input_file_block_start": "BIGINT", "current_catalog": "STRING", "current_database": "STRING",
     "current_user": "STRING", "version": "STRING", "json_array_length": "INT",
     "json_object_keys": "ARRAY<STRING>", "getbit": "TINYINT",
+}
+
+# Anonymous calls typed by a rule of their own (see _anonymous).
+_BY_NAME = {
+    "aggregate": _fold, "reduce": _fold, "zip_with": _zip_with, "transform_values": _transform_values,
+    "transform_keys": _transform_keys, "map_filter": _map_filter, "bround": _bround, "forall": _forall,
+    **{name: _try_arithmetic_call(name) for name in _TRY_ARITHMETIC},
+    "try_sum": _try_aggregate(exp.Sum, _sum), "try_avg": _try_aggregate(exp.Avg, _avg),
+    "histogram_numeric": _histogram_numeric, "decode": _decode_call,
+    "get": _with_arguments(2, lambda self, args: _element(_first_type(args))),
+    "to_number": _with_arguments(2, lambda self, args: number_format_type(args[1])),
+    "try_to_number": _with_arguments(2, lambda self, args: number_format_type(args[1])),
+    "date_part": _with_arguments(2, lambda self, args: date_part_type(args[0], args[1].type)),
+    "datepart": _with_arguments(2, lambda self, args: date_part_type(args[0], args[1].type)),
+    **dict.fromkeys(("collect_set", "collect_list", "array_agg"), lambda self, args: _array_of(_first_type(args))),
+    "pmod": _pmod, "mod": _pmod, "map_keys": _map_part(0), "map_values": _map_part(1),
+    **dict.fromkeys(("any_value", "first_value", "last_value", "percentile_approx", "approx_percentile", "mode",
+                     "median_value", "max_by", "min_by", "nanvl", "ifnull", "nvl"), _as_first),
+    "from_json": _parsed_schema("from_json"), "from_csv": _parsed_schema("from_csv"),
 }
 
 _DATE_PARTS = (exp.Year, exp.Month, exp.Day, exp.DayOfWeek, exp.DayOfMonth, exp.DayOfYear, exp.Quarter,

@@ -26,8 +26,8 @@ from sqlglot import exp
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.compiler.plan.spark_calls import AGGREGATES
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.spark_calls import AGGREGATES
 
 Sources = Mapping[str, "set[str] | None"]      # FROM item alias (lower case) → its column names
 _HINT = "dslc's fast check found this; Spark's analyzer refuses it when the job starts"

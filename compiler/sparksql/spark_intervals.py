@@ -17,7 +17,7 @@ from decimal import ROUND_DOWN, Decimal, InvalidOperation
 
 from sqlglot import exp
 
-from dslc.compiler.plan.spark_dialect import MULTI_UNIT
+from dslc.compiler.sparksql.spark_nodes import MULTI_UNIT
 
 MICROS = {"DAY": 86_400_000_000, "HOUR": 3_600_000_000, "MINUTE": 60_000_000, "SECOND": 1_000_000}
 _YEAR_MONTH = ("YEAR", "MONTH")

@@ -2,7 +2,7 @@
 
 Spark's analyzer refuses a call with a number of arguments its function does not take
 (WRONG_NUM_ARGS) when the job starts; the counts each function accepts are read from Spark's
-registry by make_spark_calls.py (spark_calls.ARITIES), so the fast check reports the same
+registry by tools/make_spark_calls.py (spark_calls.ARITIES), so the fast check reports the same
 condition at the call (E0212, as `dslc check --spark` does). Calls written with SQL syntax inside
 their parentheses (`substring(x FROM 2)`, `trim(BOTH 'a' FROM s)`, `position('a' IN s)`) are left
 to Spark: their arguments are not separated by commas.
@@ -12,9 +12,8 @@ from __future__ import annotations
 import re
 
 from dslc.compiler.diagnostics import Diagnostic, error
-from dslc.compiler.plan.make_spark_calls import MAX_PROBED
-from dslc.compiler.plan.spark_calls import ARITIES
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.spark_calls import ARITIES, MAX_PROBED
 
 _SYNTAX_WORDS = re.compile(r"\b(FROM|IN|PLACING|FOR|AS|BOTH|LEADING|TRAILING|DISTINCT|ALL|ORDER|USING)\b", re.I)
 

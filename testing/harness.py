@@ -170,6 +170,8 @@ def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, A
     else:
         out["error"] = str(entry["error"])
         out["error_type"] = "CallError"
+        if entry.get("error_class") is not None:   # transient (retried, the default), credentials, request, answer
+            out["error_class"] = str(entry["error_class"])
         if entry.get("raw") is not None:    # what a model answered, for the dead letter
             out["raw"] = str(entry["raw"])
     if entry.get("latency_ms") is not None:

@@ -17,7 +17,8 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any, TypeVar
 
-from dslc.runtime.calls.base import CallError, EnrichCall, UnsendableRequest
+from dslc.runtime.calls import errors
+from dslc.runtime.calls.base import CallError, EnrichCall, answer_error
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
 from dslc.runtime.limits.adaptive import AdaptiveLimit
@@ -137,9 +138,9 @@ def normalize(result: Any) -> list[dict[str, Any]]:
     if isinstance(result, (list, tuple)):
         for item in result:
             if not isinstance(item, dict):
-                raise TypeError(f"result list holds a {type(item).__name__}, expected objects")
+                raise answer_error(f"result list holds a {type(item).__name__}, expected objects")
         return list(result)
-    raise TypeError(f"result is a {type(result).__name__}, expected an object, a list of objects or None")
+    raise answer_error(f"result is a {type(result).__name__}, expected an object, a list of objects or None")
 
 
 class ElementResolver:
@@ -291,7 +292,7 @@ class ElementResolver:
                             continue
                     else:
                         breaker.succeeded()     # the service answered, with an error of the element
-                if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
+                if attempts[0] <= retries and errors.retried(exc):
                     continue
                 self.metrics.add("errors")
                 return self.policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
@@ -422,26 +423,34 @@ class ElementResolver:
         """What a miss, timeout or error becomes under `outcome`. The error's text goes through
         `secrets.scrub` (secret values, a URL's user:password and credential-like query values)
         before it reaches a metric, a dead letter or a task failure, and an original exception
-        whose text held one is not passed on."""
-        secrets = self.config.secrets
+        whose text held one is not passed on. Its class (calls/errors.py; `timeout` and `miss`
+        for those) goes with it into the metrics and the dead letter."""
+        if kind == "error":
+            error_class = errors.error_class(cause) if cause is not None else errors.TRANSIENT
+        else:
+            error_class = kind
         if kind != "miss":
+            secrets = self.config.secrets
             error = scrub(error, secrets)
+            general = getattr(cause, "general", None)   # the message without this element's values
+            self.metrics.note_error(f"{kind}: {error}", f"{error_class}: " + (
+                scrub(f"{type(cause).__name__}: {general}", secrets) if general else error))
             if cause is not None:
                 text = f"{type(cause).__name__}: {cause}"
                 if secrets or scrub(text) != text:
-                    masked = CallError(scrub(text, secrets))
+                    masked = CallError(scrub(text, secrets), error_class=error_class)
                     masked.__suppress_context__ = True
                     cause = masked
-        if kind != "miss":
-            self.metrics.note_error(f"{kind}: {error}")
+        elif outcome is Outcome.DEAD_LETTER:
+            self.metrics.note_error(None, f"miss: {error}")
         if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
             return Rows([self.output_row(row, {})])
         if outcome is Outcome.DROP:
             return DROP
         if outcome is Outcome.DEAD_LETTER:
             letter = {
-                "operator": self.name, "line": self.config.line, "kind": kind, "error": error,
-                "attempts": attempts, "key": self.key(row), "row": dict(row),
+                "operator": self.name, "line": self.config.line, "kind": kind, "error_class": error_class,
+                "error": error, "attempts": attempts, "key": self.key(row), "row": dict(row),
             }
             raw = getattr(cause, "raw", None)
             if raw is not None:     # what the service answered (a model's content): kept to look at

@@ -308,6 +308,9 @@ class Enrich:
     secrets: Secrets | None = None
     store: Store | None = None      # STORE: answers shared by every task and run
     budget: Budget | None = None    # BUDGET: needs STORE
+    # calls a task judges before refused credentials or a service never answered stop the run:
+    # set by the job's driver from the tasks that run at once (core/refusals.py)
+    judged_calls: int = 10
 
     def __post_init__(self) -> None:
         _require(self.budget is None or self.store is not None, "BUDGET needs STORE (a rerun would pay again)")

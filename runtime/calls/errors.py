@@ -6,9 +6,9 @@ may differ. So every error an element meets is in one class (docs/runtime.md, "E
 - `transient`: the service was busy or broken for a moment (5xx, 408, 425, 429, a connection
   reset, an error a user's Python function raised): RETRY calls again.
 - `unreachable`: no connection could be made (connection refused, no such host): RETRY calls
-  again, and a service that never answered stops the run (limits/refusals.py).
+  again, and a service that never answered stops the run (core/refusals.py).
 - `credentials`: 401 or 403, the request's credentials were refused: not retried; refused
-  calls with none answered stop the run (limits/refusals.py).
+  calls with none answered stop the run (core/refusals.py).
 - `request`: any other 4xx, or a row that cannot make a request (a null placeholder): the same
   request gets the same answer, not retried.
 - `answer`: the service answered, but not with what RETURNS declares (a type that does not fit,

@@ -20,7 +20,7 @@ from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
-from . import progress
+from . import outcome, progress
 from .pinned import PinnedStates
 from .progress import ProgressCollector
 from .session import checkpoint, is_connect, worker_function
@@ -56,6 +56,7 @@ class MetricsCollector:
         self._figures = 0                  # STREAMING: observations of per-micro-batch figures made
         self.progress: ProgressCollector | None = None
         self.per_micro_batch = progress.enabled(spark)   # STREAMING: figures observed per micro-batch
+        outcome.watch(self)
         if self.per_micro_batch:
             try:
                 self.progress = ProgressCollector(progress.advertised_host(spark),
@@ -224,6 +225,7 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
             extra: dict[str, Any] | None = None) -> str | None:
     """What an operator of the job sees at its end, the same under `dslc run` and spark-submit."""
     if not merged:
+        outcome.reported({}, None)
         return None   # a job without Python operators has nothing to report
     stream = stream or sys.stderr
     operators = {name: summary(m) for name, m in sorted(merged.items())}
@@ -259,6 +261,7 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
         print(f"dslc: warning: {warning}", file=stream)
     print(f"dslc: metrics written to {path}", file=stream)
     stream.flush()
+    outcome.reported(operators, str(path))
     return str(path)
 
 

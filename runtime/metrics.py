@@ -258,7 +258,7 @@ def all_failed_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
         m = metrics[name]
         elements, failed = int(m.get("elements_in") or 0), int(m.get("errors") or 0) + int(m.get("timeouts") or 0)
         if elements and failed >= elements:
-            first = m.get("first_error") or "unknown"
+            first = (m.get("first_error") or "unknown").removeprefix("error: ")
             warnings.append(f"operator '{name}' answered every element with an error: {elements} of {elements} "
                             f"(100%); first error: {first}")
     return warnings

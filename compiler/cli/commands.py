@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
-from dslc.runtime import secrets
+from dslc.runtime import exit_codes, secrets
 from dslc.runtime.metrics import format_table
 from dslc.runtime.spark import analysis_errors, failure
 
@@ -89,8 +89,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 print("dslc: no report: the job wrote no metrics (it has no ENRICH or PROCESS, or it failed)",
                       file=sys.stderr)
-    if code not in (0, 130, 143):
+    if code == exit_codes.FAILED:
         print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
+    elif code not in (exit_codes.DONE, exit_codes.INTERRUPTED, exit_codes.TERMINATED):
+        print(f"dslc: the run ended with exit status {code} ({exit_codes.meaning(code)}); Spark's full log: {log}",
+              file=sys.stderr)
     if getattr(args, "record", None):
         from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)

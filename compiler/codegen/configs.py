@@ -35,7 +35,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         capacity=node.capacity, adaptive=node.adaptive, timeout_s=node.timeout_s,
         retry=node.retry, cache=node.cache, rate=node.rate, batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
-        paths=node.paths, outage=node.outage, store=node.store, budget=node.budget,
+        paths=node.paths, outage=node.outage, store=node.store, budget=node.budget, ceiling=node.ceiling,
     )
 
 

@@ -70,7 +70,7 @@ def _describe(node: plan.PlanNode) -> str:  # noqa: C901 - to be split (#42)
         if node.paths:
             opts.append("paths=(" + ", ".join(f"{c}={p!r}" for c, p in node.paths) + ")")
         if node.dead_letter:
-            opts.append(f"dlq={node.dead_letter!r}")
+            opts.append(f"dlq={node.dead_letter!r}" + (f" {str(node.ceiling).lower()}" if node.ceiling else ""))
         return f"Enrich[{node.input}] {call} " + " ".join(opts)
     if isinstance(node, plan.Match):
         return f"Match[{node.input} x {node.state} AS {node.alias}] " + " ".join(node.predicate.split())

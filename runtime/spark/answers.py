@@ -77,7 +77,7 @@ def stop_when_spent(df, chain: C.Chain, metrics, keep):
     spent = [(op, int(totals.get(op.name, {}).get("unanswered", 0))) for op in budgeted]
     spent = [(op, n) for op, n in spent if n]
     if spent:
-        metrics.report()
+        metrics.report(ceiling_stops=False)
         for op, unanswered in spent:
             print(f"dslc: {budget_message(op, unanswered)}", file=sys.stderr, flush=True)
         raise SystemExit(BUDGET_EXIT)

@@ -17,7 +17,7 @@ from dslc.runtime.core import refusals
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.secrets import Secrets
 
-from . import answers, driver_values, estimate, names, stored_join
+from . import answers, driver_values, estimate, names, outcome, stored_join
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -104,6 +104,7 @@ def _run(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | No
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),
                     output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size,
                     joined=joined)
+    outcome.operators(operators)
     if chain.dead_letters:
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
     if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):
@@ -157,6 +158,7 @@ def split_dead_letters(df: DataFrame, paths: Mapping[str, str]) -> DataFrame:
     if C.DEAD_LETTER_COLUMN not in df.columns:
         return df
     for operator, path in sorted(paths.items()):
+        outcome.dead_letters(path, (operator,))
         dead_letters_of(df, operator).write.mode("append").text(path)
     return without_dead_letters(df)
 

@@ -21,6 +21,7 @@ from dslc.runtime import exit_codes
 
 from . import outcome
 from .analysis_errors import located
+from .outcome import RunStop
 from .progress import close_all
 
 #: The log file `dslc run` keeps Spark's output in; the traceback of a failed job is added to it.
@@ -52,15 +53,6 @@ def clear_line(error: BaseException) -> str:
 STOPS = {"CredentialsRefused": exit_codes.WRONG, "ServiceUnreachable": exit_codes.FAILED,
          "BudgetSpent": exit_codes.BUDGET, "OutageStop": exit_codes.FAILED}
 _STOP = re.compile(r"\b(" + "|".join(STOPS) + r"): (.+)$", re.MULTILINE)
-
-
-class RunStop(Exception):
-    """A stop the job's driver decides itself (dead letters over their ceiling, a sink that
-    cannot be written): its one line and exit code."""
-
-    def __init__(self, message: str, code: int) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def classify(error: BaseException) -> tuple[int, str]:

@@ -20,7 +20,7 @@ from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
-from . import outcome, progress
+from . import ceiling, outcome, progress
 from .pinned import PinnedStates
 from .progress import ProgressCollector
 from .session import checkpoint, is_connect, worker_function
@@ -120,14 +120,21 @@ class MetricsCollector:
             param.addInPlace(merged, json.loads(task))
         return merged
 
-    def report(self, stream=None) -> str | None:
+    def report(self, stream=None, ceiling_stops: bool = True) -> str | None:
         """Write the run's JSON metrics file, print the table (stderr, or $DSLC_METRICS_SUMMARY), a
-        warning per operator whose every element failed, and the file's path; return the path."""
+        warning per operator whose every element failed, and the file's path; return the path.
+        Then, unless the run is stopping for another reason (`ceiling_stops` False), stop it with
+        exit code 5 when an operator dead-lettered more than its ceiling (ceiling.py)."""
         extra: dict[str, Any] = {}
         if self.progress is not None:
             self.progress.close()
             extra = {"timeline": self.progress.timeline, "micro_batches": self.progress.micro_batches}
-        return publish(self._spark, self.value(), stream, extra)
+        merged = self.value()
+        path = publish(self._spark, merged, stream, extra)
+        if ceiling_stops:
+            run = outcome.current()
+            ceiling.check(run.enrich, merged, run.dead_letters)     # above it: exit code 5
+        return path
 
 
 METRICS_COLUMN = "__dslc_task_metrics"

@@ -25,6 +25,15 @@ from dslc.runtime.metrics import top_errors
 SUMMARY_ENV = "DSLC_SUMMARY_JSON"
 
 
+class RunStop(Exception):
+    """A stop the job's driver decides itself (dead letters over their ceiling, a sink that
+    cannot be written): its message (the line after `dslc: error: `) and exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class Run:
     """One run of a job (one `main()`)."""
 
@@ -35,6 +44,7 @@ class Run:
         self.sources: dict[str, Any] = {}              # SOURCE name -> its counter (counters.py)
         self.sinks: dict[str, dict[str, Any]] = {}     # SINK's stream -> line, path, counter
         self.dead_letters: dict[str, tuple[str, ...]] = {}   # path -> the operators writing there
+        self.enrich: dict[str, Any] = {}               # ENRICH name -> its config (C.Enrich), as run
         self.operators: dict[str, dict[str, Any]] = {}  # the operators' figures, once reported
         self.metrics_path: str | None = None
         self.reported = False
@@ -60,12 +70,26 @@ def watch(collector: Any) -> None:
     current().collector = collector
 
 
+def dead_letters(path: str, operators: tuple[str, ...]) -> None:
+    """The dead letters of `operators` are written to `path`."""
+    run = current()
+    run.dead_letters[path] = tuple(dict.fromkeys(run.dead_letters.get(path, ()) + tuple(operators)))
+
+
+def operators(configs: tuple) -> None:
+    """A chain's operators run in this job (their ENRICH configs, for the ceiling)."""
+    run = current()
+    for op in configs:
+        if getattr(op, "ceiling", False) is not False:      # an ENRICH (C.Enrich)
+            run.enrich[op.name] = op
+
+
 def report_metrics() -> None:
     """A run that stops before its report: report what ran (the operators' figures)."""
     run = _run
     if run is not None and run.collector is not None and not run.reported:
         try:
-            run.collector.report()
+            run.collector.report(ceiling_stops=False)
         except Exception:  # noqa: BLE001 - the stop's own line matters more than the figures
             pass
 

@@ -28,7 +28,7 @@ from dslc.runtime import user_code
 from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
 from dslc.runtime.config import PythonCall
 
-from . import chains, metrics
+from . import ceiling, chains, metrics, outcome
 from .names import col
 from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
@@ -242,6 +242,7 @@ def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, nam
                        trigger: str | None) -> StreamingQuery:
     """The dead letters of `operators` as JSON lines, through Spark's streaming text sink (exactly
     once: a replayed micro-batch does not add them again)."""
+    outcome.dead_letters(path, operators)
     letters = chains.dead_letters_of(df, operators[0])
     for operator in operators[1:]:
         letters = letters.unionByName(chains.dead_letters_of(df, operator))
@@ -307,7 +308,9 @@ AWAIT_STEP_S = 0.5
 
 
 def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
-    """Wait for every query (AVAILABLE NOW) or until one stops or fails (continuous triggers).
+    """Wait for every query (AVAILABLE NOW) or until one stops or fails (continuous triggers);
+    under a continuous trigger, stop them all once an operator's dead letters are over their
+    ceiling (ceiling.py: the run ends with exit code 5 at that micro-batch).
 
     Only this job's queries are awaited: the session's awaitAnyTermination also ends on any other
     query of the session, and raises at once the failure of a query an earlier job of the same
@@ -318,7 +321,12 @@ def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
             query.awaitTermination()
         return
     while not any(query.awaitTermination(AWAIT_STEP_S) for query in queries):
-        pass        # awaitTermination(timeout): True once the query stopped, raises if it failed
+        try:        # awaitTermination(timeout): True once the query stopped, raises if it failed
+            ceiling.check_now()
+        except outcome.RunStop:     # dead letters over their ceiling: no further micro-batch
+            for query in queries:
+                query.stop()
+            raise
     for query in queries:
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))

@@ -53,6 +53,8 @@ MESSAGES: dict[str, str] = {
     "E0323": "'{name}' is not a valid HTTP header name",
     "E0324": "{clause} is given twice in one call",
     "E0325": "{clause} needs {what}",
+    # the places a run writes, checked before it starts (E034x)
+    "E0340": "{what} cannot be written: {why}",
 }
 
 

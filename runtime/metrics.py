@@ -18,6 +18,7 @@ COUNTERS: tuple[str, ...] = (
     # rows left unanswered
     "store_hits", "store_joined", "unanswered",
     "pushed_back",   # answers that were HTTP 429 or 5xx (retried ones too): the service pushing back
+    "answered_429", "elements_5xx",   # of them: 429 answers, and elements that got a 5xx (runtime/diagnosis.py)
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
 # seconds, added up over tasks: time the chain waited for room in the window, time elements spent

@@ -57,17 +57,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("dslc: --remote runs the job through Spark Connect: --master and spark-submit arguments "
               "after '--' do not apply (the server has its own master; use SET in the .flow file)", file=sys.stderr)
         return 2
+    from dslc.compiler.pipeline import check_source
+    from dslc.compiler.source import SourceFile
+
+    source = SourceFile.read(args.file)
+    checked = check_source(source, mode=args.mode)      # a CompileError: exit 2 (main)
+    if not remote and not _writable(source, checked):
+        return exit_codes.WRONG
     calls = _record_replay_env(args)
     log = _run_log(Path(args.file))
     calls = {**calls, failure.LOG_ENV: str(log)}
-    secrets_env = _secrets_env(args, optional=bool(getattr(args, "replay", None)))
+    secrets_env = _secrets_env(args, checked, optional=bool(getattr(args, "replay", None)))
     if secrets_env is None:
-        return 2
+        return exit_codes.WRONG
     calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
         job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
         watch = _watch_env(args, Path(folder))
+        summary = getattr(args, "summary_json", None)
+        if summary:
+            from dslc.runtime.spark.outcome import SUMMARY_ENV
+            Path(summary).unlink(missing_ok=True)       # a file left by an earlier run says nothing of this one
+            watch[SUMMARY_ENV] = str(Path(summary).resolve())
         report = getattr(args, "report", None)
         if report:
             from dslc.compiler.optimizer.explain import render_physical
@@ -154,7 +166,24 @@ def _daemon(master: str, extra: list[str], python: str) -> list[str]:
 _DRIVER_ONLY = (secrets.FILE_ENV, secrets.OPTIONAL_ENV, failure.LOG_ENV)
 
 
-def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | None:
+def _writable(source, checked) -> bool:
+    """Every SINK folder and dead-letter path can be written (compiler/plan/writable.py), else
+    the diagnostics are printed: before Spark starts, so before any call is paid for."""
+    from dslc.compiler.diagnostics import CompileError
+    from dslc.compiler.plan.writable import unwritable
+
+    problems = unwritable(checked, Path(_flow_folder(source)), source.text)
+    if problems:
+        print(CompileError(source, problems).render(), file=sys.stderr)
+    return not problems
+
+
+def _flow_folder(source) -> str:
+    """The folder of the .flow file, against which its paths are resolved."""
+    return str(Path(source.path).resolve().parent)
+
+
+def _secrets_env(args: argparse.Namespace, checked, optional: bool) -> dict[str, str] | None:
     """Check, before Spark starts, that every `${NAME}` secret of the pipeline is set (in
     --secrets FILE or this process's environment); the job's driver reads them again itself.
     None (after printing which secret and where it was looked for) when one is missing."""
@@ -169,10 +198,8 @@ def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | N
         env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
         return env
     from dslc.compiler.codegen.lower import pipeline_secrets
-    from dslc.compiler.pipeline import check_source
-    from dslc.compiler.source import SourceFile
 
-    names = pipeline_secrets(check_source(SourceFile.read(args.file), mode=args.mode))
+    names = pipeline_secrets(checked)
     try:
         secrets.read(names, file=env.get(secrets.FILE_ENV))
     except secrets.MissingSecret as exc:

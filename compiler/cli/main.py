@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
+    run.add_argument("--summary-json", metavar="FILE",
+                     help="write the run's outcome as JSON (rows read and written, dead letters, answers, "
+                          "exit code), for schedulers")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
     report.add_argument("file", metavar="METRICS.json")
@@ -152,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except CompileError as exc:
         print(exc.render(), file=sys.stderr)
-        return 1
+        return 2 if args.command == "run" else 1     # a run's exit codes: runtime/exit_codes.py
     except ToolError as exc:
         print(f"dslc: error: {exc}", file=sys.stderr)
         return 1

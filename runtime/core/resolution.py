@@ -257,6 +257,7 @@ class ElementResolver:
         limit = self.limit
         breaker = self.breaker
         held = 0        # extra tries while a failure may be the service's (ON OUTAGE)
+        met_5xx = False  # this element got a 5xx answer (counted once, for the diagnosis)
         rejoin = None   # a held element: what to wait for before it sends again (outside its ADAPTIVE
                         # slot), then RATE and ADAPTIVE admit it as a first attempt
         while True:
@@ -299,7 +300,13 @@ class ElementResolver:
                     self.guard.failed_call(error_class, exc)    # raises the run's stop when it is due
                 status = exc.status if isinstance(exc, CallError) else None
                 if status is not None and (status == 429 or status >= 500):
-                    self.metrics.counters["pushed_back"] += 1
+                    counters = self.metrics.counters
+                    counters["pushed_back"] += 1
+                    if status == 429:
+                        counters["answered_429"] += 1
+                    elif not met_5xx:       # elements, not calls: one key's 500s are not an overload
+                        met_5xx = True
+                        counters["elements_5xx"] += 1
                 overload = isinstance(exc, CallError) and exc.overload
                 asked = (exc.retry_after_s or 0.0) if overload else 0.0
                 if overload and limit is not None:

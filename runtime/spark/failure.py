@@ -21,6 +21,7 @@ from dslc.runtime import exit_codes
 
 from . import outcome
 from .analysis_errors import located
+from .causes import spark_cause
 from .outcome import RunStop
 from .progress import close_all
 
@@ -44,6 +45,8 @@ def clear_line(error: BaseException) -> str:
         if found:
             name, message = found[-1]
             return f"{name}: {message.strip()}"
+    if getattr(error, "java_exception", None) is not None:     # not py4j's "An error occurred while calling o106.save"
+        return spark_cause(error)
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
@@ -105,5 +108,5 @@ def run_main(main: Callable[[], object]) -> None:
             print(line, file=sys.stderr, flush=True)
             raise SystemExit(code) from None
     finally:
-        outcome.finish(code)
+        outcome.finish(code, line)
         close_all()   # a failed job never reached its report, which stops its live progress

@@ -55,6 +55,7 @@ MESSAGES: dict[str, str] = {
     "E0325": "{clause} needs {what}",
     # the places a run writes, checked before it starts (E034x)
     "E0340": "{what} cannot be written: {why}",
+    "E0341": "{what} cannot be written by a {mode} run: {why}",
 }
 
 

@@ -34,7 +34,8 @@ SPREAD_MIN = 3
 ERRORS_SHARE = 0.02       # of elements that ended in an error of one class (credentials, outage, answers)
 LATENCY_GROWTH = 2.0      # latency at the busiest seconds / at the quietest ones
 CPU_SHARE = 0.8           # the worker busy (on a CPU or waiting for one) this share of the time
-MIN_CPU_SECONDS = 1.0     # ... and at least this long: a task's start-up alone is no CPU limit
+MIN_CPU_SECONDS = 1.0     # ... at least this long, over at least MIN_CPU_ELEMENTS: a short task's own
+MIN_CPU_ELEMENTS = 100    # start-up, or a machine busy with other work, is not this ENRICH's CPU limit
 FULL = 0.5                # the window this full on average, or the chain blocked this share of the time
 MIN_ELEMENTS = 20         # fewer elements, or a shorter run, is too little to judge its timing by
 MIN_TASK_SECONDS = 1.0
@@ -174,7 +175,7 @@ def _timing(m: dict[str, Any], figures: dict[str, Any], growth: tuple[float, flo
     if growth and growth[1] >= LATENCY_GROWTH * growth[0] and fill >= FULL / 2:
         return ("service", f"latency grew with load: {growth[0]} ms at the quietest seconds, {growth[1]} ms at the busiest",
                 "the service slows down under this load: more CAPACITY will not help; use ADAPTIVE or scale the service")
-    if cpu >= CPU_SHARE and _f(m, "cpu_seconds") >= MIN_CPU_SECONDS:
+    if cpu >= CPU_SHARE and _f(m, "cpu_seconds") >= MIN_CPU_SECONDS and _f(m, "elements_in") >= MIN_CPU_ELEMENTS:
         return ("cpu", f"the Python worker's threads were on a CPU or waiting for one {cpu:.1f}x the task's time; "
                        f"the window held {mean_in_flight:.1f} of {capacity}",
                 "the worker's CPU is the limit: more partitions or executors (spark.default.parallelism), "

@@ -64,6 +64,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     checked = check_source(source, mode=args.mode)      # a CompileError: exit 2 (main)
     if not remote and not _writable(source, checked):
         return exit_codes.WRONG
+    _moved_store(checked, Path(_flow_folder(source)))
     calls = _record_replay_env(args)
     log = _run_log(Path(args.file))
     calls = {**calls, failure.LOG_ENV: str(log)}
@@ -176,6 +177,21 @@ def _writable(source, checked) -> bool:
     if problems:
         print(CompileError(source, problems).render(), file=sys.stderr)
     return not problems
+
+
+def _moved_store(checked, folder: Path) -> None:
+    """Say so when the pipeline's answer store is still where it was before it moved under
+    target/ (compiler/plan/answer_store.py): its answers are not used until it is moved."""
+    from dslc.compiler.plan import answer_store
+
+    legacy = answer_store.legacy_location(checked.settings)
+    if legacy is None or not any(getattr(n, "store", None) for n in checked.nodes):
+        return
+    old, new = folder / legacy, folder / answer_store.DEFAULT_LOCATION
+    if old.is_file() and not new.exists():
+        print(f"dslc: note: the answer store of a pipeline without ANSWERS is now {new} (one for BATCH and "
+              f"STREAMING runs); the answers kept in {old} are not used: move it (with its -wal and -shm "
+              f"files) there, or name it with ANSWERS '{legacy}'", file=sys.stderr)
 
 
 def _flow_folder(source) -> str:

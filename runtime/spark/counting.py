@@ -110,7 +110,7 @@ class _Streams:
         with self.lock:
             batches = self.rows.get(name)
             if not batches:
-                return None
+                return 0        # no micro-batch ran (nothing new to read)
             per_query: dict[str, int] = {}
             for (query, _), rows in batches.items():
                 per_query[query] = per_query.get(query, 0) + rows

@@ -110,3 +110,37 @@ def test_the_writable_check_reads_existing_folders_and_parents(tmp_path):
     if os.geteuid() != 0:     # root may write anywhere
         (tmp_path / "locked").mkdir(mode=0o500)
         assert "not writable" in problem(tmp_path / "locked" / "out")
+
+
+def test_a_streaming_run_refuses_a_batch_runs_folder_and_a_batch_append_a_streaming_one(tmp_path, serve_app):
+    """#41 item 9: Spark's readers list only the files a streaming file sink's _spark_metadata log
+    committed, so one folder must not take both modes' files: dslc run says so before any call."""
+    server, calls = _service(serve_app)
+    flow = _pipeline(tmp_path, server.port, "STREAMING", out="target/out/priced")
+    (tmp_path / "target/out/priced").mkdir(parents=True)
+    (tmp_path / "target/out/priced/part-00000-batch.snappy.parquet").write_bytes(b"PAR1")
+    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", "pipeline.flow"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert ("pipeline.flow:5:24: error[E0341]: SINK priced TO PARQUET 'target/out/priced' cannot be written by a "
+            "STREAMING run: it holds a BATCH run's files") in done.stderr
+    flow.write_text(flow.read_text().replace("MODE STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW", "MODE BATCH"))
+    (tmp_path / "target/out/priced/_spark_metadata").mkdir()
+    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", "pipeline.flow"], capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2 and "cannot be written by a BATCH run: it is a STREAMING run's folder" in done.stderr
+    assert calls == []
+
+
+def test_both_modes_share_one_answer_store_by_default():
+    """#41 item 9: without ANSWERS the store is target/answers.db in BATCH and STREAMING alike,
+    with or without CHECKPOINT (which only STREAMING needs), so a run of the other mode pays for
+    nothing the first one received."""
+    from dslc.compiler.pipeline import check_text
+
+    text = ("PIPELINE p MODE BATCH{checkpoint};\nSOURCE s FROM JSON 'in/' SCHEMA (id STRING);\n"
+            "STREAM e = ENRICH s WITH HTTP GET 'http://127.0.0.1:1/x/{{id}}' RETURNS (v STRING) STORE;\n"
+            "SINK e TO CONSOLE;\n")
+    stores = {check_text(text.format(checkpoint=checkpoint).replace("MODE BATCH", mode)).node("e").store.location
+              for checkpoint in ("", " CHECKPOINT 'target/chk/p'") for mode in ("MODE BATCH", "MODE STREAMING")}
+    assert stores == {"target/answers.db"}

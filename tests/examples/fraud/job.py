@@ -65,7 +65,7 @@ def main() -> None:
                 cache=C.Cache(size=1000, ttl_s=300.0),
                 on_timeout=C.Outcome.DEAD_LETTER,
                 on_error=C.Outcome.DEAD_LETTER,
-                store=C.Store(location='target/chk/fraud/answers/answers.db', ttl_s=86400.0),
+                store=C.Store(location='target/answers.db', ttl_s=86400.0),
             ),
         ),
         watermark=C.Watermark(column='ts', delay_s=30.0),

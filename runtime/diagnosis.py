@@ -161,7 +161,8 @@ def _too_few(elements: float, tasks_s: float) -> Verdict | None:
     """A run too short to judge its timing by."""
     if elements >= MIN_ELEMENTS and tasks_s >= MIN_TASK_SECONDS:
         return None
-    return ("input", f"{int(elements)} rows in {tasks_s:.1f} s: too few to judge what limits it",
+    rows = f"{int(elements)} row{'s' if int(elements) != 1 else ''}"
+    return ("input", f"{rows} in {tasks_s:.1f} s: too few to judge what limits it",
             "run it on more rows to see what limits it")
 
 

@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
                    analysis_errors.FLOW_ENV: str(Path(args.file).resolve()),
                    **calls, **watch}
-            code = _call([sys.executable, str(job)], env)
+            code = _call([sys.executable, str(job)], env, where=f"Spark Connect {remote}")
         else:
             code = _submit(args, job, calls, log, watch)
         if report:
@@ -147,7 +147,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
         command[-1:-1] = [a for k, v in calls.items() if k not in _DRIVER_ONLY
                           for a in ("--conf", f"spark.executorEnv.{k}={v}")]
     with open(log, "a", encoding="utf-8") as spark_log:
-        return _call(command, env, stderr=spark_log)
+        return _call(command, env, stderr=spark_log, where=master)
 
 
 def _daemon(master: str, extra: list[str], python: str) -> list[str]:
@@ -267,7 +267,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     """dslc test [PATH ...]."""
     from dslc.testing.runner import run_paths
-    return run_paths(args.paths, keep=args.keep)
+    return run_paths(args.paths, keep=args.keep, verbose=getattr(args, "verbose", False))
 
 
 def _driver_python(extra: list[str]) -> list[str]:
@@ -287,16 +287,18 @@ def _watch_env(args: argparse.Namespace, folder: Path) -> dict[str, str]:
     return {}
 
 
-def _call(command: list[str], env: dict[str, str], stderr=None) -> int:
+def _call(command: list[str], env: dict[str, str], stderr=None, where: str = "local[*]") -> int:
     """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143.
     `stderr`: where spark-submit's stderr goes (the run's log). With live progress on a terminal,
-    its output passes through the live table (live.py)."""
+    its output passes through the live table (live.py), which says that Spark is starting on
+    `where` until the job's first figures; otherwise one line says so."""
     from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
     progress = env.get(PROGRESS_FILE_ENV)
     if progress is None:
+        print(f"dslc: starting Spark ({where})…", file=sys.stderr, flush=True)
         return _wait(subprocess.Popen(command, env=env, stderr=stderr))
     from dslc.compiler.cli.live import LiveProgress, pass_through
-    with LiveProgress(Path(progress)) as live:
+    with LiveProgress(Path(progress), where=where) as live:
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                    stderr=stderr if stderr is not None else subprocess.STDOUT)
         copier = pass_through(process.stdout, live)

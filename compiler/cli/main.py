@@ -118,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
+    test.add_argument("-v", "--verbose", action="store_true",
+                      help="each case's live progress, metrics table and diagnosis too (default: one line per case)")
     from dslc.compiler.cli.store_command import add_parser as add_store_parser
     add_store_parser(sub)
     from dslc.compiler.cli.replay_command import add_parser as add_replay_parser

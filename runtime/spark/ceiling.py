@@ -66,5 +66,5 @@ def check_now() -> None:
     """`check` on the figures the running job's tasks have reported so far (STREAMING under a
     continuous trigger, between micro-batches)."""
     run = outcome.current()
-    if run.collector is not None and run.enrich:
+    if run.collector is not None and run.enrich and run.checks_ceiling:
         check(run.enrich, run.collector.value(), run.dead_letters)

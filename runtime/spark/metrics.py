@@ -131,8 +131,8 @@ class MetricsCollector:
             extra = {"timeline": self.progress.timeline, "micro_batches": self.progress.micro_batches}
         merged = self.value()
         path = publish(self._spark, merged, stream, extra)
-        if ceiling_stops:
-            run = outcome.current()
+        run = outcome.current()
+        if ceiling_stops and run.checks_ceiling:
             ceiling.check(run.enrich, merged, run.dead_letters)     # above it: exit code 5
         return path
 
@@ -256,6 +256,9 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     if written:
         Path(written).write_text(str(path.resolve()), encoding="utf-8")
     table = format_table(operators)
+    if os.environ.get("DSLC_METRICS_QUIET") == "1":    # `dslc test`: all in the file, nothing on the report
+        outcome.reported(operators, str(path))
+        return str(path)
     summary_file = os.environ.get("DSLC_METRICS_SUMMARY") or _conf(spark, "spark.dslc.metrics.summary")
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as handle:

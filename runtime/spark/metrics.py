@@ -126,15 +126,26 @@ class MetricsCollector:
         Then, unless the run is stopping for another reason (`ceiling_stops` False), stop it with
         exit code 5 when an operator dead-lettered more than its ceiling (ceiling.py)."""
         extra: dict[str, Any] = {}
+        merged = self.value()
         if self.progress is not None:
+            if not ceiling_stops:       # a run that stops: a failed task's figures are only in its progress
+                merged = _more(merged, self.progress.totals())
             self.progress.close()
             extra = {"timeline": self.progress.timeline, "micro_batches": self.progress.micro_batches}
-        merged = self.value()
         path = publish(self._spark, merged, stream, extra)
         run = outcome.current()
         if ceiling_stops and run.checks_ceiling:
             ceiling.check(run.enrich, merged, run.dead_letters)     # above it: exit code 5
         return path
+
+
+def _more(final: dict[str, dict[str, Any]], live: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per operator, the figures that saw more elements: the tasks' final ones, or their live ones."""
+    out = dict(final)
+    for name, figures in live.items():
+        if int(figures.get("elements_in") or 0) > int((out.get(name) or {}).get("elements_in") or 0):
+            out[name] = figures
+    return out
 
 
 METRICS_COLUMN = "__dslc_task_metrics"

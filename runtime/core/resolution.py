@@ -488,6 +488,9 @@ class ElementResolver:
             if raw is not None:     # what the service answered (a model's content): kept to look at
                 letter["answer"] = raw
             return DeadLetter(letter)
+        guard = self.guard
+        if error_class == errors.CREDENTIALS and guard is not None and not guard.succeeded:
+            cause = guard.credentials()     # ON ERROR FAIL on a refusal with none answered: say why
         return Fail(self.failure(row, cause if cause is not None else f"{kind}: {error}"))
 
     def key(self, row: Row) -> dict[str, Any]:

@@ -100,3 +100,10 @@ def test_under_on_outage_pause_the_breaker_decides_an_outage() -> None:
 
 def test_the_calls_judged_are_shared_by_the_tasks_that_run_at_once() -> None:
     assert [share_of(n) for n in (1, 2, 3, 4, 100)] == [10, 5, 4, 3, 3]
+
+
+def test_on_error_fail_says_the_credentials_were_refused(fault_server: FaultServer) -> None:
+    fault_server.default = Reply(status=401, body="no")
+    cause = stop_of(make(fault_server.url(), on_error=Outcome.FAIL), rows(5))
+    assert isinstance(cause, CredentialsRefused) and "1 call was refused and none was answered" in str(cause)
+    assert fault_server.total <= 5

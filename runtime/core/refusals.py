@@ -140,6 +140,10 @@ class RefusalGuard:
         """An element's TIMEOUT ran out: its call is no longer out (a slow answer proves nothing)."""
         self._back()
 
+    def not_sent(self) -> None:
+        """An admitted element sent nothing (its BUDGET was spent): its place at the gate is free."""
+        self._back()
+
     def _answer(self) -> None:
         if not self.answered:
             self.answered = True

@@ -292,6 +292,8 @@ class ElementResolver:
             except asyncio.CancelledError:
                 raise
             except BudgetSpent:
+                if self.guard is not None:
+                    self.guard.not_sent()
                 self.metrics.add("unanswered")
                 return UNANSWERED
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides

@@ -2,6 +2,7 @@
 real fault server, counting the requests it saw."""
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -107,3 +108,20 @@ def test_on_error_fail_says_the_credentials_were_refused(fault_server: FaultServ
     cause = stop_of(make(fault_server.url(), on_error=Outcome.FAIL), rows(5))
     assert isinstance(cause, CredentialsRefused) and "1 call was refused and none was answered" in str(cause)
     assert fault_server.total <= 5
+
+
+def test_elements_that_send_nothing_free_their_place_at_the_gate(fault_server: FaultServer) -> None:
+    """An element admitted through the gate whose call is never sent (a spent BUDGET) gives its
+    place back: the next elements are not held for an answer that cannot come (the tickets
+    example with BUDGET TOKENS hung there)."""
+    from dslc.runtime.core.refusals import RefusalGuard
+
+    guard = RefusalGuard(make(fault_server.url()), share=2)
+
+    async def admit_all(n: int) -> None:
+        for _ in range(n):
+            await asyncio.wait_for(guard.admit(), 1.0)
+            guard.not_sent()
+
+    asyncio.run(admit_all(6))
+    assert guard.out == 0 and guard.gated

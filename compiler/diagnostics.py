@@ -54,6 +54,9 @@ MESSAGES: dict[str, str] = {
     "E0323": "'{name}' is not a valid HTTP header name",
     "E0324": "{clause} is given twice in one call",
     "E0325": "{clause} needs {what}",
+    # the places a run writes, checked before it starts (E034x)
+    "E0340": "{what} cannot be written: {why}",
+    "E0341": "{what} cannot be written by a {mode} run: {why}",
 }
 
 

@@ -245,6 +245,36 @@ class Rate:
 
 
 @dataclass(frozen=True, slots=True)
+class Ceiling:
+    """ON ... DEAD LETTER 'path' UP TO n% | n ROWS: the most dead letters an operator may write in
+    one run; above it the run ends with exit code 5 (runtime/spark/ceiling.py). Without UP TO the
+    ceiling is DEFAULT_CEILING."""
+
+    percent: float | None = None
+    rows: int | None = None
+
+    def __post_init__(self) -> None:
+        _require((self.percent is None) != (self.rows is None), "a ceiling is a percentage or a number of rows")
+        _require(self.percent is None or 0 <= self.percent <= 100, "UP TO n% needs 0 <= n <= 100")
+        _require(self.rows is None or self.rows >= 0, "UP TO n ROWS needs n >= 0")
+
+    def allows(self, letters: int, elements: int) -> bool:
+        """True when `letters` dead letters of `elements` elements are within the ceiling."""
+        if self.rows is not None:
+            return letters <= self.rows
+        assert self.percent is not None
+        return elements == 0 or letters * 100 <= self.percent * elements
+
+    def __str__(self) -> str:
+        return f"UP TO {self.rows} ROWS" if self.rows is not None else f"UP TO {self.percent:g}%"
+
+
+#: the ceiling of a dead-letter path without UP TO: a run that dead-lettered more than half of an
+#: operator's elements (every one, say) did not do what the pipeline says
+DEFAULT_CEILING = Ceiling(percent=50.0)
+
+
+@dataclass(frozen=True, slots=True)
 class Outage:
     """ON OUTAGE PAUSE d | FAIL: what an operator does once `threshold` calls in a row failed
     for the service (connection refused or reset, 5xx, timeout); CONTINUE is no Outage at all."""
@@ -316,6 +346,10 @@ class Enrich:
     secrets: Secrets | None = None
     store: Store | None = None      # STORE: answers shared by every task and run
     budget: Budget | None = None    # BUDGET: needs STORE
+    ceiling: Ceiling | None = None  # DEAD LETTER 'path' UP TO ...: None is DEFAULT_CEILING
+    # calls a task judges before refused credentials or a service never answered stop the run:
+    # set by the job's driver from the tasks that run at once (core/refusals.py)
+    judged_calls: int = 10
 
     def __post_init__(self) -> None:
         _require(self.budget is None or self.store is not None, "BUDGET needs STORE (a rerun would pay again)")

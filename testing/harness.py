@@ -170,6 +170,8 @@ def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, A
     else:
         out["error"] = str(entry["error"])
         out["error_type"] = "CallError"
+        if entry.get("error_class") is not None:   # transient (retried, the default), credentials, request, answer
+            out["error_class"] = str(entry["error_class"])
         if entry.get("raw") is not None:    # what a model answered, for the dead letter
             out["raw"] = str(entry["raw"])
     if entry.get("latency_ms") is not None:
@@ -298,25 +300,31 @@ def _read_dead_letters(folder: Path) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _job_settings(spark, replay: str, metrics_file: Path) -> Iterator[None]:
+def _job_settings(spark, replay: str, metrics_file: Path, verbose: bool = False) -> Iterator[None]:
+    """A case's job: answers replayed, metrics into a file, no secret needed; unless `verbose`,
+    no live progress and no table or diagnosis on the report (one line per case), and no run's
+    stop for dead letters over their ceiling (a case says which dead letters it expects)."""
+    from dslc.runtime.spark import outcome
+
     context = spark.sparkContext
-    previous = os.environ.get("DSLC_METRICS_FILE")
-    optional = os.environ.get(secrets.OPTIONAL_ENV)
+    settings = {"DSLC_METRICS_FILE": str(metrics_file),       # metrics into a file, not onto the report
+                secrets.OPTIONAL_ENV: "1"}                     # answers are replayed: no call needs a secret
+    if not verbose:
+        settings.update({"DSLC_PROGRESS": "0", "DSLC_METRICS_QUIET": "1"})
+    previous = {name: os.environ.get(name) for name in settings}
     context.setLocalProperty(recording.REPLAY_PROPERTY, replay)
-    os.environ["DSLC_METRICS_FILE"] = str(metrics_file)     # metrics into a file, not onto the report
-    os.environ[secrets.OPTIONAL_ENV] = "1"      # answers are replayed: no call needs a secret
+    os.environ.update(settings)
+    outcome.begin(checks_ceiling=False)
     try:
         yield
     finally:
+        outcome.discard()
         context.setLocalProperty(recording.REPLAY_PROPERTY, None)
-        if optional is None:
-            os.environ.pop(secrets.OPTIONAL_ENV, None)
-        else:
-            os.environ[secrets.OPTIONAL_ENV] = optional
-        if previous is None:
-            os.environ.pop("DSLC_METRICS_FILE", None)
-        else:
-            os.environ["DSLC_METRICS_FILE"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 _ERROR_LINE = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Failure|NotRecorded)): (.+)$")
@@ -334,7 +342,7 @@ def short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first.strip()}"
 
 
-def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
+def run_prepared(spark, p: plan.Plan, case: Case, root: Path, verbose: bool = False) -> CaseResult:
     """Run one case of plan `p` inside `root` and compare its outputs; CaseFileError when the
     case does not fit the pipeline (unknown name or column, a value its type cannot hold)."""
     from dslc.compiler.pipeline import lower_plan
@@ -349,7 +357,7 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
     job.write_text(lower_plan(sandboxed, job_folder=str(root), trigger=sandboxed.settings.trigger))
     setting = recording.setting_json(answers, unrecorded=case.unrecorded, latency=case.latency)
     try:
-        with _job_settings(spark, setting, root / "metrics.json"):
+        with _job_settings(spark, setting, root / "metrics.json", verbose):
             namespace = runpy.run_path(str(job), run_name="dslc_test_job")
             namespace["main"]()
     except Exception as exc:  # noqa: BLE001 - a failing job is a failing case, reported briefly

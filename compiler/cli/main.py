@@ -61,8 +61,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from dslc.compiler.cli.commands import EXTRA_COMMANDS  # compile/run/repl: loaded only when a command runs
+    from dslc.compiler.cli.replay_command import cmd_replay_dead_letters
     from dslc.compiler.cli.store_command import cmd_store
-    return {"check": cmd_check, "explain": cmd_explain, "store": cmd_store, **EXTRA_COMMANDS}
+    return {"check": cmd_check, "explain": cmd_explain, "store": cmd_store,
+            "replay-dead-letters": cmd_replay_dead_letters, **EXTRA_COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
+    run.add_argument("--summary-json", metavar="FILE",
+                     help="write the run's outcome as JSON (rows read and written, dead letters, answers, "
+                          "exit code), for schedulers")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
     report.add_argument("file", metavar="METRICS.json")
@@ -119,8 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
+    test.add_argument("-v", "--verbose", action="store_true",
+                      help="each case's live progress, metrics table and diagnosis too (default: one line per case)")
     from dslc.compiler.cli.store_command import add_parser as add_store_parser
     add_store_parser(sub)
+    from dslc.compiler.cli.replay_command import add_parser as add_replay_parser
+    add_replay_parser(sub)
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
     repl.add_argument("--no-spark", action="store_true",
@@ -142,7 +151,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:cut])
     args.spark_args = argv[cut + 1:]
-    if cut < len(argv) and args.command != "run":
+    if cut < len(argv) and args.command not in ("run", "replay-dead-letters"):
         parser.error("'--' passes arguments to spark-submit; only 'dslc run' takes them")
     return args
 
@@ -158,7 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except CompileError as exc:
         print(exc.render(), file=sys.stderr)
-        return 1
+        # a run's exit codes: runtime/exit_codes.py
+        return 2 if args.command in ("run", "replay-dead-letters") else 1
     except ToolError as exc:
         print(f"dslc: error: {exc}", file=sys.stderr)
         return 1

@@ -201,8 +201,11 @@ class _Lowering:
                 used.add("pinned")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
-        if not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE" for s in steps):
+        if self.target.writes or (not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE"
+                                                            for s in steps)):
             used.add("sources")
+        if self.target.writes and not self.streaming:
+            used.add("sinks")
         return sorted(used)
 
     def _view(self, var: str, name: str) -> None:
@@ -224,6 +227,7 @@ class _Lowering:
         self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
         if node.connector == "RATE" and not self.streaming:
             o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
+            self._count(node)
             self._view(self.v(node.name), node.name)
             return
         reader = "readStream" if self.streaming else "read"
@@ -251,7 +255,14 @@ class _Lowering:
             calls.append(f".withWatermark({lit(sql_name(node.watermark.column))}, "
                          f"{lit(f'{node.watermark.delay_s:g} seconds')})")
         o.chain(f"{self.v(node.name)} = spark.{reader}", calls)
+        self._count(node)
         self._view(self.v(node.name), node.name)
+
+    def _count(self, node: plan.Source) -> None:
+        """A source's rows counted as they are read, for the run's outcome (a job that writes)."""
+        if self.target.writes:
+            var = self.v(node.name)
+            self.out.line(f"{var} = sources.counted({var}, {lit(node.name)})")
 
     def visit_State(self, step: physical.State, session: str) -> None:
         node = step.node
@@ -450,17 +461,22 @@ class _Lowering:
 
     def _batch_write(self, sink: plan.Sink) -> None:
         """A file or Kafka sink as Spark's own writer; CONSOLE and PYTHON sinks through the
-        runtime, which carries their logic (show's options, a function per partition)."""
-        if sink.connector not in _WRITE_FORMATS:
-            self.out.call("sinks.write_batch", [self.v(sink.input), *self._sink_kwargs(sink)])
-            return
-        calls: list[str | StringCall] = [f".format({lit(_WRITE_FORMATS[sink.connector])})",
-                                         f".mode({lit(sink.mode.lower())})"]
-        calls += [StringCall(".option", v, before=f"{lit(k)},") for k, v in sink.options]
-        if sink.partition_by:
-            calls.append(f".partitionBy({', '.join(lit(c) for c in sink.partition_by)})")
-        calls.append(f".save(resolve(FOLDER, {lit(sink.path)}))" if sink.path else ".save()")
-        self.out.chain(f"{self.v(sink.input)}.write", calls)
+        runtime, which carries their logic (show's options, a function per partition). Inside
+        `sinks.writing`: its rows counted, a failed write named by its SINK."""
+        o = self.out
+        path = lit(sink.path) if sink.path and sink.connector != "PYTHON" else "None"
+        o.line(f"with sinks.writing({self.v(sink.input)}, {lit(sink.input)}, {sink.line}, {path}) as rows:")
+        with o.indent():
+            if sink.connector not in _WRITE_FORMATS:
+                o.call("sinks.write_batch", ["rows", *self._sink_kwargs(sink)])
+                return
+            calls: list[str | StringCall] = [f".format({lit(_WRITE_FORMATS[sink.connector])})",
+                                             f".mode({lit(sink.mode.lower())})"]
+            calls += [StringCall(".option", v, before=f"{lit(k)},") for k, v in sink.options]
+            if sink.partition_by:
+                calls.append(f".partitionBy({', '.join(lit(c) for c in sink.partition_by)})")
+            calls.append(f".save(resolve(FOLDER, {lit(sink.path)}))" if sink.path else ".save()")
+            o.chain("rows.write", calls)
 
     def visit_sink(self, index: int, sink: plan.Sink) -> None:
         o = self.out
@@ -472,7 +488,8 @@ class _Lowering:
             self._batch_write(sink)
             return
         o.call("queries.append(streaming.write_stream",
-               [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER", *self._sink_kwargs(sink)], tail=")")
+               [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER", *self._sink_kwargs(sink),
+                f"stream={lit(sink.input)}", f"line={sink.line}"], tail=")")
 
 
 def lower(phys: physical.Physical, target: Target) -> str:

@@ -281,8 +281,14 @@ class _ToAst(Transformer):
     def outcome(self, span, word):
         return self._word(word)
 
-    def dead_letter(self, span, path):
-        return ast.Opt("dead_letter", (path,), span)
+    def dead_letter(self, span, path, ceiling=None):
+        return ast.Opt("dead_letter", (path,) + ((ceiling,) if ceiling is not None else ()), span)
+
+    def ceiling_percent(self, span, number, _percent):
+        return ast.Opt("ceiling", (self._num(number), ast.Word("%", self._tok(_percent))), span)
+
+    def ceiling_rows(self, span, number, _rows):
+        return ast.Opt("ceiling", (self._num(number), ast.Word("ROWS", self._tok(_rows))), span)
 
     def options(self, span, *pairs):
         return ast.Opt("options", pairs, span)

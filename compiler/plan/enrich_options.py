@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, values
-from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Rate, Retry
+from dslc.runtime.config import Batch, Budget, Cache, Ceiling, Mode, Outage, Outcome, Rate, Retry
 
 
 @dataclass
@@ -26,6 +26,7 @@ class EnrichOptions:
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
+    ceiling: Ceiling | None = None          # DEAD LETTER 'path' UP TO n% | n ROWS
     outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
     store: bool = False                     # STORE [TTL d]
     store_ttl_s: float | None = None
@@ -50,6 +51,7 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     _check_contradictions(result, seen, dead_letters, problems)
     if dead_letters:
         result.dead_letter = dead_letters[0][1].value
+        result.ceiling = _ceiling(seen, problems)
     return result
 
 
@@ -108,6 +110,35 @@ def _read_outage(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]
 _READERS = {"async": _read_async, "capacity": _read_capacity, "timeout": _read_timeout, "retry": _read_retry,
             "cache": _read_cache, "rate": _read_rate, "store": _read_store, "budget": _read_budget,
             "batch": _read_batch, "on_outage": _read_outage}
+
+
+def _ceiling(seen: dict[str, ast.Opt], problems: list[Diagnostic]) -> Ceiling | None:
+    """The UP TO of the ENRICH's DEAD LETTER outcomes (one path: at most one ceiling)."""
+    written = [arg.args[1] for key in ("on_miss", "on_timeout", "on_error") if key in seen
+               for arg in seen[key].args[:1] if isinstance(arg, ast.Opt) and len(arg.args) > 1]
+    written.sort(key=lambda opt: opt.span.start)
+    ceilings = []
+    for opt in written:
+        number, unit = opt.args
+        if unit.value == "%":
+            try:
+                percent = float(number.text)
+            except ValueError:
+                percent = -1.0
+            if not 0 <= percent <= 100:
+                problems.append(error("E0302", number.span, option="UP TO n%", rule="a number from 0 to 100",
+                                      text=number.text))
+                continue
+            ceilings.append((opt, Ceiling(percent=percent)))
+        else:
+            rows = values.whole(number, "UP TO n ROWS", problems)
+            if rows is not None:
+                ceilings.append((opt, Ceiling(rows=rows)))
+    if len({c for _, c in ceilings}) > 1:
+        (_, first), (opt, other) = ceilings[0], ceilings[-1]
+        problems.append(error("E0304", opt.span, first=str(other), second=f"{first} of the same DEAD LETTER path",
+                              hint="one dead-letter path has one ceiling; write UP TO once"))
+    return ceilings[0][1] if ceilings else None
 
 
 def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:

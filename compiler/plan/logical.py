@@ -21,6 +21,7 @@ from dslc.runtime.config import (
     Batch,
     Budget,
     Cache,
+    Ceiling,
     Column,
     EmbeddingCall,
     HttpCall,
@@ -129,6 +130,7 @@ class Enrich(Node):
     on_error: Outcome
     dead_letter: str | None   # path of the dead-letter sink
     key_columns: tuple[str, ...]
+    ceiling: Ceiling | None = None   # DEAD LETTER 'path' UP TO n% | n ROWS (None: the default)
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
     adaptive: bool = False           # CAPACITY n ADAPTIVE
     batch: Batch | None = None   # BATCH n WITHIN d

@@ -504,7 +504,8 @@ class _Planner:
                            timeout_s=checked.timeout_s,
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
-                           dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch,
+                           dead_letter=checked.dead_letter, ceiling=checked.ceiling, key_columns=key_columns,
+                           batch=checked.batch,
                            paths=paths, outage=checked.outage,
                            store=answer_store.store(checked, self.settings), budget=checked.budget)
 

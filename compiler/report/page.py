@@ -89,6 +89,31 @@ def _figures_table(operators: dict[str, dict[str, Any]]) -> str:
     return '<div class="wide">' + _table(["operator", *keys], rows) + "</div>"
 
 
+def _outcome(outcome: dict[str, Any] | None) -> list[str]:
+    """The run's outcome (runtime/spark/outcome.py): how it ended, rows read and written, dead
+    letters with their top errors, answers by origin."""
+    if not outcome:
+        return []
+    code = outcome.get("exit_code")
+    parts = [f'<h2 id="outcome">Outcome: exit code {escape(str(code))} ({escape(str(outcome.get("ended", "")))}) '
+             f'after {float(outcome.get("duration_s") or 0):.1f} s</h2>']
+    if outcome.get("error"):
+        parts.append(f'<p class="warning">{escape(outcome["error"])}</p>')
+    rows = [["read", name, read.get("rows"), ""] for name, read in (outcome.get("sources") or {}).items()]
+    rows += [["wrote", f"{s['stream']} (line {s['line']})", s.get("rows"), s.get("path") or ""]
+             for s in outcome.get("sinks") or []]
+    rows += [["dead letters", ", ".join(d["operators"]), d.get("rows"),
+              "; ".join([d["path"]] + [f"{e['count']} × {e['error']}" for e in d.get("top_errors") or []])]
+             for d in outcome.get("dead_letters") or []]
+    answers = outcome.get("answers") or {}
+    if answers.get("by_operator"):
+        rows.append(["answers", "all ENRICH", None, ", ".join(f"{answers.get(k, 0)} {k}" for k in
+                                                             ("calls", "cache", "store", "replay"))])
+    if rows:
+        parts.append(_table(["", "what", "rows", "where"], rows))
+    return parts
+
+
 def render(document: dict[str, Any]) -> str:
     """The page of one metrics document (runtime/spark/metrics.publish)."""
     operators: dict[str, dict[str, Any]] = document.get("operators") or {}
@@ -101,6 +126,7 @@ def render(document: dict[str, Any]) -> str:
              f"<h1>{escape(title)}</h1>",
              f"<p>finished {escape(str(document.get('finished_at', '?')))}, application "
              f"{escape(str(document.get('application_id') or '-'))}</p>"]
+    parts += _outcome(document.get("outcome"))
     parts.append('<h2 id="diagnosis">What limits each ENRICH</h2>')
     if diagnoses:
         for d in diagnoses:

@@ -20,7 +20,7 @@ from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
-from . import progress
+from . import ceiling, outcome, progress
 from .pinned import PinnedStates
 from .progress import ProgressCollector
 from .session import checkpoint, is_connect, worker_function
@@ -56,6 +56,7 @@ class MetricsCollector:
         self._figures = 0                  # STREAMING: observations of per-micro-batch figures made
         self.progress: ProgressCollector | None = None
         self.per_micro_batch = progress.enabled(spark)   # STREAMING: figures observed per micro-batch
+        outcome.watch(self)
         if self.per_micro_batch:
             try:
                 self.progress = ProgressCollector(progress.advertised_host(spark),
@@ -119,14 +120,32 @@ class MetricsCollector:
             param.addInPlace(merged, json.loads(task))
         return merged
 
-    def report(self, stream=None) -> str | None:
+    def report(self, stream=None, ceiling_stops: bool = True) -> str | None:
         """Write the run's JSON metrics file, print the table (stderr, or $DSLC_METRICS_SUMMARY), a
-        warning per operator whose every element failed, and the file's path; return the path."""
+        warning per operator whose every element failed, and the file's path; return the path.
+        Then, unless the run is stopping for another reason (`ceiling_stops` False), stop it with
+        exit code 5 when an operator dead-lettered more than its ceiling (ceiling.py)."""
         extra: dict[str, Any] = {}
+        merged = self.value()
         if self.progress is not None:
+            if not ceiling_stops:       # a run that stops: a failed task's figures are only in its progress
+                merged = _more(merged, self.progress.totals())
             self.progress.close()
             extra = {"timeline": self.progress.timeline, "micro_batches": self.progress.micro_batches}
-        return publish(self._spark, self.value(), stream, extra)
+        path = publish(self._spark, merged, stream, extra)
+        run = outcome.current()
+        if ceiling_stops and run.checks_ceiling:
+            ceiling.check(run.enrich, merged, run.dead_letters)     # above it: exit code 5
+        return path
+
+
+def _more(final: dict[str, dict[str, Any]], live: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per operator, the figures that saw more elements: the tasks' final ones, or their live ones."""
+    out = dict(final)
+    for name, figures in live.items():
+        if int(figures.get("elements_in") or 0) > int((out.get(name) or {}).get("elements_in") or 0):
+            out[name] = figures
+    return out
 
 
 METRICS_COLUMN = "__dslc_task_metrics"
@@ -224,6 +243,7 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
             extra: dict[str, Any] | None = None) -> str | None:
     """What an operator of the job sees at its end, the same under `dslc run` and spark-submit."""
     if not merged:
+        outcome.reported({}, None)
         return None   # a job without Python operators has nothing to report
     stream = stream or sys.stderr
     operators = {name: summary(m) for name, m in sorted(merged.items())}
@@ -247,6 +267,9 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     if written:
         Path(written).write_text(str(path.resolve()), encoding="utf-8")
     table = format_table(operators)
+    if os.environ.get("DSLC_METRICS_QUIET") == "1":    # `dslc test`: all in the file, nothing on the report
+        outcome.reported(operators, str(path))
+        return str(path)
     summary_file = os.environ.get("DSLC_METRICS_SUMMARY") or _conf(spark, "spark.dslc.metrics.summary")
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as handle:
@@ -259,6 +282,7 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
         print(f"dslc: warning: {warning}", file=stream)
     print(f"dslc: metrics written to {path}", file=stream)
     stream.flush()
+    outcome.reported(operators, str(path))
     return str(path)
 
 

@@ -158,6 +158,16 @@ class ProgressCollector:
         while not self._stop.wait(TICK_S):
             self.step()
 
+    def totals(self) -> dict[str, dict[str, Any]]:
+        """Each operator's figures added up over its tasks as last reported, running ones too: what
+        a run that stops has of a task that failed (its accumulator update never comes)."""
+        with self._lock:
+            merged = {name: dict(figures) for name, figures in self._done.items()}
+            for task in self._running.values():
+                for name, figures in task.items():
+                    merged[name] = merge(merged.get(name, {}), figures)
+        return merged
+
     def view(self) -> dict[str, Any]:
         """The figures now: one row per operator (runtime/live_view.py)."""
         now = time.monotonic()

@@ -50,3 +50,10 @@ def test_every_call_kind_is_registered_behind_the_one_interface() -> None:
     assert KINDS, "no call kind registered"
     for config_type, kind in KINDS.items():
         assert issubclass(kind, EnrichCall), f"{kind.__name__} for {config_type.__name__} is not an EnrichCall"
+
+
+def test_an_errors_class_is_decided_in_one_leaf_module():
+    """calls/errors.py (which class an error is in, so whether RETRY calls again: #41) imports no
+    other part of the runtime, so every part may ask it (the operator core, wrappers, a future
+    policy object) without a circle."""
+    assert _graph()["dslc.runtime.calls.errors"] == set()

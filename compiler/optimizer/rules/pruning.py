@@ -5,7 +5,7 @@
     => the chain reads only `id` from `wide` (df.select('id') before mapInArrow)
 
 Only chains of HTTP, MODEL and EMBEDDING enrichments are pruned: a Python function sees the whole row, so every
-column may matter to it. Pruning is part of the step from the logical to the physical plan
+column may matter to it; and not a chain with dead letters, which hold every column of the row. Pruning is part of the step from the logical to the physical plan
 (`chaining.chain_operators` asks it for each chain's input) and noted there.
 """
 from __future__ import annotations
@@ -58,9 +58,13 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
 
 
 def pruned_input(p: plan.Plan, operators: tuple[plan.Enrich | plan.Process, ...]) -> tuple[str, ...] | None:
-    """The input columns a chain must read, or None when it must read them all."""
+    """The input columns a chain must read, or None when it must read them all (also when one
+    of its operators writes dead letters: a dead letter holds the whole row that operator got,
+    so that it can be fixed and fed through the ENRICH again)."""
     if not all(isinstance(op, plan.Enrich) and isinstance(op.call, _NAMED_CALLS) and op.call.columns is not None
                for op in operators):
+        return None
+    if any(op.dead_letter for op in operators):
         return None
     needed = required_columns(p, operators[-1].name)
     if needed is None:

@@ -53,6 +53,14 @@ MESSAGES: dict[str, str] = {
     "E0323": "'{name}' is not a valid HTTP header name",
     "E0324": "{clause} is given twice in one call",
     "E0325": "{clause} needs {what}",
+    # databases (E033x; compiler/plan/databases.py, sql_lookup.py)
+    "E0330": "not a PostgreSQL URL: {why}",
+    "E0331": "{detail}",            # a lookup that is not one read-only SELECT (the message is built there)
+    "E0332": "{detail}",            # a syntax error inside the query string
+    "E0333": "{detail}",            # a query BATCH cannot split by key
+    "E0334": "{detail}",            # a RETURNS column the query does not give
+    "E0335": "{detail}",            # a placeholder that is not an input column, or of a type no parameter has
+    "E0336": "{detail}",            # a database table, source or sink that does not fit (dslc check --db)
 }
 
 

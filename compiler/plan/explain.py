@@ -44,6 +44,12 @@ def _describe(node: plan.PlanNode) -> str:  # noqa: C901 - to be split (#42)
         elif isinstance(node.call, plan.ModelCall):
             system = f" SYSTEM {node.call.system!r}" if node.call.system is not None else ""
             call = f"MODEL {node.call.model!r} AT {node.call.base_url!r}{_headers(node.call)}{system} PROMPT {node.call.prompt!r}"
+        elif isinstance(node.call, plan.SqlCall):     # the URL is the DATABASE's: named, never shown
+            call = f"SQL {node.call.database} {node.call.query!r}"
+            if node.call.batch_query:
+                call += f" batched={node.call.batch_query!r}"
+            if node.call.pool != 10:
+                call += f" pool={node.call.pool}"
         elif isinstance(node.call, plan.EmbeddingCall):
             call = f"EMBEDDING {node.call.model!r} AT {node.call.base_url!r}{_headers(node.call)} INPUT {node.call.input!r}"
         else:

@@ -31,6 +31,7 @@ from dslc.runtime.config import (
     PythonCall,
     Rate,
     Retry,
+    SqlCall,
     Store,
     Watermark,
 )
@@ -116,7 +117,7 @@ class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
 
     input: str
-    call: HttpCall | PythonCall | ModelCall | EmbeddingCall   # PYTHON's search_path empty: the job adds its folder
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall | SqlCall   # PYTHON's search_path empty: the job adds its folder
     returns: Schema
     mode: Mode
     capacity: int
@@ -221,6 +222,8 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     sinks: tuple[Sink, ...]
     folder: str = field(default="", compare=False)
+    # DATABASE statements: (name, URL as written, `${NAME}` secrets unfilled)
+    databases: tuple[tuple[str, str], ...] = ()
     # (rule name, what it did), in the order the optimiser's rules ran; empty before optimize()
     notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # indexes built once, so that lookups do not make compile time quadratic

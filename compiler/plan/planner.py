@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import answer_store, options, streaming, values
+from dslc.compiler.plan import answer_store, databases, options, streaming, values
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
@@ -87,6 +87,7 @@ class _Planner:
         self.settings = plan.Settings()
         self._repeated: dict[str, dict[str, Span]] = {}   # query → its repeated output names
         self._reported: set[str] = set()                  # queries whose repeated names were reported
+        self.databases: dict[str, databases.Database] = {}  # DATABASE statements by lower-case name
 
     def line(self, span: Span) -> int:
         return self.source.line_col(span.start)[0]
@@ -109,6 +110,8 @@ class _Planner:
                 conf.append((stmt.key.value, values.literal_text(stmt.value)))
             elif isinstance(stmt, ast.Sink):
                 sinks_ast.append(stmt)
+            elif isinstance(stmt, ast.Database):
+                databases.define(stmt, self.source, self.databases, self.problems)
             else:
                 self._define(stmt)
         self.settings = plan.Settings(self.settings.name, self.mode_override or self.settings.mode,
@@ -122,7 +125,8 @@ class _Planner:
             where = program.statements[-1].span.sub(0, 1) if program.statements else Span(0, 0)
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
         ordered = tuple(n for n in self.nodes.values() if n is not None)
-        result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
+        result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder),
+                           databases=tuple((d.name, d.url) for d in self.databases.values()))
         sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
         self.problems.extend(streaming.check(result, [(sink, stmt.span) for sink, stmt in built], sql_of))
         return result
@@ -418,6 +422,8 @@ class _Planner:
         check_token_rate(self, stmt, checked)
         if isinstance(stmt.call, (ast.ModelCall, ast.EmbeddingCall)):
             call, key_columns = model_call(self, stmt, upstream, returns, checked)
+        elif isinstance(stmt.call, ast.SqlCall):
+            call, key_columns = databases.sql_call(self, stmt, upstream, returns, checked)
         elif isinstance(stmt.call, ast.HttpCall):
             method = values.choice(stmt.call.method, ("GET", "POST"), "HTTP method", self.problems)
             url = stmt.call.url.value
@@ -449,10 +455,10 @@ class _Planner:
             well_formed = self._python_ref(stmt.call.ref) or _PYTHON_REF.match(stmt.call.ref.value)
             call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
-        paths = self._paths(stmt)
+        paths = self._paths(stmt) if not isinstance(stmt.call, ast.SqlCall) else ()
         if (checked.budget is not None and checked.budget.unit == "TOKENS"
-                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall))):
-            kind = "HTTP" if isinstance(stmt.call, ast.HttpCall) else "PYTHON"    # MODEL, EMBEDDING: counted
+                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall, ast.SqlCall))):
+            kind = {ast.HttpCall: "HTTP", ast.PythonCall: "PYTHON"}.get(type(stmt.call), "SQL")  # MODEL, EMBEDDING: counted
             self.add(error("E0304", checked.clauses["budget"].span, first="BUDGET ... TOKENS",
                            second=f"WITH {kind} (tokens are counted from a model's answers)",
                            hint=f"count calls: BUDGET {checked.budget.amount} CALLS"))

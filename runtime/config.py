@@ -188,6 +188,24 @@ class SqlCall:
 
 
 @dataclass(frozen=True, slots=True)
+class DatabaseTable:
+    """A table (or, read only, a query) of a DATABASE: what SOURCE ... FROM DATABASE reads in
+    `partitions` ranges of `partition_column`, and SINK ... TO DATABASE writes (`key`: its KEY)."""
+
+    database: str
+    url: str                        # as written: `${NAME}` secrets filled by the job's driver
+    table: str | None = None
+    query: str | None = None
+    partition_column: str | None = None
+    partitions: int = 1
+    key: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require((self.table is None) != (self.query is None), "a database relation is a TABLE or a QUERY")
+        _require(self.partitions >= 1, "PARTITION BY col (n) needs n >= 1")
+
+
+@dataclass(frozen=True, slots=True)
 class PythonCall:
     """A user function or class named 'module:name', looked up in `search_path` first."""
 

@@ -37,6 +37,8 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.log.level", "WARN")
+               # PostgreSQL's JDBC driver (Debian's libpostgresql-jdbc-java) for the database tests
+               .config("spark.jars", os.environ.get("DSLC_JDBC_JAR", "/usr/share/java/postgresql.jar"))
                .getOrCreate())
     yield session
     session.stop()

@@ -66,7 +66,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
-        job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        text = compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger)
+        job.write_text(text)
+        jars = _jdbc_jars(args, text, remote)
+        if jars is None:
+            return 2
         watch = _watch_env(args, Path(folder))
         report = getattr(args, "report", None)
         if report:
@@ -81,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                    **calls, **watch}
             code = _call([sys.executable, str(job)], env)
         else:
-            code = _submit(args, job, calls, log, watch)
+            code = _submit(args, job, calls, log, watch, jars)
         if report:
             written = Path(folder) / "metrics.path"
             if written.is_file():
@@ -111,8 +115,22 @@ def _run_log(flow: Path) -> Path:
     return path
 
 
+def _jdbc_jars(args: argparse.Namespace, job_text: str, remote: str | None) -> list[str] | None:
+    """spark-submit's `--jars` for a job that uses Spark's JDBC source or sink (None: the driver is
+    missing, said on stderr); nothing for other jobs, or on Spark Connect (the server has its jars)."""
+    from dslc.compiler.cli import jdbc_jar
+
+    if remote or not jdbc_jar.needs_driver(job_text):
+        return []
+    try:
+        return ["--jars", jdbc_jar.find(getattr(args, "jars", None))]
+    except jdbc_jar.MissingDriver as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return None
+
+
 def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path,
-            watch: dict[str, str]) -> int:
+            watch: dict[str, str], jars: list[str] = ()) -> int:
     """spark-submit the job with dslc's defaults and the arguments after '--'. spark-submit's own
     stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
     Python: the metrics table, dslc's lines) to the terminal."""
@@ -120,7 +138,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     master = args.master or "local[*]"
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     command = spark_submit() + ["--master", master, "--conf", "spark.log.level=WARN", *_daemon(master, extra, python),
-                                *_driver_python(extra), *extra, str(job)]
+                                *_driver_python(extra), *jars, *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": python,
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
            analysis_errors.FLOW_ENV: str(Path(args.file).resolve()), **watch}

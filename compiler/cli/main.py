@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
+    run.add_argument("--jars", metavar="PATH", default=None,
+                     help="PostgreSQL's JDBC driver jar (DATABASE sources and sinks); default $DSLC_JDBC_JAR, "
+                          "else /usr/share/java/postgresql.jar")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
     report.add_argument("file", metavar="METRICS.json")

@@ -53,6 +53,8 @@ def pipeline_secrets(p: plan.Plan) -> tuple[str, ...]:
     for node in p.nodes:
         if isinstance(node, plan.Enrich):
             found.update(dict.fromkeys(secret_names(node.call)))
+    for _, url in p.databases:      # DATABASE statements: checked before Spark starts
+        found.update(dict.fromkeys(secret_names(url)))
     return tuple(found)
 
 
@@ -78,7 +80,7 @@ def _is_state(p: plan.Plan, name: str) -> bool:
 _JOB_NAMES = frozenset({
     "C", "FOLDER", "CHECKPOINT", "secrets", "driver_values", "TRIGGER", "main", "spark", "metrics", "queries", "batch",
     "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
-    "capture",
+    "capture", "jdbc",
     "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
@@ -145,10 +147,13 @@ class _Lowering:
         with o.indent():
             conf = lit_dict(s.conf)
             needed = pipeline_secrets(self.plan)
-            if needed:
+            if needed or self.plan.databases:
                 o.comment("the calls' ${NAME} secrets, read now (before Spark starts) from this process's "
                           "environment or the file $DSLC_SECRETS_FILE names; never written in this file")
                 o.line(f"secrets = driver_values.required_secrets({lit(needed)})")
+            if self.plan.databases:
+                o.comment("each DATABASE answers now, or the job stops naming it (before Spark starts)")
+                o.line(f"jdbc.reach({lit_dict(self.plan.databases)}, secrets)")
             o.call("spark = session", [lit(s.name), conf, "FOLDER", f"modules={lit(_user_modules(self.plan))}"])
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
@@ -184,14 +189,17 @@ class _Lowering:
     def _runtime_modules(self) -> list[str]:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
-        writes_batches = [] if self.streaming else [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]
+        writes_batches = [] if self.streaming else [k for k in self.plan.sinks
+                                                if k.connector not in _WRITE_FORMATS and k.database is None]
         used = {"failure", "sinks"} if writes_batches and self.target.writes else {"failure"}
         if not self.target.writes:
             used.add("capture")
         if self.phys.chains:
             used.add("chains")
-        if pipeline_secrets(self.plan):
+        if pipeline_secrets(self.plan) or self.plan.databases:
             used.add("driver_values")
+        if self.plan.databases:
+            used.add("jdbc")
         if any(isinstance(s, physical.MatchJoin) for s in steps) or \
                 (not self.streaming and any(isinstance(s, physical.State) for s in steps)):
             used.add("state")
@@ -226,6 +234,9 @@ class _Lowering:
             o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
             self._view(self.v(node.name), node.name)
             return
+        if node.database is not None:
+            self._read_database(node)
+            return
         reader = "readStream" if self.streaming else "read"
         if node.connector == "PYTHON":
             o.line(f"python_source.register(spark{', streaming=True' if self.streaming else ''})")
@@ -251,6 +262,18 @@ class _Lowering:
             calls.append(f".withWatermark({lit(sql_name(node.watermark.column))}, "
                          f"{lit(f'{node.watermark.delay_s:g} seconds')})")
         o.chain(f"{self.v(node.name)} = spark.{reader}", calls)
+        self._view(self.v(node.name), node.name)
+
+    def _read_database(self, node: plan.Source) -> None:
+        """SOURCE ... FROM DATABASE: Spark's JDBC reader, in ranges with PARTITION BY."""
+        table = node.database
+        assert table is not None
+        args = ["spark", lit(table.url), "secrets", f"name={lit(table.database)}"]
+        args.append(f"table={lit(table.table)}" if table.table else f"query={lit(table.query)}")
+        if table.partition_column:
+            args += [f"partition_column={lit(table.partition_column)}", f"partitions={table.partitions}"]
+        args.append(f"columns={lit(tuple((f.name, f.type) for f in node.schema))}")
+        self.out.call(f"{self.v(node.name)} = jdbc.read", args)
         self._view(self.v(node.name), node.name)
 
     def visit_State(self, step: physical.State, session: str) -> None:
@@ -453,9 +476,18 @@ class _Lowering:
         return [f"connector={lit(sink.connector)}", f"path={path}", f"mode={lit(sink.mode)}",
                 f"partition_by={lit(sink.partition_by)}", f"options={lit_dict(sink.options)}", "folder=FOLDER"]
 
+    def _database_sink(self, index: int, sink: plan.Sink) -> list[str]:
+        table = sink.database
+        assert table is not None
+        return [lit(table.url), "secrets", f"database={lit(table.database)}", f"table={lit(table.table)}",
+                f"mode={lit(sink.mode)}", f"key={lit(table.key)}", f"sink={lit(f'SINK {sink.input} (line {sink.line})')}"]
+
     def _batch_write(self, sink: plan.Sink) -> None:
         """A file or Kafka sink as Spark's own writer; CONSOLE and PYTHON sinks through the
         runtime, which carries their logic (show's options, a function per partition)."""
+        if sink.database is not None:
+            self.out.call("jdbc.write_batch", [self.v(sink.input), *self._database_sink(0, sink)])
+            return
         if sink.connector not in _WRITE_FORMATS:
             self.out.call("sinks.write_batch", [self.v(sink.input), *self._sink_kwargs(sink)])
             return
@@ -475,6 +507,10 @@ class _Lowering:
             return
         if not self.streaming:
             self._batch_write(sink)
+            return
+        if sink.database is not None:
+            o.call("queries.append(jdbc.write_stream", [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER",
+                                                         *self._database_sink(index, sink)], tail=")")
             return
         o.call("queries.append(streaming.write_stream",
                [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER", *self._sink_kwargs(sink)], tail=")")

@@ -20,7 +20,7 @@ from dslc.compiler.plan import options as option_reader
 from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.compiler.plan.sql_lookup import compile_lookup
 from dslc.compiler.source import SourceFile, Span
-from dslc.runtime.config import SqlCall
+from dslc.runtime.config import DatabaseTable, SqlCall
 
 if TYPE_CHECKING:
     from dslc.compiler.plan.planner import _Planner as Planner
@@ -160,3 +160,92 @@ def value_positions(raw: str) -> list[int]:
                 positions.append(i)
                 i += 1
     return positions
+
+
+def source_table(planner: Planner, stmt: ast.Source, schema: plan.Schema) -> DatabaseTable | None | bool:
+    """The database relation of a SOURCE ... FROM DATABASE (None for other connectors; False when
+    it is wrong, reported). PARTITION BY col (n) belongs to a database source only."""
+    split = next((o for o in stmt.options if o.key == "partition_column"), None)
+    connector = stmt.connector
+    if connector.database is None:
+        if split is not None:
+            planner.add(error("E0304", split.span, first="PARTITION BY col (n)",
+                              second=f"a {connector.kind.value.upper()} source",
+                              hint="it splits a database table's read into ranges"))
+            return False
+        return None
+    ok = True
+    if planner.settings.mode == "STREAMING":
+        planner.add(error("E0311", connector.span, feature="SOURCE ... FROM DATABASE", mode="STREAMING",
+                          why="a table has no offsets to read from: it would be read once, not followed",
+                          hint="read it in MODE BATCH, or keep it as rules: BROADCAST ... FROM DATABASE ... "
+                               "REFRESH EVERY d"))
+        ok = False
+    database = lookup(connector.database, planner.databases, planner.problems)
+    column, partitions = None, 1
+    if split is not None:
+        name, count = split.args
+        partitions = int(count.text) if count.text.isdigit() and int(count.text) >= 1 else 0
+        if not partitions:
+            planner.add(error("E0302", count.span, option="PARTITION BY col (n)", rule="a whole number >= 1",
+                              text=count.text))
+            ok = False
+        found = next((f for f in schema if f.name.lower() == name.value.lower()), None)
+        if found is None:
+            planner.add(error("E0204", name.span, column=name.value, where=f"'{stmt.name.value}'",
+                              hint=did_you_mean(name.value, [f.name for f in schema])))
+            ok = False
+        elif not _rangeable(found.type):
+            planner.add(error("E0312", name.span, column=name.value, where="PARTITION BY",
+                              what=f"a number, a DATE or a TIMESTAMP (it is {found.type})"))
+            ok = False
+        column = found.name if found else None
+    if database is None or not ok:
+        return False
+    text = connector.arg.value if connector.arg else ""
+    is_query = connector.relation is not None and connector.relation.value == "QUERY"
+    return DatabaseTable(database.name, database.url, table=None if is_query else text,
+                         query=text if is_query else None, partition_column=column,
+                         partitions=partitions or 1)
+
+
+def _rangeable(type_text: str) -> bool:
+    return type_text.split("(")[0] in ("INT", "BIGINT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "DECIMAL",
+                                       "DATE", "TIMESTAMP", "TIMESTAMP_NTZ")
+
+
+def sink_table(planner: Planner, stmt: ast.Sink, upstream: plan.PlanNode | None, mode: str,
+               key: ast.Opt | None) -> DatabaseTable | None:
+    """The table of a SINK ... TO DATABASE (None for other sinks): KEY columns of the stream,
+    UPSERT only with KEY and only into a database."""
+    connector = stmt.connector
+    mode_span = next((o.span for o in stmt.options if o.key == "mode"), connector.span)
+    if connector.database is None:
+        if key is not None:
+            planner.add(error("E0304", key.span, first="KEY (...)", second=f"a {connector.kind.value.upper()} sink",
+                              hint="a KEY names the primary key of a database table"))
+        if mode == "UPSERT":
+            planner.add(error("E0304", mode_span, first="MODE UPSERT", second=f"a {connector.kind.value.upper()} sink",
+                              hint="UPSERT writes into a database table: SINK ... TO DATABASE db TABLE 't' KEY (...)"))
+        return None
+    if connector.relation is not None and connector.relation.value == "QUERY":
+        planner.add(error("E0304", connector.relation.span, first="QUERY", second="a SINK",
+                          hint="a sink writes a table: TO DATABASE db TABLE 'schema.table'"))
+    if mode == "COMPLETE":
+        planner.add(error("E0304", mode_span, first="MODE COMPLETE", second="a DATABASE sink",
+                          hint="write an aggregation's rows with KEY (...) MODE UPSERT"))
+    columns: tuple[str, ...] = ()
+    if key is not None and upstream is not None:
+        names = {f.name.lower(): f.name for f in upstream.schema}
+        for column in key.args:
+            if column.value.lower() not in names:
+                planner.add(error("E0204", column.span, column=column.value, where=f"'{upstream.name}'",
+                                  hint=did_you_mean(column.value, list(names.values()))))
+        columns = tuple(names[c.value.lower()] for c in key.args if c.value.lower() in names)
+    if mode == "UPSERT" and key is None:
+        planner.add(error("E0310", mode_span, connector="MODE UPSERT", role="SINK", what="KEY (col, ...)",
+                          hint="name the table's primary key: ... KEY (order_id) MODE UPSERT"))
+    database = lookup(connector.database, planner.databases, planner.problems)
+    if database is None or connector.arg is None:
+        return None
+    return DatabaseTable(database.name, database.url, table=connector.arg.value, key=columns)

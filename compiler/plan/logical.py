@@ -22,6 +22,7 @@ from dslc.runtime.config import (
     Budget,
     Cache,
     Column,
+    DatabaseTable,
     EmbeddingCall,
     HttpCall,
     Mode,
@@ -68,6 +69,7 @@ class Source(Node):
     path: str | None
     options: tuple[tuple[str, str], ...]
     watermark: Watermark | None = None
+    database: DatabaseTable | None = None     # FROM DATABASE db TABLE | QUERY
 
     def __post_init__(self) -> None:
         _check_unique(self.schema, self.name)
@@ -188,10 +190,11 @@ class Sink:
     connector: str
     path: str | None
     options: tuple[tuple[str, str], ...]
-    mode: str                 # APPEND | OVERWRITE | COMPLETE
+    mode: str                 # APPEND | OVERWRITE | COMPLETE | UPSERT
     partition_by: tuple[str, ...]
     line: int
     span: Span
+    database: DatabaseTable | None = None     # TO DATABASE db TABLE 't' [KEY (...)]
 
     @property
     def inputs(self) -> tuple[str, ...]:

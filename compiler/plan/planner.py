@@ -320,12 +320,13 @@ class _Planner:
                                hint="CAST it in a STREAM query, or declare it TIMESTAMP"))
             elif seconds is not None:
                 watermark = plan.Watermark(field.name, seconds)
-        if not schema_known:
+        table = databases.source_table(self, stmt, schema)
+        if not schema_known or table is False:
             return None
         schema = _with_corrupt_record(kind_name, schema, pairs)
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
-                           options=pairs, watermark=watermark)
+                           options=pairs, watermark=watermark, database=table)
 
     def _connector_arg(self, connector: ast.Connector, takes_arg: bool, role: str) -> None:
         kind = connector.kind.value.upper()
@@ -634,9 +635,11 @@ class _Planner:
         self._connector_arg(stmt.connector, kind.takes_arg, "SINK")
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
-        mode, partition_by, pairs = "APPEND", (), ()
+        mode, partition_by, pairs, key_opt = "APPEND", (), (), None
         for opt in options.first_of_each(stmt.options, self.problems).values():
-            if opt.key == "mode":
+            if opt.key == "key":
+                key_opt = opt
+            elif opt.key == "mode":
                 mode = values.choice(opt.args[0], SINK_MODES, "SINK MODE", self.problems) or mode
                 self._sink_mode(mode, opt)
             elif opt.key == "partition_by":
@@ -647,11 +650,13 @@ class _Planner:
             if required not in dict(pairs):
                 self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SINK",
                                what=f"OPTIONS ({required} = ...)"))
+        table = databases.sink_table(self, stmt, upstream, mode, key_opt)
         if len(self.problems) != before:
             return None
-        return plan.Sink(input=self.defs[key].name.value, connector=kind_name,
+        return plan.Sink(input=self.defs[stmt.input.value.lower()].name.value, connector=kind_name,
                          path=stmt.connector.arg.value if stmt.connector.arg else None, options=pairs,
-                         mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span)
+                         mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span,
+                         database=table)
 
     def _sink_mode(self, mode: str, opt: ast.Opt) -> None:
         batch = self.settings.mode == "BATCH"

@@ -18,6 +18,8 @@ FORBIDDEN = {
     "limits": ("core", "calls", "wrappers", "spark"),
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
+    # the driver's side of DATABASE (URLs, the check before Spark starts, tables, commits): a leaf
+    "databases": ("core", "calls", "wrappers", "limits", "spark", "broadcast", "store"),
 }
 
 
@@ -95,3 +97,11 @@ def test_every_call_kind_is_registered_behind_the_one_interface() -> None:
     assert KINDS, "no call kind registered"
     for config_type, kind in KINDS.items():
         assert issubclass(kind, EnrichCall), f"{kind.__name__} for {config_type.__name__} is not an EnrichCall"
+
+
+def test_enrich_with_sql_is_a_registered_call_kind() -> None:
+    from dslc.runtime.calls.factory import KINDS
+    from dslc.runtime.calls.sql import SqlEnrichCall
+    from dslc.runtime.config import SqlCall
+
+    assert KINDS[SqlCall] is SqlEnrichCall

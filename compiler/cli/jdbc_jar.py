@@ -24,6 +24,8 @@ def find(given: str | None = None, environ: dict[str, str] | None = None) -> str
     """The driver jar's path (the first of --jars, $DSLC_JDBC_JAR, Debian's) that exists."""
     environ = os.environ if environ is None else environ
     places = [("--jars", given), (ENV, environ.get(ENV)), ("Debian's libpostgresql-jdbc-java", DEBIAN)]
+    if given:       # named by the user: that one, or an error (never another jar silently)
+        places = places[:1]
     for _, place in places:
         if place and Path(place).is_file():
             return str(Path(place).resolve())

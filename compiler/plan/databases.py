@@ -47,14 +47,13 @@ def define(stmt: ast.Database, source: SourceFile, known: dict[str, Database], p
         problems.append(error("E0202", stmt.name.span, name=stmt.name.value,
                               hint=f"first defined on line {first}; pick another name"))
         return
-    ok = ServiceChecks(source, problems).secrets(stmt.url)
+    ServiceChecks(source, problems).secrets(stmt.url)
     why = url_problem(stmt.url.value)
     if why:
         problems.append(error("E0330", stmt.url.span, why=why,
                               hint="write 'postgresql://user:${PASSWORD}@host:5432/dbname'"))
-        ok = False
-    if ok:
-        known[key] = Database(stmt.name.value, stmt.url.value, source.line_col(stmt.span.start)[0], stmt.span)
+    # kept even when wrong (reported above), so that its users are not reported again
+    known[key] = Database(stmt.name.value, stmt.url.value, source.line_col(stmt.span.start)[0], stmt.span)
 
 
 def url_problem(url: str) -> str | None:
@@ -249,3 +248,14 @@ def sink_table(planner: Planner, stmt: ast.Sink, upstream: plan.PlanNode | None,
     if database is None or connector.arg is None:
         return None
     return DatabaseTable(database.name, database.url, table=connector.arg.value, key=columns)
+
+
+def broadcast_from_database(planner: Planner, stmt: ast.Broadcast) -> None:
+    """BROADCAST ... FROM DATABASE [REFRESH EVERY d] is not built yet (#43): said with the way that
+    works today, a database SOURCE with its SCHEMA feeding the BROADCAST (BATCH)."""
+    at = stmt.database.span if stmt.database is not None else stmt.span
+    table = stmt.database.arg.value if stmt.database is not None and stmt.database.arg else "schema.table"
+    planner.add(error("E0311", at, feature="BROADCAST ... FROM DATABASE", mode=planner.settings.mode,
+                      why="rules are read from a database through a SOURCE for now (no REFRESH yet)",
+                      hint=f"SOURCE {stmt.name.value}_rows FROM DATABASE {stmt.source.value} TABLE '{table}' "
+                           f"SCHEMA (...); BROADCAST {stmt.name.value} FROM {stmt.name.value}_rows KEY ..."))

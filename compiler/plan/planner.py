@@ -145,7 +145,7 @@ class _Planner:
         if isinstance(stmt, ast.Source):
             return []
         if isinstance(stmt, ast.Broadcast):
-            return [stmt.source]
+            return [stmt.source] if stmt.database is None else []
         if isinstance(stmt, ast.Select):
             return self._sql_tables(stmt.sql)
         if isinstance(stmt, ast.Match):
@@ -338,6 +338,9 @@ class _Planner:
                            second=f"{kind} {role} (it takes no path)", hint="use OPTIONS (...)"))
 
     def _broadcast(self, stmt: ast.Broadcast) -> plan.BroadcastState | None:
+        if stmt.database is not None or stmt.refresh is not None:
+            databases.broadcast_from_database(self, stmt)
+            return None
         src = self._lookup(stmt.source, "source or stream", (ast.Source, ast.Select, ast.Enrich,
                                                              ast.Process, ast.Match), "BROADCAST")
         if src is False:

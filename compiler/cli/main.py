@@ -21,7 +21,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dslc.compiler.source import SourceFile
     source = SourceFile.read(args.file)
     if not getattr(args, "spark", False):
-        check_source(source)
+        _say_remarks(check_source(source), source)
         print(f"{args.file}: ok")
         return 0
     # --spark: Spark's analyzer on every statement that checked, even when others did not, so
@@ -38,8 +38,15 @@ def cmd_check(args: argparse.Namespace) -> int:
               "(Spark's are what the job gets; please report this to dslc)", file=sys.stderr)
     if fast or problems:
         raise CompileError(source, fast + problems)
+    _say_remarks(checked, source)
     print(f"{args.file}: ok")
     return 0
+
+
+def _say_remarks(plan, source) -> None:
+    """The plan's notes (things to know that are not errors), on stderr."""
+    for remark in plan.remarks:
+        print(remark.render(source), file=sys.stderr)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from dslc.compiler.codegen import configs
+from dslc.compiler.codegen.databases import DatabaseSteps
 from dslc.compiler.codegen.emitter import Emitter, StringCall, construct, ident, lit, lit_dict, wrapped
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
@@ -86,7 +87,7 @@ _JOB_NAMES = frozenset({
 })
 
 
-class _Lowering:
+class _Lowering(DatabaseSteps):
     """Visits the physical steps in order and writes the job."""
 
     def __init__(self, phys: physical.Physical, target: Target):
@@ -163,6 +164,8 @@ class _Lowering:
             if self.streaming:
                 o.line("queries = []")
             for step in self.phys.steps:
+                if isinstance(step, physical.Read) and self._read_by_its_state(step.node):
+                    continue
                 o.line()
                 self.visit(step)
             for index, sink in enumerate(self.plan.sinks):
@@ -207,6 +210,8 @@ class _Lowering:
             used.add("streaming")
             if self._pinned_states():
                 used.add("pinned")
+            if any(isinstance(s, physical.State) and self._read_once(s.node.source) for s in steps):
+                used.add("refreshed_state")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
         if not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE" for s in steps):
@@ -237,7 +242,7 @@ class _Lowering:
         if node.database is not None:
             self._read_database(node)
             return
-        reader = "readStream" if self.streaming else "read"
+        reader = "readStream" if self.streaming and not node.read_once else "read"
         if node.connector == "PYTHON":
             o.line(f"python_source.register(spark{', streaming=True' if self.streaming else ''})")
         calls: list[str | StringCall] = [f".format({lit(_READ_FORMATS[node.connector])})"]
@@ -264,21 +269,13 @@ class _Lowering:
         o.chain(f"{self.v(node.name)} = spark.{reader}", calls)
         self._view(self.v(node.name), node.name)
 
-    def _read_database(self, node: plan.Source) -> None:
-        """SOURCE ... FROM DATABASE: Spark's JDBC reader, in ranges with PARTITION BY."""
-        table = node.database
-        assert table is not None
-        args = ["spark", lit(table.url), "secrets", f"name={lit(table.database)}"]
-        args.append(f"table={lit(table.table)}" if table.table else f"query={lit(table.query)}")
-        if table.partition_column:
-            args += [f"partition_column={lit(table.partition_column)}", f"partitions={table.partitions}"]
-        args.append(f"columns={lit(tuple((f.name, f.type) for f in node.schema))}")
-        self.out.call(f"{self.v(node.name)} = jdbc.read", args)
-        self._view(self.v(node.name), node.name)
-
     def visit_State(self, step: physical.State, session: str) -> None:
         node = step.node
         o = self.out
+        upstream = self.plan.node(node.source)
+        if self.streaming and isinstance(upstream, plan.Source) and upstream.read_once:
+            self._refreshed_state(node, upstream)
+            return
         how = f"KEY {node.key}" + (f" OP {node.op}" if node.op else "") if node.using is None else f"USING PYTHON {node.using!r}"
         self.comment([node.line], f"BROADCAST {node.name} FROM {node.source} {how}")
         source = self.v(node.source)

@@ -134,6 +134,7 @@ class Broadcast:
     span: Span
     database: Connector | None = None
     refresh: Num | None = None
+    schema: Opt | None = None      # FROM DATABASE ... SCHEMA (...): else read from the database
 
 
 @dataclass(frozen=True, slots=True)

@@ -315,10 +315,17 @@ class _ToAst(Transformer):
     def apply_python(self, span, ref):
         return {"key": None, "op": None, "using": ref}
 
-    def broadcast(self, span, name, source, how, refresh=None):
+    def broadcast(self, span, name, source, *rest):
+        parts = list(rest)
+        schema = parts.pop(0) if isinstance(parts[0], ast.Opt) else None
+        how = parts.pop(0)
+        refresh = parts.pop(0) if parts else None
         if isinstance(source, ast.Connector):     # FROM DATABASE db TABLE 't' | QUERY '...'
-            return ast.Broadcast(name, source.database, span=span, database=source, refresh=refresh, **how)
+            return ast.Broadcast(name, source.database, span=span, database=source, refresh=refresh,
+                                 schema=schema, **how)
         return ast.Broadcast(name, source, span=span, refresh=refresh, **how)
+
+    def broadcast_schema(self, span, *columns): return ast.Opt("schema", columns, span)
 
     def broadcast_refresh(self, span, every):
         return self._num(every)

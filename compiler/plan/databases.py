@@ -174,12 +174,6 @@ def source_table(planner: Planner, stmt: ast.Source, schema: plan.Schema) -> Dat
             return False
         return None
     ok = True
-    if planner.settings.mode == "STREAMING":
-        planner.add(error("E0311", connector.span, feature="SOURCE ... FROM DATABASE", mode="STREAMING",
-                          why="a table has no offsets to read from: it would be read once, not followed",
-                          hint="read it in MODE BATCH, or keep it as rules: BROADCAST ... FROM DATABASE ... "
-                               "REFRESH EVERY d"))
-        ok = False
     database = lookup(connector.database, planner.databases, planner.problems)
     column, partitions = None, 1
     if split is not None:
@@ -206,6 +200,35 @@ def source_table(planner: Planner, stmt: ast.Source, schema: plan.Schema) -> Dat
     return DatabaseTable(database.name, database.url, table=None if is_query else text,
                          query=text if is_query else None, partition_column=column,
                          partitions=partitions or 1)
+
+
+def live_schema(planner: Planner, connector: ast.Connector, what: str) -> plan.Schema | None:
+    """The columns of a database table or query that has no SCHEMA clause, read from the database
+    now (compile time: every statement after it is checked against them); None when it cannot
+    tell them (reported, with SCHEMA (...) as the way out)."""
+    from dslc.compiler.plan import live_database
+
+    database = lookup(connector.database, planner.databases, planner.problems) if connector.database else None
+    if database is None or connector.arg is None:
+        return None
+    is_query = connector.relation is not None and connector.relation.value == "QUERY"
+    relation = {"query": connector.arg.value} if is_query else {"table": connector.arg.value}
+    hint = "write its columns: SCHEMA (col TYPE, ...), or make the database reachable (secrets from the " \
+           "environment or --secrets FILE)"
+    try:
+        found = live_database.columns(database.name, database.url, **relation)
+    except live_database.Unavailable as exc:
+        planner.add(error("E0337", connector.span, what=what, database=database.name, why=str(exc), hint=hint))
+        return None
+    unmapped = [c for c in found if c.spark_type is None]
+    for column in unmapped:
+        planner.add(error("E0337", connector.span, what=what, database=database.name,
+                          why=f"its column {column.name} is {column.pg_type}, which has no Spark type",
+                          hint=f"read it through a QUERY that casts it: SELECT ..., {column.name}::text AS "
+                               f"{column.name} FROM ..., or write SCHEMA (...)"))
+    if unmapped:
+        return None
+    return tuple(plan.Column(c.name, c.spark_type or "") for c in found)
 
 
 def _rangeable(type_text: str) -> bool:
@@ -248,14 +271,3 @@ def sink_table(planner: Planner, stmt: ast.Sink, upstream: plan.PlanNode | None,
     if database is None or connector.arg is None:
         return None
     return DatabaseTable(database.name, database.url, table=connector.arg.value, key=columns)
-
-
-def broadcast_from_database(planner: Planner, stmt: ast.Broadcast) -> None:
-    """BROADCAST ... FROM DATABASE [REFRESH EVERY d] is not built yet (#43): said with the way that
-    works today, a database SOURCE with its SCHEMA feeding the BROADCAST (BATCH)."""
-    at = stmt.database.span if stmt.database is not None else stmt.span
-    table = stmt.database.arg.value if stmt.database is not None and stmt.database.arg else "schema.table"
-    planner.add(error("E0311", at, feature="BROADCAST ... FROM DATABASE", mode=planner.settings.mode,
-                      why="rules are read from a database through a SOURCE for now (no REFRESH yet)",
-                      hint=f"SOURCE {stmt.name.value}_rows FROM DATABASE {stmt.source.value} TABLE '{table}' "
-                           f"SCHEMA (...); BROADCAST {stmt.name.value} FROM {stmt.name.value}_rows KEY ..."))

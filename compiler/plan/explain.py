@@ -22,12 +22,16 @@ def _headers(call) -> str:
 def _describe(node: plan.PlanNode) -> str:  # noqa: C901 - to be split (#42)
     if isinstance(node, plan.Source):
         text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
+        if node.database is not None:
+            relation = f"TABLE {node.database.table!r}" if node.database.table else f"QUERY {node.database.query!r}"
+            text = f"Source[DATABASE {node.database.database} {relation}]"
         if node.watermark:
             text += f" watermark {node.watermark.column} - {node.watermark.delay_s:g}s"
         return text
     if isinstance(node, plan.BroadcastState):
         how = f"key={node.key} op={node.op}" if node.using is None else f"using={node.using!r}"
-        return f"BroadcastState[{node.source}] {how}"
+        every = f" refresh every {node.refresh_s:g}s" if node.refresh_s else ""
+        return f"BroadcastState[{node.source}] {how}{every}"
     if isinstance(node, plan.Query):
         kind = "Aggregate" if node.aggregates else "Query"
         return f"{kind}[{', '.join(node.reads)}] " + " ".join(node.sql.split())

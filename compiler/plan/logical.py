@@ -70,6 +70,7 @@ class Source(Node):
     options: tuple[tuple[str, str], ...]
     watermark: Watermark | None = None
     database: DatabaseTable | None = None     # FROM DATABASE db TABLE | QUERY
+    read_once: bool = False   # a table: STREAMING reads it when the job starts (dslc test's stand-in too)
 
     def __post_init__(self) -> None:
         _check_unique(self.schema, self.name)
@@ -87,6 +88,7 @@ class BroadcastState:
     schema: Schema            # the columns of one state entry
     line: int
     span: Span
+    refresh_s: float | None = None   # REFRESH EVERY d: a database source re-read every d (STREAMING)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -229,6 +231,8 @@ class Plan:
     databases: tuple[tuple[str, str], ...] = ()
     # (rule name, what it did), in the order the optimiser's rules ran; empty before optimize()
     notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # what `dslc check` says that is not an error (diagnostics of severity "note")
+    remarks: tuple = field(default=(), compare=False)
     # indexes built once, so that lookups do not make compile time quadratic
     _by_name: dict = field(init=False, repr=False, compare=False, hash=False)
     _readers: dict = field(init=False, repr=False, compare=False, hash=False)

@@ -7,6 +7,7 @@ so that one mistake is reported once, not again at every statement downstream.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.machinery
 import re
 import sys
@@ -15,7 +16,15 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import answer_store, databases, options, streaming, values
+from dslc.compiler.plan import (
+    answer_store,
+    database_rules,
+    database_streaming,
+    databases,
+    options,
+    streaming,
+    values,
+)
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
@@ -129,7 +138,8 @@ class _Planner:
                            databases=tuple((d.name, d.url) for d in self.databases.values()))
         sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
         self.problems.extend(streaming.check(result, [(sink, stmt.span) for sink, stmt in built], sql_of))
-        return result
+        self.problems.extend(database_streaming.static_only(result, [(sink, stmt.span) for sink, stmt in built]))
+        return dataclasses.replace(result, remarks=tuple(database_streaming.notes(result)))
 
     def _define(self, stmt: Definition) -> None:
         key = stmt.name.value.lower()
@@ -285,21 +295,10 @@ class _Planner:
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
         opts = options.first_of_each(stmt.options, self.problems)
-        schema: plan.Schema = kind.fixed_schema
-        schema_known = True
-        if "schema" in opts:
-            if kind.fixed_schema:
-                self.add(error("E0304", opts["schema"].span, first="SCHEMA",
-                               second=f"{kind_name} source (its columns are fixed: "
-                                      + ", ".join(f.name for f in kind.fixed_schema) + ")"))
-            else:
-                schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
-                if len({f.name.lower() for f in schema}) != len(schema):
-                    return None     # a repeated column: no Source node can hold it
-        elif kind.needs_schema:
-            self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
-                           what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
-            schema_known = False
+        found = self._source_schema(stmt, kind, opts)
+        if found is None:
+            return None     # a repeated column: no Source node can hold it
+        schema, schema_known = found
         pairs = options.key_values(opts["options"], self.problems) if "options" in opts else ()
         for required in kind.required_options:
             if required not in dict(pairs):
@@ -326,7 +325,28 @@ class _Planner:
         schema = _with_corrupt_record(kind_name, schema, pairs)
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
-                           options=pairs, watermark=watermark, database=table)
+                           options=pairs, watermark=watermark, database=table, read_once=table is not None)
+
+    def _source_schema(self, stmt: ast.Source, kind, opts: dict) -> tuple[plan.Schema, bool] | None:
+        """A source's columns and whether they are known: its SCHEMA clause, its connector's
+        fixed columns, or a database's own; None when the SCHEMA repeats a column."""
+        kind_name = stmt.connector.kind.value.upper()
+        if "schema" in opts:
+            if kind.fixed_schema:
+                self.add(error("E0304", opts["schema"].span, first="SCHEMA",
+                               second=f"{kind_name} source (its columns are fixed: "
+                                      + ", ".join(f.name for f in kind.fixed_schema) + ")"))
+                return kind.fixed_schema, True
+            schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
+            return (schema, True) if len({f.name.lower() for f in schema}) == len(schema) else None
+        if stmt.connector.database is not None:      # read from the database itself
+            live = databases.live_schema(self, stmt.connector, f"SOURCE {stmt.name.value}")
+            return live or (), live is not None
+        if kind.needs_schema:
+            self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
+                           what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
+            return kind.fixed_schema, False
+        return kind.fixed_schema, True
 
     def _connector_arg(self, connector: ast.Connector, takes_arg: bool, role: str) -> None:
         kind = connector.kind.value.upper()
@@ -338,9 +358,8 @@ class _Planner:
                            second=f"{kind} {role} (it takes no path)", hint="use OPTIONS (...)"))
 
     def _broadcast(self, stmt: ast.Broadcast) -> plan.BroadcastState | None:
-        if stmt.database is not None or stmt.refresh is not None:
-            databases.broadcast_from_database(self, stmt)
-            return None
+        if stmt.database is not None:
+            return database_rules.broadcast(self, stmt)
         src = self._lookup(stmt.source, "source or stream", (ast.Source, ast.Select, ast.Enrich,
                                                              ast.Process, ast.Match), "BROADCAST")
         if src is False:
@@ -356,10 +375,11 @@ class _Planner:
                                    hint=_column_hint(column.value, [f.name for f in src.schema], src.name)))
             op = stmt.op.value.lower() if stmt.op else None
             schema = tuple(f for f in src.schema if f.name.lower() != op)
+        refresh = database_rules.refresh_of_source(self, stmt, src)
         return plan.BroadcastState(name=stmt.name.value, source=src.name if src else stmt.source.value,
                                    key=stmt.key.value if stmt.key else None, op=stmt.op.value if stmt.op else None,
                                    using=stmt.using.value if stmt.using else None, schema=schema,
-                                   line=self.line(stmt.span), span=stmt.span)
+                                   line=self.line(stmt.span), span=stmt.span, refresh_s=refresh or None)
 
     def _schemas(self) -> Mapping[str, plan.Schema | None]:
         """Schemas of the relations a query may read, looked up on demand (None: not built yet,

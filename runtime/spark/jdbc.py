@@ -35,10 +35,23 @@ def reach(databases: dict[str, str], secrets: S.Secrets) -> None:
 
 def read(spark: SparkSession, url: str, secrets: S.Secrets, *, name: str, table: str | None = None,
          query: str | None = None, partition_column: str | None = None, partitions: int = 1,
-         columns: tuple[tuple[str, str], ...] = ()) -> DataFrame:
+         columns: tuple[tuple[str, str], ...] = (), held: bool = False) -> DataFrame:
     """A database table or query as a DataFrame (in `partitions` ranges of `partition_column`),
     its SCHEMA's `columns` (name, Spark type) taken by name (as the database spells them, case
-    aside) and cast to the declared types."""
+    aside) and cast to the declared types. `held` (STREAMING): read now and kept in Spark's
+    memory (spilling to disk) for the run, so the micro-batches that join it do not read the
+    table again each (a static side is otherwise evaluated per micro-batch)."""
+    df = _read(spark, url, secrets, name=name, table=table, query=query, partition_column=partition_column,
+               partitions=partitions, columns=columns)
+    if held:
+        df = df.persist()
+        df.count()
+    return df
+
+
+def _read(spark: SparkSession, url: str, secrets: S.Secrets, *, name: str, table: str | None,
+          query: str | None, partition_column: str | None, partitions: int,
+          columns: tuple[tuple[str, str], ...]) -> DataFrame:
     filled = secrets.fill(url)
     reader = spark.read.format("jdbc").options(**jdbc(filled).options())
     relation = tables.safe_table(table) if table else f"({query}) AS dslc_source"

@@ -1,0 +1,72 @@
+"""The steps of a job that read databases: SOURCE ... FROM DATABASE (Spark's JDBC reader; in
+STREAMING read once when the job starts and held for the run) and, in STREAMING, a BROADCAST of
+a table, read by the driver when the job starts and at each REFRESH (runtime/spark/refreshed_state.py).
+A `dslc test` case stands a PARQUET file in for the table, read the same way."""
+from __future__ import annotations
+
+from dslc.compiler.codegen.emitter import lit
+from dslc.compiler.plan import logical as plan
+
+
+class DatabaseSteps:
+    """Mixed into the lowering (compiler/codegen/lower.py): `out`, `plan`, `streaming`, `v`,
+    `comment` and `_view` are its."""
+
+    def _read_once(self, name: str) -> bool:
+        node = self.plan.node(name)
+        return isinstance(node, plan.Source) and node.read_once
+
+    def _read_database(self, node: plan.Source) -> None:
+        """SOURCE ... FROM DATABASE: Spark's JDBC reader, in ranges with PARTITION BY; in
+        STREAMING read once when the job starts and held (a table has no offsets to follow)."""
+        args = self._database_read_args(node)
+        if self.streaming:
+            self.out.comment("STREAMING reads a table once, when the job starts, and holds its rows for the run")
+            args.append("held=True")
+        self.out.call(f"{self.v(node.name)} = jdbc.read", args)
+        self._view(self.v(node.name), node.name)
+
+    @staticmethod
+    def _database_read_args(node: plan.Source) -> list[str]:
+        table = node.database
+        assert table is not None
+        args = ["spark", lit(table.url), "secrets", f"name={lit(table.database)}"]
+        args.append(f"table={lit(table.table)}" if table.table else f"query={lit(table.query)}")
+        if table.partition_column:
+            args += [f"partition_column={lit(table.partition_column)}", f"partitions={table.partitions}"]
+        args.append(f"columns={lit(tuple((f.name, f.type) for f in node.schema))}")
+        return args
+
+    def _read_by_its_state(self, node: plan.Source) -> bool:
+        """STREAMING: a table that only BROADCASTs read is read by each of them itself, when the
+        job starts and at each REFRESH (no step of its own)."""
+        readers = self.plan.consumers(node.name)
+        return self.streaming and node.read_once and bool(readers) and \
+            all(isinstance(r, plan.BroadcastState) for r in readers)
+
+    def _refreshed_state(self, node: plan.BroadcastState, source: plan.Source) -> None:
+        """STREAMING BROADCAST of a table: read when the job starts and, with REFRESH EVERY d under
+        a continuous trigger, every d, the difference applied between micro-batches."""
+        o = self.out
+        table = source.database
+        if table is not None:
+            relation = f"TABLE {table.table!r}" if table.table else "QUERY '...'"
+            where = f"DATABASE {table.database} {relation}"
+        else:
+            where = f"{source.connector} {source.path!r} (a stand-in for the table)"
+        every = f" REFRESH EVERY {node.refresh_s:g}s" if node.refresh_s else ""
+        self.comment([node.line], f"BROADCAST {node.name} FROM {where} KEY {node.key}{every}")
+        o.comment("read now, before any data micro-batch" + (
+            f", then again every {node.refresh_s:g} s (a continuous trigger): new and changed rows upserted, "
+            "missing keys deleted" if node.refresh_s else ""))
+        o.line(f"{self.v(node.name)} = refreshed_state.RefreshedState(")
+        with o.indent():
+            o.line(f"spark, {lit(node.name)}, CHECKPOINT, key={lit(node.key)}, refresh_s={lit(node.refresh_s)},")
+            if table is not None:
+                o.call("read=lambda: jdbc.read", self._database_read_args(source), tail=",")
+            else:
+                ddl = ", ".join(f"`{f.name}` {f.type}" for f in source.schema)
+                o.line(f"read=lambda: spark.read.format({lit(source.connector.lower())}).schema({lit(ddl)})"
+                       f".load(resolve(FOLDER, {lit(source.path)})),")
+        o.line(")")
+        o.line(f"{self.v(node.name)}.start(TRIGGER, queries)  # reads again while the job's queries run")

@@ -137,3 +137,35 @@ def test_a_missing_secret_stops_the_run_naming_it(crm, run_flow, tmp_path, capsy
     monkeypatch.delenv("CRM_PASSWORD")
     err = _fails_before_spark(run_flow, tmp_path, crm.flow_url, capsys)
     assert "CRM_PASSWORD" in err and "not set" in err
+
+
+JOINED = """
+PIPELINE joined MODE STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW;
+DATABASE crm AT '{url}';
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING) OPTIONS (maxFilesPerTrigger = 1);
+SOURCE customers FROM DATABASE crm TABLE 'held_customers';
+STREAM joined = SELECT o.order_id, c.tier FROM orders o JOIN customers c ON o.customer_id = c.customer_id;
+SINK joined TO PARQUET 'out';
+"""
+
+
+def test_streaming_reads_a_database_source_once_per_run(spark, crm, run_flow, tmp_path):
+    """docs/databases.md: in STREAMING a table is read when the job starts and held for the run;
+    three micro-batches (one file each) join it without reading it again. No SCHEMA: the columns
+    come from the table at compile time."""
+    crm.execute("DROP TABLE IF EXISTS held_customers")
+    crm.execute("CREATE TABLE held_customers (customer_id TEXT PRIMARY KEY, tier TEXT)")
+    crm.execute("INSERT INTO held_customers VALUES ('c1', 'gold'), ('c2', 'silver')")
+    (tmp_path / "in").mkdir()
+    for n in range(3):
+        (tmp_path / f"in/{n}.json").write_text(json.dumps({"order_id": f"o{n}", "customer_id": f"c{n % 2 + 1}"}) + "\n")
+    flow = tmp_path / "pipeline.flow"
+    flow.write_text(JOINED.format(url=crm.flow_url))
+    crm.mark()
+    run_flow(flow)
+    rows = sorted((r["order_id"], r["tier"]) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert rows == [("o0", "gold"), ("o1", "silver"), ("o2", "gold")]
+    assert len(list((tmp_path / "chk/sink0/commits").glob("[0-9]*"))) == 3     # three micro-batches
+    reads = [s for s in crm.statements() if "held_customers" in s and s.lstrip().upper().startswith("SELECT")
+             and "WHERE 1=0" not in s]       # Spark asks for the columns first
+    assert len(reads) == 1, reads

@@ -1,7 +1,8 @@
-"""The steps of a job that read databases: SOURCE ... FROM DATABASE (Spark's JDBC reader; in
-STREAMING read once when the job starts and held for the run) and, in STREAMING, a BROADCAST of
-a table, read by the driver when the job starts and at each REFRESH (runtime/spark/refreshed_state.py).
-A `dslc test` case stands a PARQUET file in for the table, read the same way."""
+"""The steps of a job that read tables: SOURCE ... FROM DATABASE (Spark's JDBC reader; in
+STREAMING read once when the job starts and held for the run), in STREAMING a BROADCAST of a
+table, read by the driver when the job starts and at each REFRESH (runtime/spark/refreshed_state.py),
+and SOURCE ... FROM TABLE (Spark's catalog, runtime/spark/tables.py). A `dslc test` case stands a
+PARQUET file in for a database table, read the same way."""
 from __future__ import annotations
 
 from dslc.compiler.codegen.emitter import lit
@@ -15,6 +16,17 @@ class DatabaseSteps:
     def _read_once(self, name: str) -> bool:
         node = self.plan.node(name)
         return isinstance(node, plan.Source) and node.read_once
+
+    def _read_table(self, node: plan.Source) -> None:
+        """SOURCE ... FROM TABLE: the catalog's table (a stream of its new files in STREAMING)."""
+        args = ["spark", lit(node.path), "FOLDER", f"columns={lit(tuple((f.name, f.type) for f in node.schema))}"]
+        if self.streaming:
+            args.append("streaming=True")
+        self.out.call(f"{self.v(node.name)} = tables.read", args)
+        if node.watermark and self.streaming:
+            self.out.line(f"{self.v(node.name)} = {self.v(node.name)}.withWatermark("
+                          f"{lit(node.watermark.column)}, {lit(f'{node.watermark.delay_s:g} seconds')})")
+        self._view(self.v(node.name), node.name)
 
     def _read_database(self, node: plan.Source) -> None:
         """SOURCE ... FROM DATABASE: Spark's JDBC reader, in ranges with PARTITION BY; in

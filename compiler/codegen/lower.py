@@ -193,7 +193,7 @@ class _Lowering(DatabaseSteps):
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
         writes_batches = [] if self.streaming else [k for k in self.plan.sinks
-                                                if k.connector not in _WRITE_FORMATS and k.database is None]
+                                                if k.connector not in (*_WRITE_FORMATS, "TABLE") and k.database is None]
         used = {"failure", "sinks"} if writes_batches and self.target.writes else {"failure"}
         if not self.target.writes:
             used.add("capture")
@@ -203,6 +203,8 @@ class _Lowering(DatabaseSteps):
             used.add("driver_values")
         if self.plan.databases:
             used.add("jdbc")
+        if any(getattr(n, "connector", None) == "TABLE" for n in (*self.plan.nodes, *self.plan.sinks)):
+            used.add("tables")
         if any(isinstance(s, physical.MatchJoin) for s in steps) or \
                 (not self.streaming and any(isinstance(s, physical.State) for s in steps)):
             used.add("state")
@@ -241,6 +243,9 @@ class _Lowering(DatabaseSteps):
             return
         if node.database is not None:
             self._read_database(node)
+            return
+        if node.connector == "TABLE":
+            self._read_table(node)
             return
         reader = "readStream" if self.streaming and not node.read_once else "read"
         if node.connector == "PYTHON":
@@ -485,6 +490,9 @@ class _Lowering(DatabaseSteps):
         if sink.database is not None:
             self.out.call("jdbc.write_batch", [self.v(sink.input), *self._database_sink(0, sink)])
             return
+        if sink.connector == "TABLE":
+            self.out.call("tables.write", [self.v(sink.input), lit(sink.path), "FOLDER", f"mode={lit(sink.mode)}"])
+            return
         if sink.connector not in _WRITE_FORMATS:
             self.out.call("sinks.write_batch", [self.v(sink.input), *self._sink_kwargs(sink)])
             return
@@ -508,6 +516,10 @@ class _Lowering(DatabaseSteps):
         if sink.database is not None:
             o.call("queries.append(jdbc.write_stream", [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER",
                                                          *self._database_sink(index, sink)], tail=")")
+            return
+        if sink.connector == "TABLE":
+            o.call("queries.append(tables.write_stream", [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT",
+                                                           "TRIGGER", f"table={lit(sink.path)}", "folder=FOLDER"], tail=")")
             return
         o.call("queries.append(streaming.write_stream",
                [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER", *self._sink_kwargs(sink)], tail=")")

@@ -28,6 +28,7 @@ SOURCES: dict[str, SourceKind] = {
         Column("timestampType", "INT")), ("kafka.bootstrap.servers",)),
     "PYTHON": SourceKind(True, True),
     "DATABASE": SourceKind(True, True),     # DATABASE db TABLE 't' | QUERY '...' (compiler/plan/databases.py)
+    "TABLE": SourceKind(True, False),       # a table of Spark's catalog (compiler/plan/catalog_tables.py)
 }
 
 
@@ -49,6 +50,7 @@ SINKS: dict[str, SinkKind] = {
     "KAFKA": SinkKind(False, False, True, ("kafka.bootstrap.servers", "topic")),
     "PYTHON": SinkKind(True, False, True),
     "DATABASE": SinkKind(True, False, True),
+    "TABLE": SinkKind(True, False, True),
 }
 
 SINK_MODES = ("APPEND", "OVERWRITE", "COMPLETE", "UPSERT")

@@ -46,13 +46,13 @@ def broadcast(planner: Planner, stmt: ast.Broadcast) -> plan.BroadcastState | No
     refresh = _interval(planner, stmt)
     database = databases.lookup(connector.database, planner.databases, planner.problems) \
         if connector.database is not None else None
-    if schema is None or database is None or connector.arg is None or not ok or refresh is False:
-        return None
-    assert stmt.key is not None
-    key = next((f.name for f in schema if f.name.lower() == stmt.key.value.lower()), None)
-    if key is None:
-        planner.add(error("E0204", stmt.key.span, column=stmt.key.value, where=f"the rows of {what}",
-                          hint=did_you_mean(stmt.key.value, [f.name for f in schema])))
+    key = None
+    if schema is not None and stmt.key is not None:
+        key = next((f.name for f in schema if f.name.lower() == stmt.key.value.lower()), None)
+        if key is None:
+            planner.add(error("E0204", stmt.key.span, column=stmt.key.value, where=f"the rows of {what}",
+                              hint=did_you_mean(stmt.key.value, [f.name for f in schema])))
+    if schema is None or key is None or database is None or connector.arg is None or not ok or refresh is False:
         return None
     is_query = connector.relation is not None and connector.relation.value == "QUERY"
     text = connector.arg.value

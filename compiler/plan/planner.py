@@ -18,6 +18,7 @@ from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, er
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import (
     answer_store,
+    catalog_tables,
     database_rules,
     database_streaming,
     databases,
@@ -331,6 +332,11 @@ class _Planner:
         """A source's columns and whether they are known: its SCHEMA clause, its connector's
         fixed columns, or a database's own; None when the SCHEMA repeats a column."""
         kind_name = stmt.connector.kind.value.upper()
+        if kind_name == "TABLE" and not catalog_tables.check_name(self, stmt.connector):
+            return (), False
+        if kind_name == "TABLE" and "schema" not in opts:     # the local catalog's own columns
+            found = catalog_tables.source_schema(self, stmt)
+            return found or (), found is not None
         if "schema" in opts:
             if kind.fixed_schema:
                 self.add(error("E0304", opts["schema"].span, first="SCHEMA",
@@ -674,6 +680,8 @@ class _Planner:
                 self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SINK",
                                what=f"OPTIONS ({required} = ...)"))
         table = databases.sink_table(self, stmt, upstream, mode, key_opt)
+        if kind_name == "TABLE":
+            catalog_tables.sink_checks(self, stmt, mode)
         if len(self.problems) != before:
             return None
         return plan.Sink(input=self.defs[stmt.input.value.lower()].name.value, connector=kind_name,

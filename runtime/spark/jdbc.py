@@ -14,7 +14,6 @@ option, which Spark redacts wherever it shows options.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -134,13 +133,15 @@ def write_batch(df: DataFrame, url: str, secrets: S.Secrets, **sink) -> None:
 def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None, url: str,
                  secrets: S.Secrets, **sink):
     """SINK ... TO DATABASE in STREAMING: each micro-batch committed exactly once. The sink is
-    known to the database by its query's id (kept in the checkpoint, so a restart keeps it and a
-    new checkpoint starts afresh)."""
+    known to the database by its query's name and checkpoint location (`sink0 /path/chk`), and
+    each micro-batch by the batch id foreachBatch gives, so nothing is read from the checkpoint
+    (under Spark Connect it is the server's) and a restart on the same checkpoint is recognised.
+    As with Spark's file sink and its _spark_metadata log, a checkpoint deleted and begun again
+    at the same place finds its first batch ids done: delete its rows of dslc_batches too."""
     target = DatabaseSink(url, secrets, **sink)
-    folder = Path(checkpoint) / name
+    identity = f"{name} {Path(checkpoint).resolve() / name}"
 
     def each(batch: DataFrame, batch_id: int) -> None:
-        identity = json.loads((folder / "metadata").read_text())["id"]
         target.write_batch(batch, identity, batch_id)
 
     return for_each_batch(df, each, name, checkpoint, trigger)

@@ -180,6 +180,7 @@ def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | N
             print(f"dslc: error: --secrets: no file {file}", file=sys.stderr)
             return None
         env[secrets.FILE_ENV] = str(Path(file).resolve())
+        os.environ[secrets.FILE_ENV] = env[secrets.FILE_ENV]   # compiling may read a database's columns
     if optional:
         env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
         return env
@@ -324,7 +325,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     """dslc lsp: the language server for editors, over stdin/stdout."""
     from dslc.compiler.lsp.server import main as serve
-    return serve(spark=getattr(args, "spark", False))
+    return serve(spark=getattr(args, "spark", False), db=getattr(args, "db", False))
 
 
 EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp,

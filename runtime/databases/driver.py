@@ -29,10 +29,23 @@ def run(url: str, work: Callable[[Any], Awaitable[Any]], *, name: str = "", secr
             await connection.close()
 
     try:
-        return asyncio.run(main())
+        return _run(main())
     except (OSError, asyncio.TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         what = f"DATABASE {name} ({shown(url)})" if name else shown(url)
         raise DatabaseProblem(scrub(f"{what}: {_reason(exc)}", secrets)) from None
+
+
+def _run(work: Awaitable[Any]) -> Any:
+    """`asyncio.run(work)`, on a thread of its own when this thread already runs an event loop
+    (an editor's server, a notebook)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="dslc-database") as pool:
+        return pool.submit(asyncio.run, work).result()
 
 
 def _reason(exc: BaseException) -> str:

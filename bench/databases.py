@@ -1,28 +1,35 @@
-"""ENRICH WITH SQL against a 1,000,000-row customers table in a private PostgreSQL (issue #43):
+"""16. Databases (issue #43), against a private PostgreSQL (dslc.testing.postgres) holding a
+1,000,000-row customers table, on the bench's SparkSession (local[2], PostgreSQL's JDBC jar):
 
-  (a) BATCH 200: one `customer_id = ANY($1)` query per 200 distinct keys,
-  (b) one query per row (Flink's JDBC lookup), goal (a) >= 5x (b) in rows per second,
-  (c) what Spark users do today: a JDBC read of the whole table and a join; the crossover is the
-      number of enriched rows below which (a) finishes first (its time grows with rows, (c)'s is
-      mostly the table's read),
-  (d) the upsert sink in STREAMING (staged, one transaction per micro-batch with its id) against
-      Spark's plain JDBC append of the same rows, goal >= 0.5x.
+  (a) ENRICH ... WITH SQL ... BATCH 200: one `customer_id = ANY($1)` query per 200 distinct keys,
+  (b) the same lookup one query per row (Flink's JDBC lookup), goal (a) >= 5x (b) in rows per second,
+      reported for the whole job and for the operator alone (rows per second of the operator's
+      task time: what the lookup costs without Spark's fixed start-up and I/O),
+  (c) what Spark users do today: a JDBC read of the whole table and a broadcast join; (a) and (c)
+      are run at two sizes, and the crossover is where their lines (fixed cost + cost per row) meet,
+  (d) the upsert sink in STREAMING (staged, one transaction per micro-batch with its batch id)
+      against Spark's plain JDBC append in the same kind of job: a streaming query over the same
+      Parquet files whose foreachBatch appends each micro-batch with Spark's JDBC writer; goal
+      >= 0.5x in rows per second.
 
-All are real `.flow` files compiled by dslc and run in this process on one SparkSession; the
-ratios are of measurements taken in this one run.
+All dslc runs are real `.flow` files compiled by dslc; every ratio is of measurements of this run.
 
-    .venv/bin/python -m bench.databases [--customers N] [--orders N]
+    python -m bench --only databases          # as part of RESULTS.md
+    python -m bench.databases [--customers N] [--orders N]    # alone, prints the section
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from .common import PARTITIONS, run_flow, write_input
+from .common import PARTITIONS, Context, run_flow, write_input
+from .report import Section, Table, Target, ratio
 
 FLOW = """
 PIPELINE lookups MODE BATCH;
@@ -32,31 +39,22 @@ SOURCE orders FROM PARQUET 'orders/' SCHEMA (order_id STRING, customer_id STRING
 """
 LOOKUP = """STREAM enriched = ENRICH orders
   WITH SQL crm 'SELECT tier, risk FROM customers WHERE customer_id = {{customer_id}}'
-  RETURNS (tier STRING, risk DOUBLE) ASYNC UNORDERED CAPACITY {capacity} TIMEOUT 30s {batch};
+  RETURNS (tier STRING, risk DOUBLE) ASYNC UNORDERED CAPACITY {capacity} TIMEOUT 60s {batch};
 SINK enriched TO PARQUET 'out' MODE OVERWRITE;"""
 JOINED = """SOURCE customers FROM DATABASE crm TABLE 'customers' PARTITION BY n ({parts})
   SCHEMA (n BIGINT, customer_id STRING, tier STRING, risk DOUBLE);
 STREAM enriched = SELECT /*+ BROADCAST(customers) */ o.*, c.tier, c.risk
   FROM orders o LEFT JOIN customers c ON o.customer_id = c.customer_id;
 SINK enriched TO PARQUET 'out' MODE OVERWRITE;"""
-SINKS = """
+SINK = """
 PIPELINE sinks MODE STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW;
 DATABASE crm AT 'postgresql://app:${{CRM_PASSWORD}}@127.0.0.1:{port}/app';
-SOURCE orders FROM PARQUET 'orders/' SCHEMA (order_id STRING, customer_id STRING, amount DOUBLE);
+SOURCE orders FROM PARQUET 'orders/' SCHEMA (order_id STRING, customer_id STRING, amount DOUBLE)
+  OPTIONS (maxFilesPerTrigger = {files});
 SINK orders TO DATABASE crm TABLE '{table}' {how};
 """
-
-
-def _session():
-    from pyspark.sql import SparkSession
-
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    return (SparkSession.builder.master(f"local[{PARTITIONS}]").appName("dslc-bench-databases")
-            .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", str(PARTITIONS)).config("spark.log.level", "ERROR")
-            .config("spark.driver.memory", "2g")
-            .config("spark.jars", os.environ.get("DSLC_JDBC_JAR", "/usr/share/java/postgresql.jar"))
-            .getOrCreate())
+CUSTOMERS = 1_000_000
+FILES = 4        # the sinks' input: 4 Parquet files, one micro-batch each
 
 
 def _flow(folder: Path, text: str) -> Path:
@@ -66,67 +64,170 @@ def _flow(folder: Path, text: str) -> Path:
     return flow
 
 
-def main(argv: list[str] | None = None) -> int:
+def _orders(root: Path, names: tuple[str, ...], n: int, customers: int, seed: int = 7) -> None:
+    rng = random.Random(seed)
+    columns = {"order_id": [f"o{i}" for i in range(n)],
+               "customer_id": [f"c{rng.randrange(customers):07d}" for _ in range(n)],
+               "amount": [float(i % 500) for i in range(n)]}
+    for name in names:
+        write_input(root / name / "orders", columns, partitions=FILES if name.startswith("sink") else PARTITIONS)
+
+
+def _lookups(db, root: Path, n: int, customers: int) -> dict[str, dict[str, float]]:
+    """(a), (b), (c) at n orders: whole-job seconds and the operator's task seconds."""
+    tag = f"n{n}"
+    _orders(root / tag, ("batched", "per_row", "joined"), n, customers)
+    bodies = {"batched": LOOKUP.format(capacity=2000, batch="BATCH 200"),
+              "per_row": LOOKUP.format(capacity=100, batch=""),
+              "joined": JOINED.format(parts=PARTITIONS)}
+    found: dict[str, dict[str, float]] = {}
+    for name, body in bodies.items():
+        flow = _flow(root / tag / name, FLOW.format(port=db.port, body=body))
+        db.execute("SELECT pg_stat_statements_reset()", user="postgres")
+        done = run_flow(flow)
+        operator = done.metrics.get("enriched", {})
+        found[name] = {"seconds": done.seconds, "task_seconds": operator.get("task_seconds", 0.0),
+                       "queries": _queries(db)}
+    return found
+
+
+def _queries(db) -> int:
+    """How many statements read the customers table since the last reset (pg_stat_statements)."""
+    rows = db.query("SELECT coalesce(sum(calls), 0)::bigint AS n FROM pg_stat_statements "
+                    "WHERE query LIKE '%FROM customers%' AND query NOT LIKE '%pg_stat_statements%'", user="postgres")
+    return int(rows[0]["n"])
+
+
+def _plain_append_job(spark, db, folder: Path) -> float:
+    """Spark's own JDBC append in a streaming job like dslc's: foreachBatch over the same files."""
+    from dslc.runtime.databases.url import jdbc
+
+    options = jdbc(db.url()).options()
+
+    def append(batch, _batch_id: int) -> None:
+        batch.write.format("jdbc").options(**options).option("dbtable", "sink_plain").mode("append").save()
+
+    started = time.perf_counter()
+    query = (spark.readStream.schema("order_id STRING, customer_id STRING, amount DOUBLE")
+             .option("maxFilesPerTrigger", FILES // 2).parquet(str(folder / "orders"))
+             .writeStream.foreachBatch(append).option("checkpointLocation", str(folder / "chk"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    return time.perf_counter() - started
+
+
+def _sinks(spark, db, root: Path, n: int, customers: int) -> dict[str, float]:
+    """(d): seconds of the STREAMING upsert and exactly-once append sinks, and of the plain append job."""
+    _orders(root, ("sink_upsert", "sink_append", "sink_plain"), n, customers, seed=11)
+    found = {}
+    for name, how in (("upsert", "KEY (order_id) MODE UPSERT"), ("append", "MODE APPEND")):
+        flow = _flow(root / f"sink_{name}", SINK.format(port=db.port, files=FILES // 2, table=f"sink_{name}", how=how))
+        found[name] = run_flow(flow).seconds
+    found["plain"] = _plain_append_job(spark, db, root / "sink_plain")
+    counts = {t: db.query(f"SELECT count(*)::int AS n FROM sink_{t}")[0]["n"] for t in ("upsert", "append", "plain")}
+    if set(counts.values()) != {n}:
+        raise RuntimeError(f"the sinks wrote {counts} rows, not {n} each")
+    return found
+
+
+def _crossover(small: int, large: int, a: dict, c: dict) -> tuple[float, float, float, float, int | None]:
+    """Fixed seconds and seconds per row of (a) and (c) from their two sizes; where they meet."""
+    per_a = (a[large]["seconds"] - a[small]["seconds"]) / (large - small)
+    per_c = (c[large]["seconds"] - c[small]["seconds"]) / (large - small)
+    fixed_a = a[small]["seconds"] - per_a * small
+    fixed_c = c[small]["seconds"] - per_c * small
+    meet = int((fixed_c - fixed_a) / (per_a - per_c)) if per_a > per_c else None
+    return fixed_a, per_a, fixed_c, per_c, meet
+
+
+def run(ctx: Context, customers: int = CUSTOMERS, orders: int | None = None) -> Section:
     from dslc.testing.postgres import LocalPostgres
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--customers", type=int, default=1_000_000)
-    parser.add_argument("--orders", type=int, default=20_000)
-    args = parser.parse_args(argv)
-    _session()
-    rng = random.Random(7)
-    with LocalPostgres() as db, tempfile.TemporaryDirectory(prefix="dslc-bench-db-") as scratch:
+    started = time.perf_counter()
+    large = orders or 200_000
+    small = large // 10
+    root = ctx.folder("databases")
+    with LocalPostgres() as db:
+        # the test cluster logs every statement: a cost per query that would weigh on (b) alone
+        db.execute("ALTER SYSTEM SET log_statement = 'none'", database="postgres", user="postgres")
+        db.execute("SELECT pg_reload_conf()", database="postgres", user="postgres")
         os.environ["CRM_PASSWORD"] = db.password
         db.execute("CREATE TABLE customers (n BIGINT, customer_id TEXT PRIMARY KEY, tier TEXT, risk DOUBLE PRECISION)")
         db.copy_rows("customers", ["n", "customer_id", "tier", "risk"],
-                     [(i, f"c{i:07d}", "gold" if i % 3 else "silver", i % 100 / 100) for i in range(args.customers)])
+                     [(i, f"c{i:07d}", "gold" if i % 3 else "silver", i % 100 / 100) for i in range(customers)])
         db.execute("ANALYZE customers")
-        root = Path(scratch)
-        keys = [f"c{rng.randrange(args.customers):07d}" for _ in range(args.orders)]
-        columns = {"order_id": [f"o{i}" for i in range(args.orders)], "customer_id": keys,
-                   "amount": [float(i % 500) for i in range(args.orders)]}
-        for name in ("batched", "per_row", "joined", "upsert", "append"):
-            write_input(root / name / "orders", columns)
-        seconds = {}
-        bodies = {"batched": LOOKUP.format(capacity=2000, batch="BATCH 200"),
-                  "per_row": LOOKUP.format(capacity=100, batch=""),
-                  "joined": JOINED.format(parts=PARTITIONS)}
-        for name, body in bodies.items():
-            run_flow(_flow(root / name, FLOW.format(port=db.port, body=body)))        # warm: workers, pools
-            seconds[name] = run_flow(_flow(root / name, FLOW.format(port=db.port, body=body))).seconds
-        rate = {name: args.orders / s for name, s in seconds.items()}
-        for name, how in (("upsert", "KEY (order_id) MODE UPSERT"), ("append", "MODE APPEND")):
-            seconds[name] = run_flow(_flow(root / name, SINKS.format(port=db.port, table=f"sink_{name}",
-                                                                         how=how))).seconds
-        append_plain = _plain_append(db, root, args.orders)
-        per_row_batched = seconds["batched"] / args.orders
-        crossover = int(seconds["joined"] / per_row_batched) if per_row_batched else 0
-        print(f"customers {args.customers:,}, orders enriched {args.orders:,}, {PARTITIONS} tasks")
-        for name in ("batched", "per_row", "joined"):
-            print(f"  {name:8s} {seconds[name]:7.2f} s  {rate[name]:10.0f} rows/s")
-        print(f"(a)/(b) BATCH 200 vs one query per row: {rate['batched'] / rate['per_row']:.1f}x (goal >= 5x)")
-        print(f"(a) vs (c) JDBC read + broadcast join: {rate['batched'] / rate['joined']:.2f}x at {args.orders:,} rows; "
-              f"crossover about {crossover:,} rows enriched")
-        print(f"(d) STREAMING upsert sink {seconds['upsert']:.2f} s, exactly-once append {seconds['append']:.2f} s, "
-              f"Spark's plain JDBC append {append_plain:.2f} s: upsert at {append_plain / seconds['upsert']:.2f}x "
-              f"the plain append's rows per second (goal >= 0.5x)")
+        _lookups(db, root / "warm", 2_000, customers)                       # workers, pools, the jar
+        at = {small: _lookups(db, root, small, customers), large: _lookups(db, root, large, customers)}
+        sinks = _sinks(ctx.spark, db, root, large, customers)
+    lookups = at[large]
+    rate = {name: large / figures["seconds"] for name, figures in lookups.items()}
+    own = {name: large / figures["task_seconds"] * PARTITIONS for name, figures in lookups.items()
+           if figures["task_seconds"]}
+    fixed_a, per_a, fixed_c, per_c, meet = _crossover(small, large, {k: v["batched"] for k, v in at.items()},
+                                                      {k: v["joined"] for k, v in at.items()})
+    section = Section(
+        "16. Databases: ENRICH WITH SQL and the upsert sink",
+        f"""\
+A private PostgreSQL (Debian's server, fsync off, statements not logged) holds {customers:,} customers (primary key customer_id);
+{large:,} orders in {PARTITIONS} Parquet files, each of a random customer. (a) `ENRICH ... WITH SQL ... BATCH 200`
+(CAPACITY 2000: 10 queries in flight per task), (b) the same lookup one query per row (CAPACITY 100),
+(c) `SOURCE customers FROM DATABASE ... PARTITION BY n ({PARTITIONS})` and a broadcast LEFT JOIN. Whole job:
+rows / wall seconds of the job (Spark's start of the job, Parquet in and out included); operator: rows per
+second of the ENRICH's own task time (its metrics' task_seconds over {PARTITIONS} tasks). (a) and (c) also ran
+at {small:,} orders: each is fitted as fixed seconds + seconds per row, and the crossover is where the lines
+meet. (d) {large:,} rows in {FILES} files, two per micro-batch, STREAMING AVAILABLE NOW into PostgreSQL: dslc's
+`MODE UPSERT` (KEY order_id: a staged micro-batch moved by one INSERT ... ON CONFLICT with its batch id, one
+transaction) and exactly-once `MODE APPEND`, against a streaming query over the same files whose
+foreachBatch appends with Spark's JDBC writer (no exactly once).""")
+    table = Table(["run", "job seconds", "job rows/s", "operator rows/s", "queries"])
+    names = {"batched": "(a) WITH SQL, BATCH 200", "per_row": "(b) WITH SQL, one query per row",
+             "joined": "(c) JDBC read + broadcast join"}
+    for name, label in names.items():
+        table.add(label, f"{lookups[name]['seconds']:.1f}", f"{rate[name]:,.0f}",
+                  f"{own[name]:,.0f}" if name in own else "-", f"{lookups[name]['queries']:,}")
+    section.tables.append(table)
+    fit = Table(["run", "fixed seconds", "ms per 1,000 rows", f"seconds at {small:,}", f"seconds at {large:,}"])
+    fit.add("(a) BATCH 200", f"{fixed_a:.1f}", f"{per_a * 1e6:.1f}", f"{at[small]['batched']['seconds']:.1f}",
+            f"{at[large]['batched']['seconds']:.1f}")
+    fit.add("(c) JDBC read + join", f"{fixed_c:.1f}", f"{per_c * 1e6:.1f}", f"{at[small]['joined']['seconds']:.1f}",
+            f"{at[large]['joined']['seconds']:.1f}")
+    section.tables.append(fit)
+    sink_table = Table(["STREAMING sink", "seconds", "rows/s", "vs Spark's JDBC append job"])
+    for name, label in (("upsert", "dslc MODE UPSERT (exactly once)"), ("append", "dslc MODE APPEND (exactly once)"),
+                        ("plain", "foreachBatch + Spark's JDBC append")):
+        sink_table.add(label, f"{sinks[name]:.1f}", f"{large / sinks[name]:,.0f}", ratio(sinks["plain"], sinks[name]))
+    section.tables.append(sink_table)
+    whole = rate["batched"] / rate["per_row"]
+    operator = own.get("batched", 0) / own["per_row"] if own.get("per_row") else 0
+    section.targets.append(Target("(a) BATCH 200 >= 5x (b) one query per row, whole job", f"{whole:.1f}x", whole >= 5))
+    section.targets.append(Target("(a) >= 5x (b), the operator's own rate", f"{operator:.1f}x", operator >= 5))
+    section.targets.append(Target("STREAMING upsert sink >= 0.5x Spark's JDBC append (same kind of job)",
+                                  ratio(sinks["plain"], sinks["upsert"]), sinks["plain"] / sinks["upsert"] >= 0.5))
+    section.notes.append(
+        f"Crossover of (a) and (c): about {meet:,} rows enriched" if meet is not None else
+        "(a) costs no more per row than (c): no crossover in this run")
+    section.notes.append(
+        f"(a) sent {lookups['batched']['queries']:,} queries for {large:,} rows, (b) {lookups['per_row']['queries']:,}.")
+    section.seconds = time.perf_counter() - started
+    return section
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .common import spark_session
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--customers", type=int, default=CUSTOMERS)
+    parser.add_argument("--orders", type=int, default=200_000)
+    args = parser.parse_args(argv)
+    root = Path(tempfile.mkdtemp(prefix="dslc-bench-db-"))
+    try:
+        spark = spark_session()
+        section = run(Context(spark=spark, service=None, full=False, root=root), args.customers, args.orders)
+        spark.stop()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(section.markdown())
     return 0
-
-
-def _plain_append(db, root: Path, rows: int) -> float:
-    """Spark's own JDBC append of the same rows, timed as run_flow times a job."""
-    import time
-
-    from pyspark.sql import SparkSession
-
-    from dslc.runtime.databases.url import jdbc
-
-    spark = SparkSession.builder.getOrCreate()
-    df = spark.read.parquet(str(root / "append" / "orders"))
-    options = jdbc(db.url()).options()
-    started = time.perf_counter()
-    df.write.format("jdbc").options(**options).option("dbtable", "sink_plain").mode("append").save()
-    return time.perf_counter() - started
 
 
 if __name__ == "__main__":

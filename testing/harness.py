@@ -224,7 +224,7 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
                     node.store, location=str(root / "store" / "answers.db")))
         nodes.append(node)
     sinks = [dataclasses.replace(s, connector="PARQUET", path=str(root / "sinks" / f"{i}-{s.input}"), options=(),
-                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE")
+                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE", database=None)
              for i, s in enumerate(p.sinks)]
     settings = dataclasses.replace(p.settings, checkpoint=str(root / "checkpoint"),
                                    trigger="available-now" if streaming else p.settings.trigger)

@@ -5,6 +5,8 @@ and SOURCE ... FROM TABLE (Spark's catalog, runtime/spark/tables.py). A `dslc te
 PARQUET file in for a database table, read the same way."""
 from __future__ import annotations
 
+import ast
+
 from dslc.compiler.codegen.emitter import lit
 from dslc.compiler.plan import logical as plan
 
@@ -17,12 +19,33 @@ class DatabaseSteps:
         node = self.plan.node(name)
         return isinstance(node, plan.Source) and node.read_once
 
+    def _columns_call(self, head: str, args: list[str], tail: str = "") -> None:
+        """`head(args)tail` as the emitter writes calls, an argument `columns=((name, type), ...)`
+        too long for a line written one column a line."""
+        o = self.out
+        one = f"{head}({', '.join(args)}){tail}"
+        if len(one) <= o.room():
+            o.line(one)
+            return
+        o.line(f"{head}(")
+        with o.indent():
+            for arg in args:
+                if arg.startswith("columns=") and len(arg) >= o.room():
+                    o.line("columns=(")
+                    with o.indent():
+                        for pair in ast.literal_eval(arg[len("columns="):]):
+                            o.line(f"{lit(pair)},")
+                    o.line("),")
+                else:
+                    o.line(f"{arg},")
+        o.line(f"){tail}")
+
     def _read_table(self, node: plan.Source) -> None:
         """SOURCE ... FROM TABLE: the catalog's table (a stream of its new files in STREAMING)."""
         args = ["spark", lit(node.path), "FOLDER", f"columns={lit(tuple((f.name, f.type) for f in node.schema))}"]
         if self.streaming:
             args.append("streaming=True")
-        self.out.call(f"{self.v(node.name)} = tables.read", args)
+        self._columns_call(f"{self.v(node.name)} = tables.read", args)
         if node.watermark and self.streaming:
             self.out.line(f"{self.v(node.name)} = {self.v(node.name)}.withWatermark("
                           f"{lit(node.watermark.column)}, {lit(f'{node.watermark.delay_s:g} seconds')})")
@@ -35,7 +58,7 @@ class DatabaseSteps:
         if self.streaming:
             self.out.comment("STREAMING reads a table once, when the job starts, and holds its rows for the run")
             args.append("held=True")
-        self.out.call(f"{self.v(node.name)} = jdbc.read", args)
+        self._columns_call(f"{self.v(node.name)} = jdbc.read", args)
         self._view(self.v(node.name), node.name)
 
     @staticmethod
@@ -75,7 +98,7 @@ class DatabaseSteps:
         with o.indent():
             o.line(f"spark, {lit(node.name)}, CHECKPOINT, key={lit(node.key)}, refresh_s={lit(node.refresh_s)},")
             if table is not None:
-                o.call("read=lambda: jdbc.read", self._database_read_args(source), tail=",")
+                self._columns_call("read=lambda: jdbc.read", self._database_read_args(source), tail=",")
             else:
                 ddl = ", ".join(f"`{f.name}` {f.type}" for f in source.schema)
                 o.line(f"read=lambda: spark.read.format({lit(source.connector.lower())}).schema({lit(ddl)})"

@@ -236,7 +236,11 @@ class _Lowering(DatabaseSteps):
     def visit_Read(self, step: physical.Read, session: str) -> None:
         node = step.node
         o = self.out
-        self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
+        where = f"{node.connector}" + (f" {node.path!r}" if node.path else "")
+        if node.database is not None:
+            where = f"DATABASE {node.database.database} " + ("TABLE" if node.database.table else "QUERY") + \
+                f" {node.path!r}"
+        self.comment([node.line], f"SOURCE {node.name} FROM {where}")
         if node.connector == "RATE" and not self.streaming:
             o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
             self._view(self.v(node.name), node.name)

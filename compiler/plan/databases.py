@@ -57,8 +57,9 @@ def define(stmt: ast.Database, source: SourceFile, known: dict[str, Database], p
 
 
 def url_problem(url: str) -> str | None:
-    """What is wrong with a database URL (None: nothing); secrets count as present values."""
-    parts = urllib.parse.urlsplit(re.sub(r"\$\{[^{}]*\}", "x", url))
+    """What is wrong with a database URL (None: nothing); secrets count as present values (a
+    number, so that a port may be one too: '...@127.0.0.1:${PORT}/db')."""
+    parts = urllib.parse.urlsplit(re.sub(r"\$\{[^{}]*\}", "0", url))
     if parts.scheme.lower() not in SCHEMES:
         return f"it starts with '{parts.scheme or url[:12]}', not postgresql://"
     if not parts.hostname:

@@ -57,7 +57,7 @@ class SqlEnrichCall(EnrichCall):
         self.size = max(1, min(self.call.pool, slots))
 
     def cache_key(self, row: Row) -> Hashable | None:
-        return hashable_key(tuple(row.get(c) for c in self.columns))
+        return hashable_key(tuple(map(row.get, self.columns)))
 
     def request_columns(self) -> tuple[str, ...] | None:
         return self.columns

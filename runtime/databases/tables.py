@@ -17,6 +17,9 @@ from typing import Any
 from .driver import DatabaseProblem
 
 BATCHES = "dslc_batches"
+#: work_mem of the transaction that moves a micro-batch (PostgreSQL's default, 4MB, sorts an
+#: upserted micro-batch of 100,000 rows on disk; measured 1.9 s against 1.4 s in memory)
+MERGE_WORK_MEM = "64MB"
 SEQUENCE = "__dslc_seq"
 
 # Spark's simpleString of a type -> the PostgreSQL column type a created table gets
@@ -145,6 +148,8 @@ async def commit(connection: Any, merge: str, identity: str | None, batch_id: in
                 identity, batch_id)
             if inserted is None:
                 return False
+        # the upsert sorts the micro-batch by KEY (DISTINCT ON): in memory rather than on disk
+        await connection.execute(f"SET LOCAL work_mem = '{MERGE_WORK_MEM}'")
         await connection.execute(merge)
     return True
 

@@ -21,6 +21,7 @@ from . import (
     chaining,
     compiler_scaling,
     cpu_per_call,
+    databases,
     enrich_modes,
     lsp_latency,
     models,
@@ -49,6 +50,7 @@ BENCHES = {
     "models": models.run,
     "store": store.run,
     "services": services.run,
+    "databases": databases.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

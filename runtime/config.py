@@ -156,6 +156,56 @@ class EmbeddingCall:
 
 
 @dataclass(frozen=True, slots=True)
+class SqlCall:
+    """WITH SQL db 'SELECT ...': a read-only query of a PostgreSQL database, its `{col}`
+    placeholders made bind parameters `($n::type)` of `params` (compiler/plan/sql_lookup.py). With
+    BATCH, `batch_query` answers the distinct values of `batch_key` at once (`= ANY($1)`), its rows
+    matched back by their `__dslc_key` column. `url` is as written (`${NAME}` secrets filled on the
+    executor); at most `pool` connections per Python worker (OPTIONS (pool = n))."""
+
+    database: str
+    url: str
+    query: str
+    params: tuple[str, ...] = ()
+    batch_query: str | None = None
+    batch_key: str | None = None
+    pool: int = 10
+
+    def __post_init__(self) -> None:
+        _require(self.url.startswith(("postgresql://", "postgres://")), "DATABASE needs a postgresql:// URL")
+        _require(self.pool >= 1, "OPTIONS (pool = n) needs n >= 1")
+        _require((self.batch_query is None) == (self.batch_key is None), "a batch query needs its key column")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The columns bound to the query's parameters, in order."""
+        return self.params
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Input columns a query carries."""
+        return self.params
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTable:
+    """A table (or, read only, a query) of a DATABASE: what SOURCE ... FROM DATABASE reads in
+    `partitions` ranges of `partition_column`, and SINK ... TO DATABASE writes (`key`: its KEY)."""
+
+    database: str
+    url: str                        # as written: `${NAME}` secrets filled by the job's driver
+    table: str | None = None
+    query: str | None = None
+    partition_column: str | None = None
+    partitions: int = 1
+    key: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require((self.table is None) != (self.query is None), "a database relation is a TABLE or a QUERY")
+        _require(self.partitions >= 1, "PARTITION BY col (n) needs n >= 1")
+
+
+@dataclass(frozen=True, slots=True)
 class PythonCall:
     """A user function or class named 'module:name', looked up in `search_path` first."""
 
@@ -323,7 +373,7 @@ class Enrich:
 
     name: str                       # the STREAM name, used in metrics and error messages
     line: int                       # DSL line of the statement
-    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall | SqlCall
     returns: tuple[Column, ...]
     key_columns: tuple[str, ...]    # columns that identify an element in error messages
     mode: Mode = Mode.ORDERED
@@ -362,6 +412,8 @@ class Enrich:
         if self.batch is not None and isinstance(self.call, HttpCall):
             _require(self.call.method == "POST", "BATCH needs HTTP POST (one request carries many rows)")
             _require(not self.call.placeholders, "BATCH needs a URL without placeholders (one URL for many rows)")
+        _require(self.batch is None or not isinstance(self.call, SqlCall) or self.call.batch_query is not None,
+                 "BATCH needs a query that can be batched (column = {col})")
         _require(self.batch is None or not isinstance(self.call, ModelCall),
                  "BATCH does not apply to MODEL (a chat completion answers one prompt)")
         _require(self.rate is None or self.rate.tokens_per_minute is None

@@ -106,6 +106,10 @@ def prepare(case: Case, p: plan.Plan) -> _Prepared:
     """Check a case against the plan: names, columns and value types; raise CaseFileError."""
     where_case = f"case {case.name!r}"
     sources = {n.name: n for n in p.nodes if isinstance(n, plan.Source)}
+    for state in p.nodes:      # BROADCAST ... FROM DATABASE: its table's rows under the broadcast's name
+        if isinstance(state, plan.BroadcastState) and getattr(p.node(state.source), "database", None) is not None \
+                and state.name not in sources:
+            sources[state.name] = p.node(state.source)
     enriches = {n.name: n for n in p.nodes if isinstance(n, plan.Enrich)}
     sinks: dict[str, plan.Sink] = {}
     for sink in p.sinks:
@@ -207,7 +211,8 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
     nodes: list = []
     for node in p.nodes:
         if isinstance(node, plan.Source):
-            node = dataclasses.replace(node, connector="PARQUET", path=str(root / "sources" / node.name), options=())
+            node = dataclasses.replace(node, connector="PARQUET", path=str(root / "sources" / node.name), options=(),
+                                       database=None)    # a database table: a file, read once as the table would be
             if streaming and node.watermark is not None:
                 node = dataclasses.replace(node, options=(("maxFilesPerTrigger", "1"),))
                 nodes.extend(_end_of_input_filter(node))
@@ -221,7 +226,7 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
                     node.store, location=str(root / "store" / "answers.db")))
         nodes.append(node)
     sinks = [dataclasses.replace(s, connector="PARQUET", path=str(root / "sinks" / f"{i}-{s.input}"), options=(),
-                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE")
+                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE", database=None)
              for i, s in enumerate(p.sinks)]
     settings = dataclasses.replace(p.settings, checkpoint=str(root / "checkpoint"),
                                    trigger="available-now" if streaming else p.settings.trigger)

@@ -74,7 +74,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
-        job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        text = compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger)
+        job.write_text(text)
+        jars = _jdbc_jars(args, text, remote)
+        if jars is None:
+            return 2
         watch = _watch_env(args, Path(folder))
         summary = getattr(args, "summary_json", None)
         if summary:
@@ -94,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                    **calls, **watch}
             code = _call([sys.executable, str(job)], env, where=f"Spark Connect {remote}")
         else:
-            code = _submit(args, job, calls, log, watch)
+            code = _submit(args, job, calls, log, watch, jars)
         if report:
             written = Path(folder) / "metrics.path"
             if written.is_file():
@@ -127,8 +131,22 @@ def _run_log(flow: Path) -> Path:
     return path
 
 
+def _jdbc_jars(args: argparse.Namespace, job_text: str, remote: str | None) -> list[str] | None:
+    """spark-submit's `--jars` for a job that uses Spark's JDBC source or sink (None: the driver is
+    missing, said on stderr); nothing for other jobs, or on Spark Connect (the server has its jars)."""
+    from dslc.compiler.cli import jdbc_jar
+
+    if remote or not jdbc_jar.needs_driver(job_text):
+        return []
+    try:
+        return ["--jars", jdbc_jar.find(getattr(args, "jars", None))]
+    except jdbc_jar.MissingDriver as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return None
+
+
 def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path,
-            watch: dict[str, str]) -> int:
+            watch: dict[str, str], jars: list[str] = ()) -> int:
     """spark-submit the job with dslc's defaults and the arguments after '--'. spark-submit's own
     stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
     Python: the metrics table, dslc's lines) to the terminal."""
@@ -136,7 +154,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     master = args.master or "local[*]"
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     command = spark_submit() + ["--master", master, "--conf", "spark.log.level=WARN", *_daemon(master, extra, python),
-                                *_driver_python(extra), *extra, str(job)]
+                                *_driver_python(extra), *jars, *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": python,
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
            analysis_errors.FLOW_ENV: str(Path(args.file).resolve()), **watch}
@@ -210,6 +228,7 @@ def _secrets_env(args: argparse.Namespace, checked, optional: bool) -> dict[str,
             print(f"dslc: error: --secrets: no file {file}", file=sys.stderr)
             return None
         env[secrets.FILE_ENV] = str(Path(file).resolve())
+        os.environ[secrets.FILE_ENV] = env[secrets.FILE_ENV]   # compiling may read a database's columns
     if optional:
         env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
         return env
@@ -354,7 +373,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     """dslc lsp: the language server for editors, over stdin/stdout."""
     from dslc.compiler.lsp.server import main as serve
-    return serve(spark=getattr(args, "spark", False))
+    return serve(spark=getattr(args, "spark", False), db=getattr(args, "db", False))
 
 
 EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp,

@@ -3,6 +3,7 @@ a traceback only ever means a bug in dslc."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -20,9 +21,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dslc.compiler.pipeline import check_source
     from dslc.compiler.source import SourceFile
     source = SourceFile.read(args.file)
+    if getattr(args, "secrets", None):      # the DATABASE URLs' secrets (--db, a SOURCE without SCHEMA)
+        from dslc.runtime.secrets import FILE_ENV
+        os.environ[FILE_ENV] = str(Path(args.secrets).resolve())
     mode = getattr(args, "mode", None)
     if not getattr(args, "spark", False):
-        check_source(source, mode=mode)
+        checked = check_source(source, mode=mode)
+        _check_databases(args, source, checked)
+        _say_remarks(checked, source)
         print(f"{args.file}: ok")
         return 0
     # --spark: Spark's analyzer on every statement that checked, even when others did not, so
@@ -39,8 +45,26 @@ def cmd_check(args: argparse.Namespace) -> int:
               "(Spark's are what the job gets; please report this to dslc)", file=sys.stderr)
     if fast or problems:
         raise CompileError(source, fast + problems)
+    _check_databases(args, source, checked)
+    _say_remarks(checked, source)
     print(f"{args.file}: ok")
     return 0
+
+
+def _check_databases(args: argparse.Namespace, source, checked) -> None:
+    """--db: every query, source and sink against the live databases (compiler/plan/database_check.py)."""
+    if not getattr(args, "db", False):
+        return
+    from dslc.compiler.plan.database_check import check
+    problems = check(source, checked)
+    if problems:
+        raise CompileError(source, problems)
+
+
+def _say_remarks(plan, source) -> None:
+    """The plan's notes (things to know that are not errors), on stderr."""
+    for remark in plan.remarks:
+        print(remark.render(source), file=sys.stderr)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -77,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check the file as run in this mode (default: its PIPELINE's MODE)")
     check.add_argument("--spark", action="store_true",
                        help="also run every query through Spark's analyzer on empty tables (starts a JVM)")
+    check.add_argument("--db", action="store_true",
+                       help="also check every SQL query, database source and sink against the live DATABASEs")
+    check.add_argument("--secrets", metavar="FILE", help="NAME=value lines: the DATABASE URLs' ${NAME} secrets "
+                                                         "(else the environment)")
     explain = sub.add_parser("explain", help="print the plan of a .flow file")
     explain.add_argument("file")
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
@@ -117,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--summary-json", metavar="FILE",
                      help="write the run's outcome as JSON (rows read and written, dead letters, answers, "
                           "exit code), for schedulers")
+    run.add_argument("--jars", metavar="PATH", default=None,
+                     help="PostgreSQL's JDBC driver jar (DATABASE sources and sinks); default $DSLC_JDBC_JAR, "
+                          "else /usr/share/java/postgresql.jar")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
     report.add_argument("file", metavar="METRICS.json")
@@ -140,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     lsp.add_argument("--spark", action="store_true",
                      help="after the fast diagnostics, also Spark's analyzer's (and its types on hover), from a JVM "
                           "started in the background (same as the initialization option spark: true)")
+    lsp.add_argument("--db", action="store_true",
+                     help="also check SQL queries, database sources and sinks against the live DATABASEs, as dslc "
+                          "check --db does (same as the initialization option db: true)")
     return parser
 
 

@@ -70,6 +70,7 @@ class Session:
     runner: "SparkRunner | None" = field(default=None, repr=False)
     spark_check: bool = False
     spark: "SparkAnalysis | None" = field(default=None, repr=False)   # of the accepted statements
+    db_check: bool = False     # `:db on`: queries, sources and sinks checked against the live DATABASEs
 
     # ---- checking
     def program(self, statements: list[str] | None = None) -> str:
@@ -94,7 +95,20 @@ class Session:
     @property
     def checked_by(self) -> str:
         """Which check the errors and schemas come from, as the REPL says it."""
-        return "the fast check, then Spark's analyzer" if self.spark_check else "the fast check only"
+        found = "the fast check, then Spark's analyzer" if self.spark_check else "the fast check only"
+        return found + (", then the live databases" if self.db_check else "")
+
+    def check_databases(self, statements: list[str], plan: Plan) -> None:
+        """With `db_check`, the statements against the live DATABASEs (dslc check --db); raises
+        CompileError with what they refuse."""
+        if not self.db_check:
+            return
+        from dslc.compiler.plan.database_check import check
+
+        source = self._source(statements)
+        problems = check(source, plan)
+        if problems:
+            raise CompileError(source, problems)
 
     def analyze(self, statements: list[str], plan: Plan, path: str = REPL_PATH) -> "SparkAnalysis | None":
         """Spark's analyzer on the statements (None when it is off): raises CompileError with
@@ -127,6 +141,7 @@ class Session:
         candidate = [*self.statements, statement]
         plan = self.check(candidate)
         found = self.analyze(candidate, plan)
+        self.check_databases(candidate, plan)
         self.statements = candidate
         self.plan = plan
         self.spark = found
@@ -155,6 +170,7 @@ class Session:
         try:
             plan = self.check([*self.statements, *statements], path=shown_as)
             found = self.analyze([*self.statements, *statements], plan, shown_as)
+            self.check_databases([*self.statements, *statements], plan)
         except BaseException:
             self.folder = previous_folder
             raise

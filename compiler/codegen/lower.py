@@ -16,6 +16,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from dslc.compiler.codegen import configs
+from dslc.compiler.codegen.databases import DatabaseSteps
 from dslc.compiler.codegen.emitter import Emitter, StringCall, ident, lit, lit_dict, wrapped
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
@@ -53,6 +54,8 @@ def pipeline_secrets(p: plan.Plan) -> tuple[str, ...]:
     for node in p.nodes:
         if isinstance(node, plan.Enrich):
             found.update(dict.fromkeys(secret_names(node.call)))
+    for _, url in p.databases:      # DATABASE statements: checked before Spark starts
+        found.update(dict.fromkeys(secret_names(url)))
     return tuple(found)
 
 
@@ -78,13 +81,13 @@ def _is_state(p: plan.Plan, name: str) -> bool:
 _JOB_NAMES = frozenset({
     "C", "FOLDER", "CHECKPOINT", "secrets", "driver_values", "TRIGGER", "main", "spark", "metrics", "queries", "batch",
     "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
-    "capture",
+    "capture", "jdbc",
     "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
 
 
-class _Lowering:
+class _Lowering(DatabaseSteps):
     """Visits the physical steps in order and writes the job."""
 
     def __init__(self, phys: physical.Physical, target: Target):
@@ -145,10 +148,13 @@ class _Lowering:
         with o.indent():
             conf = lit_dict(s.conf)
             needed = pipeline_secrets(self.plan)
-            if needed:
+            if needed or self.plan.databases:
                 o.comment("the calls' ${NAME} secrets, read now (before Spark starts) from this process's "
                           "environment or the file $DSLC_SECRETS_FILE names; never written in this file")
                 o.line(f"secrets = driver_values.required_secrets({lit(needed)})")
+            if self.plan.databases:
+                o.comment("each DATABASE answers now, or the job stops naming it (before Spark starts)")
+                o.line(f"jdbc.reach({lit_dict(self.plan.databases)}, secrets)")
             o.call("spark = session", [lit(s.name), conf, "FOLDER", f"modules={lit(_user_modules(self.plan))}"])
             if kafka:
                 o.line(f"require_kafka(spark, {lit(kafka)})")
@@ -158,6 +164,8 @@ class _Lowering:
             if self.streaming:
                 o.line("queries = []")
             for step in self.phys.steps:
+                if isinstance(step, physical.Read) and self._read_by_its_state(step.node):
+                    continue
                 o.line()
                 self.visit(step)
             for index, sink in enumerate(self.plan.sinks):
@@ -184,14 +192,19 @@ class _Lowering:
     def _runtime_modules(self) -> list[str]:
         """The runtime.spark modules this job calls, so the job imports nothing it does not use."""
         steps = self.phys.steps
-        writes_batches = [] if self.streaming else [k for k in self.plan.sinks if k.connector not in _WRITE_FORMATS]
+        writes_batches = [] if self.streaming else [k for k in self.plan.sinks
+                                                if k.connector not in (*_WRITE_FORMATS, "TABLE") and k.database is None]
         used = {"failure", "sinks"} if writes_batches and self.target.writes else {"failure"}
         if not self.target.writes:
             used.add("capture")
         if self.phys.chains:
             used.add("chains")
-        if pipeline_secrets(self.plan):
+        if pipeline_secrets(self.plan) or self.plan.databases:
             used.add("driver_values")
+        if self.plan.databases:
+            used.add("jdbc")
+        if any(getattr(n, "connector", None) == "TABLE" for n in (*self.plan.nodes, *self.plan.sinks)):
+            used.add("tables")
         if any(isinstance(s, physical.MatchJoin) for s in steps) or \
                 (not self.streaming and any(isinstance(s, physical.State) for s in steps)):
             used.add("state")
@@ -199,6 +212,8 @@ class _Lowering:
             used.add("streaming")
             if self._pinned_states():
                 used.add("pinned")
+            if any(isinstance(s, physical.State) and self._read_once(s.node.source) for s in steps):
+                used.add("refreshed_state")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
         if self.target.writes or (not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE"
@@ -224,13 +239,23 @@ class _Lowering:
     def visit_Read(self, step: physical.Read, session: str) -> None:
         node = step.node
         o = self.out
-        self.comment([node.line], f"SOURCE {node.name} FROM {node.connector}" + (f" {node.path!r}" if node.path else ""))
+        where = f"{node.connector}" + (f" {node.path!r}" if node.path else "")
+        if node.database is not None:
+            where = f"DATABASE {node.database.database} " + ("TABLE" if node.database.table else "QUERY") + \
+                f" {node.path!r}"
+        self.comment([node.line], f"SOURCE {node.name} FROM {where}")
         if node.connector == "RATE" and not self.streaming:
             o.line(f"{self.v(node.name)} = sources.rate_batch(spark, {lit_dict(node.options)})  # Spark's rate source is streaming-only")
             self._count(node)
             self._view(self.v(node.name), node.name)
             return
-        reader = "readStream" if self.streaming else "read"
+        if node.database is not None:
+            self._read_database(node)
+            return
+        if node.connector == "TABLE":
+            self._read_table(node)
+            return
+        reader = "readStream" if self.streaming and not node.read_once else "read"
         if node.connector == "PYTHON":
             o.line(f"python_source.register(spark{', streaming=True' if self.streaming else ''})")
         calls: list[str | StringCall] = [f".format({lit(_READ_FORMATS[node.connector])})"]
@@ -267,6 +292,10 @@ class _Lowering:
     def visit_State(self, step: physical.State, session: str) -> None:
         node = step.node
         o = self.out
+        upstream = self.plan.node(node.source)
+        if self.streaming and isinstance(upstream, plan.Source) and upstream.read_once:
+            self._refreshed_state(node, upstream)
+            return
         how = f"KEY {node.key}" + (f" OP {node.op}" if node.op else "") if node.using is None else f"USING PYTHON {node.using!r}"
         self.comment([node.line], f"BROADCAST {node.name} FROM {node.source} {how}")
         source = self.v(node.source)
@@ -459,6 +488,12 @@ class _Lowering:
         return [f"connector={lit(sink.connector)}", f"path={path}", f"mode={lit(sink.mode)}",
                 f"partition_by={lit(sink.partition_by)}", f"options={lit_dict(sink.options)}", "folder=FOLDER"]
 
+    def _database_sink(self, index: int, sink: plan.Sink) -> list[str]:
+        table = sink.database
+        assert table is not None
+        return [lit(table.url), "secrets", f"database={lit(table.database)}", f"table={lit(table.table)}",
+                f"mode={lit(sink.mode)}", f"key={lit(table.key)}", f"sink={lit(f'SINK {sink.input} (line {sink.line})')}"]
+
     def _batch_write(self, sink: plan.Sink) -> None:
         """A file or Kafka sink as Spark's own writer; CONSOLE and PYTHON sinks through the
         runtime, which carries their logic (show's options, a function per partition). Inside
@@ -467,6 +502,12 @@ class _Lowering:
         path = lit(sink.path) if sink.path and sink.connector != "PYTHON" else "None"
         o.line(f"with sinks.writing({self.v(sink.input)}, {lit(sink.input)}, {sink.line}, {path}) as rows:")
         with o.indent():
+            if sink.database is not None:
+                o.call("jdbc.write_batch", ["rows", *self._database_sink(0, sink)])
+                return
+            if sink.connector == "TABLE":
+                o.call("tables.write", ["rows", lit(sink.path), "FOLDER", f"mode={lit(sink.mode)}"])
+                return
             if sink.connector not in _WRITE_FORMATS:
                 o.call("sinks.write_batch", ["rows", *self._sink_kwargs(sink)])
                 return
@@ -486,6 +527,14 @@ class _Lowering:
             return
         if not self.streaming:
             self._batch_write(sink)
+            return
+        if sink.database is not None:
+            o.call("queries.append(jdbc.write_stream", [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER",
+                                                         *self._database_sink(index, sink)], tail=")")
+            return
+        if sink.connector == "TABLE":
+            o.call("queries.append(tables.write_stream", [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT",
+                                                           "TRIGGER", f"table={lit(sink.path)}", "folder=FOLDER"], tail=")")
             return
         o.call("queries.append(streaming.write_stream",
                [self.v(sink.input), lit(f"sink{index}"), "CHECKPOINT", "TRIGGER", *self._sink_kwargs(sink),

@@ -16,7 +16,7 @@ from dslc.compiler.frontend.lexical import Chunk, leading_space, split_statement
 from dslc.compiler.source import SourceFile, Span
 from dslc.grammar import grammar_text
 
-STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK")
+STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK", "DATABASE")
 
 # How Lark's terminal names read in a message.
 _TERMINAL_WORDS = {
@@ -247,6 +247,9 @@ class _ToAst(Transformer):
     def outage_word(self, span, word): return (self._word(word),)
     def opt_sink_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
     def opt_partition_by(self, span, *columns): return ast.Opt("partition_by", columns, span)
+    def opt_key(self, span, *columns): return ast.Opt("key", columns, span)
+    def opt_partition_column(self, span, column, count):
+        return ast.Opt("partition_column", (column, self._num(count)), span)
 
     def opt_batch(self, span, size, within=None):
         return ast.Opt("batch", (self._num(size),) + ((self._num(within),) if within is not None else ()), span)
@@ -318,8 +321,34 @@ class _ToAst(Transformer):
     def apply_python(self, span, ref):
         return {"key": None, "op": None, "using": ref}
 
-    def broadcast(self, span, name, source, how):
-        return ast.Broadcast(name, source, span=span, **how)
+    def broadcast(self, span, name, source, *rest):
+        parts = list(rest)
+        schema = parts.pop(0) if isinstance(parts[0], ast.Opt) else None
+        how = parts.pop(0)
+        refresh = parts.pop(0) if parts else None
+        if isinstance(source, ast.Connector):     # FROM DATABASE db TABLE 't' | QUERY '...'
+            return ast.Broadcast(name, source.database, span=span, database=source, refresh=refresh,
+                                 schema=schema, **how)
+        return ast.Broadcast(name, source, span=span, refresh=refresh, **how)
+
+    def broadcast_schema(self, span, *columns): return ast.Opt("schema", columns, span)
+
+    def broadcast_refresh(self, span, every):
+        return self._num(every)
+
+    # ---- databases
+    def database(self, span, name, url):
+        return ast.Database(name, url, span)
+
+    def database_connector(self, span, name, relation):
+        word, arg = relation
+        return ast.Connector(ast.Name("DATABASE", span.sub(0, 8)), arg, span, database=name, relation=word)
+
+    def relation(self, span, word, arg):
+        return ast.Name(str(word).upper(), self._tok(word)), arg
+
+    def sql_call(self, span, database, query, options=None):
+        return ast.SqlCall(database, query, span, options)
 
     # A stream's body is the statement without its name: `stream` gives it name and span.
     def select(self, span, query):

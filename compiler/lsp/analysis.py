@@ -118,11 +118,12 @@ class Analysis:
         return TextSource(self.source.path, text, base=self.source.base)
 
 
-def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -> Analysis:
+def analyze(text: str, path: str, base: str, cache: EditorCache | None = None, *, db: bool = False) -> Analysis:
     """Check a document as `dslc check` does: the same diagnostics, in the same order. With a
     `cache` (the document's, kept from version to version), what an edit left unchanged is
     taken from it (compiler/lsp/incremental.py); it may raise Superseded when the cache says a
-    newer version is waiting."""
+    newer version is waiting. `db` (dslc lsp --db): a document the fast check passes is also
+    checked against its live DATABASEs, as `dslc check --db` does (answers kept a minute)."""
     source = TextSource(path, text, base=base)
     if len(text) > MAX_CHECKED_CHARS:
         return Analysis(source, [], too_large=True)
@@ -133,6 +134,9 @@ def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -
         return Analysis(source, exc.diagnostics, _cache=cache)
     with collector_paused():
         checked, problems = to_partial_plan(program, source, require_sink=True, sql=cache and cache.sql)
+    if db and not problems and checked.databases:
+        from dslc.compiler.plan.database_check import check as check_databases
+        problems = check_databases(source, checked)
     return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text, _cache=cache)
 
 

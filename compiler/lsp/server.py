@@ -62,8 +62,9 @@ class FlowServer(LanguageServer):
     checks every version from scratch, as the server did before it kept a cache (the bench
     compares both, bench/lsp_latency.py)."""
 
-    def __init__(self, incremental: bool = True, spark: bool = False) -> None:
+    def __init__(self, incremental: bool = True, spark: bool = False, db: bool = False) -> None:
         self.incremental = incremental
+        self.db = db        # dslc lsp --db: also the live DATABASEs' check
         self.spark = SparkChecker(spark)
         try:
             release = version("dslc")
@@ -132,7 +133,7 @@ class FlowServer(LanguageServer):
             encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
             future = asyncio.get_running_loop().run_in_executor(
                 self.checker, _check, text, path, doc.base, encoding, doc.cache,
-                lambda wanted=number: doc.newest <= wanted)
+                lambda wanted=number: doc.newest <= wanted, self.db)
             doc.running = (number, future)
         running = doc.running
         started = time.monotonic()
@@ -225,7 +226,7 @@ class FlowServer(LanguageServer):
 
 
 def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
-           current: Callable[[], bool]) -> tuple[Analysis, LineIndex] | None:
+           current: Callable[[], bool], db: bool = False) -> tuple[Analysis, LineIndex] | None:
     """Runs on the checking thread; None when a newer version arrived before it ended (`current`
     turned False). A compiler bug becomes one diagnostic, not a dead server."""
     if not current():
@@ -233,7 +234,7 @@ def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
         return None
     try:
         with cache.checking(current):
-            analysis = analyze(text, path, base, cache)
+            analysis = analyze(text, path, base, cache, db=db)
         return analysis, LineIndex(text, encoding)
     except Superseded:
         log.debug("a check of %s stopped: a newer version is waiting", path)
@@ -309,9 +310,10 @@ def _document_request(server: FlowServer, method: str, options=None, *, analyzed
     return register
 
 
-def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:
-    """A server with every feature registered; `spark`: Spark's analyzer on from the start."""
-    server = FlowServer(incremental, spark)
+def build_server(incremental: bool = True, spark: bool = False, db: bool = False) -> FlowServer:
+    """A server with every feature registered; `spark`: Spark's analyzer on from the start; `db`:
+    the live DATABASEs' check (also the initialization option db: true)."""
+    server = FlowServer(incremental, spark, db)
     _settings(server)
     _document_sync(server)
     _requests(server)
@@ -327,6 +329,8 @@ def _settings(server: FlowServer) -> None:
         options = params.initialization_options
         if isinstance(options, dict) and isinstance(options.get("spark"), bool):
             ls.spark.enabled = options["spark"]
+        if isinstance(options, dict) and isinstance(options.get("db"), bool):
+            ls.db = options["db"]
         ls.spark.start()        # the JVM starts now, in the background, when the check is on
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -415,12 +419,12 @@ def _commands(server: FlowServer) -> None:
         return await lenses.run_tests(Path(path))
 
 
-def main(incremental: bool = True, spark: bool = False) -> int:
+def main(incremental: bool = True, spark: bool = False, db: bool = False) -> int:
     """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
     stderr: stdout carries the protocol only."""
     logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
                         format="dslc lsp: %(levelname)s %(message)s")
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    build_server(incremental, spark).start_io(sys.stdin.buffer, protocol_out)
+    build_server(incremental, spark, db).start_io(sys.stdin.buffer, protocol_out)
     return 0

@@ -21,6 +21,9 @@ def _headers(call) -> str:
 
 def _source(node: plan.Source) -> str:
     text = f"Source[{node.connector}" + (f" {node.path!r}" if node.path else "") + "]"
+    if node.database is not None:
+        relation = f"TABLE {node.database.table!r}" if node.database.table else f"QUERY {node.database.query!r}"
+        text = f"Source[DATABASE {node.database.database} {relation}]"
     if node.watermark:
         text += f" watermark {node.watermark.column} - {node.watermark.delay_s:g}s"
     return text
@@ -28,7 +31,8 @@ def _source(node: plan.Source) -> str:
 
 def _broadcast_state(node: plan.BroadcastState) -> str:
     how = f"key={node.key} op={node.op}" if node.using is None else f"using={node.using!r}"
-    return f"BroadcastState[{node.source}] {how}"
+    every = f" refresh every {node.refresh_s:g}s" if node.refresh_s else ""
+    return f"BroadcastState[{node.source}] {how}{every}"
 
 
 def _query(node: plan.Query) -> str:
@@ -55,12 +59,22 @@ def _embedding_call(call: plan.EmbeddingCall) -> str:
     return f"EMBEDDING {call.model!r} AT {call.base_url!r}{_headers(call)} INPUT {call.input!r}"
 
 
+def _sql_call(call: plan.SqlCall) -> str:
+    """The URL is the DATABASE's: named, never shown."""
+    text = f"SQL {call.database} {call.query!r}"
+    if call.batch_query:
+        text += f" batched={call.batch_query!r}"
+    if call.pool != 10:
+        text += f" pool={call.pool}"
+    return text
+
+
 def _python_call(call: plan.PythonCall) -> str:
     return f"PYTHON {call.ref!r}"
 
 
 _CALLS = {plan.HttpCall: _http_call, plan.ModelCall: _model_call, plan.EmbeddingCall: _embedding_call,
-          plan.PythonCall: _python_call}
+          plan.SqlCall: _sql_call, plan.PythonCall: _python_call}
 
 
 def _limits(node: plan.Enrich) -> list[str]:

@@ -23,6 +23,7 @@ from dslc.runtime.config import (
     Cache,
     Ceiling,
     Column,
+    DatabaseTable,
     EmbeddingCall,
     HttpCall,
     Mode,
@@ -32,6 +33,7 @@ from dslc.runtime.config import (
     PythonCall,
     Rate,
     Retry,
+    SqlCall,
     Store,
     Watermark,
 )
@@ -68,6 +70,8 @@ class Source(Node):
     path: str | None
     options: tuple[tuple[str, str], ...]
     watermark: Watermark | None = None
+    database: DatabaseTable | None = None     # FROM DATABASE db TABLE | QUERY
+    read_once: bool = False   # a table: STREAMING reads it when the job starts (dslc test's stand-in too)
 
     def __post_init__(self) -> None:
         _check_unique(self.schema, self.name)
@@ -85,6 +89,7 @@ class BroadcastState:
     schema: Schema            # the columns of one state entry
     line: int
     span: Span
+    refresh_s: float | None = None   # REFRESH EVERY d: a database source re-read every d (STREAMING)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -117,7 +122,7 @@ class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
 
     input: str
-    call: HttpCall | PythonCall | ModelCall | EmbeddingCall   # PYTHON's search_path empty: the job adds its folder
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall | SqlCall   # PYTHON's search_path empty: the job adds its folder
     returns: Schema
     mode: Mode
     capacity: int
@@ -189,10 +194,11 @@ class Sink:
     connector: str
     path: str | None
     options: tuple[tuple[str, str], ...]
-    mode: str                 # APPEND | OVERWRITE | COMPLETE
+    mode: str                 # APPEND | OVERWRITE | COMPLETE | UPSERT
     partition_by: tuple[str, ...]
     line: int
     span: Span
+    database: DatabaseTable | None = None     # TO DATABASE db TABLE 't' [KEY (...)]
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -223,8 +229,12 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     sinks: tuple[Sink, ...]
     folder: str = field(default="", compare=False)
+    # DATABASE statements: (name, URL as written, `${NAME}` secrets unfilled)
+    databases: tuple[tuple[str, str], ...] = ()
     # (rule name, what it did), in the order the optimiser's rules ran; empty before optimize()
     notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # what `dslc check` says that is not an error (diagnostics of severity "note")
+    remarks: tuple = field(default=(), compare=False)
     # indexes built once, so that lookups do not make compile time quadratic
     _by_name: dict = field(init=False, repr=False, compare=False, hash=False)
     _readers: dict = field(init=False, repr=False, compare=False, hash=False)

@@ -58,7 +58,17 @@ def _relation(table: exp.Expression, p: plan.Plan) -> str | None:
     if not isinstance(table, exp.Table) or not table.name:
         return None
     node = next((n for n in p.nodes if n.name.lower() == table.name.lower()), None)
-    return None if node is None or isinstance(node, plan.BroadcastState) else node.name
+    if node is None or isinstance(node, plan.BroadcastState) or _static(p, node.name):
+        return None
+    return node.name
+
+
+def _static(p: plan.Plan, name: str) -> bool:
+    """True when every source `name` reads is a table read once (database_streaming.py): a static
+    side, which Spark joins to each micro-batch of a stream without state."""
+    sources = [n for n in p.upstream([name], stop=lambda n: isinstance(n, plan.BroadcastState))
+               if isinstance(n, plan.Source)]
+    return bool(sources) and all(s.read_once for s in sources)
 
 
 def _spark_type(join: exp.Join) -> str:

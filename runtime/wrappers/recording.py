@@ -36,7 +36,7 @@ from typing import Any
 from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
 from dslc.runtime.calls.errors import ANSWER, error_class
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
-from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, SqlCall
 from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.stored import BudgetSpent
@@ -140,6 +140,8 @@ def _request(config: Enrich, row: dict[str, Any]) -> str:
             return f"{config.call.method} {redact_url(fill_url(config.call.url, row))}"
         except UnfillableUrl:
             return f"{config.call.method} {redact_url(config.call.url)}"
+    if isinstance(config.call, SqlCall):       # the DATABASE's name and its URL, masked
+        return f"SQL {config.call.database} {redact_url(config.call.url)}"
     return f"PYTHON {config.call.ref}"
 
 

@@ -19,6 +19,8 @@ FORBIDDEN = {
     "limits": ("core", "calls", "wrappers", "spark"),
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
+    # the driver's side of DATABASE (URLs, the check before Spark starts, tables, commits): a leaf
+    "databases": ("core", "calls", "wrappers", "limits", "spark", "broadcast", "store"),
 }
 
 
@@ -57,3 +59,11 @@ def test_an_errors_class_is_decided_in_one_leaf_module():
     other part of the runtime, so every part may ask it (the operator core, wrappers, a future
     policy object) without a circle."""
     assert _graph()["dslc.runtime.calls.errors"] == set()
+
+
+def test_enrich_with_sql_is_a_registered_call_kind() -> None:
+    from dslc.runtime.calls.factory import KINDS
+    from dslc.runtime.calls.sql import SqlEnrichCall
+    from dslc.runtime.config import SqlCall
+
+    assert KINDS[SqlCall] is SqlEnrichCall

@@ -24,16 +24,21 @@ from dslc.runtime.core.operator import Output, Row, Watermark
 #: A quarantine letter among a chain's dead letters: {QUARANTINE: path, LINE: the JSON line}.
 QUARANTINE, LINE = "quarantine", "line"
 _STRICTNESS = {action: rank for rank, action in enumerate(C.ACTIONS)}
+_COMPACT = (",", ":")       # JSON as Spark's to_json writes it
 
 
 class ExpectationFailed(RuntimeError):
     """An EXPECT's FAIL constraint broken by a row: the job stops (exit code 4)."""
 
 
+def failure_prefix(expect: C.Expect, constraint: C.Constraint) -> str:
+    """What a FAIL says before the row, the same from Python and from Spark."""
+    return f"EXPECT ON {expect.name}: constraint {constraint.name} (line {constraint.line}) is broken by row "
+
+
 def failure_message(expect: C.Expect, constraint: C.Constraint, row_json: str) -> str:
-    """What a FAIL says, on one line, the same from Python and from Spark."""
-    return (f"EXPECT ON {expect.name}: constraint {constraint.name} (line {constraint.line}) is broken "
-            f"by row {row_json}")
+    """What a FAIL says, on one line."""
+    return failure_prefix(expect, constraint) + row_json
 
 
 @functools.lru_cache(maxsize=256)
@@ -104,12 +109,12 @@ class ExpectOperator:
             first = next(self.constraints[i] for i in broken if self.constraints[i].action == "QUARANTINE")
             self.output.emit_dead_letter({QUARANTINE: first.path, LINE: self.line(row, broken)})
         else:
-            raise ExpectationFailed(failure_message(self.config, worst, json.dumps(row, default=str)))
+            raise ExpectationFailed(failure_message(self.config, worst, json.dumps(row, default=str, separators=_COMPACT)))
 
     def line(self, row: Row, broken: list[int]) -> str:
         """The JSON line a quarantined row becomes: its columns, then what it broke, where."""
         return json.dumps({**row, "_constraints": [self.constraints[i].name for i in broken],
-                           "_operator": self.config.name, "_line": self.config.line}, default=str)
+                           "_operator": self.config.name, "_line": self.config.line}, default=str, separators=_COMPACT)
 
     def process_watermark(self, watermark: Watermark) -> None:
         self.output.emit_watermark(watermark)

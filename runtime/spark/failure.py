@@ -48,7 +48,11 @@ def run_main(main: Callable[[], object]) -> None:
     log = os.environ.get(LOG_ENV)
     try:
         if not log:
-            main()
+            try:
+                main()
+            except Exception as error:  # noqa: BLE001 - an EXPECT's FAIL ends the job with its own code
+                _stop_on_expectation(error)
+                raise
             return
         # PySpark logs each refused query with Java's stack trace on the console; the run shows
         # it once, at its .flow line, and keeps the trace in the log
@@ -59,8 +63,19 @@ def run_main(main: Callable[[], object]) -> None:
             with open(log, "a", encoding="utf-8") as file:
                 file.write("\n--- the job's traceback ---\n")
                 traceback.print_exc(file=file)
+            _stop_on_expectation(error)
             placed = located(error)         # a query Spark refused, at its line of the .flow file
             print(placed if placed is not None else f"dslc: error: {clear_line(error)}", file=sys.stderr, flush=True)
             sys.exit(1)
     finally:
         close_all()   # a failed job never reached its report, which stops its live progress
+
+
+def _stop_on_expectation(error: BaseException) -> None:
+    """A row broke an EXPECT's FAIL constraint: its one line, and exit code 4 (expectations.py)."""
+    from .expectations import EXIT_CODE, failed_expectation
+
+    said = failed_expectation(error)
+    if said is not None:
+        print(f"dslc: error: {said}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_CODE) from None

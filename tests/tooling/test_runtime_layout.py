@@ -50,3 +50,18 @@ def test_every_call_kind_is_registered_behind_the_one_interface() -> None:
     assert KINDS, "no call kind registered"
     for config_type, kind in KINDS.items():
         assert issubclass(kind, EnrichCall), f"{kind.__name__} for {config_type.__name__} is not an EnrichCall"
+
+
+def test_expect_figures_and_the_chain_operator_need_no_spark() -> None:
+    """EXPECT's figures are read by the compiler (the report, `dslc run`'s live view) and its
+    chain operator runs in the Python workers: neither imports Spark's glue (issue #45)."""
+    reached = _graph()
+    for module in ("dslc.runtime.expect_figures", "dslc.runtime.core.expect_operator"):
+        seen, stack = set(), [module]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            stack.extend(reached.get(current, ()))
+        assert not [m for m in seen if m.startswith("dslc.runtime.spark")], module

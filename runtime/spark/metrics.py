@@ -210,7 +210,7 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
         if isinstance(op, C.Expect):        # an EXPECT inside the chain: rows judged, each constraint's failures
             path = f"$['{op.key}']"
             out += [F.coalesce(F.sum(F.get_json_object(column, f"{path}['{n}']").cast("long")), F.lit(0)).alias(
-                        f"{op.name}.{n}") for n in ("elements_in", "dropped", "quarantined",
+                        f"{op.key}.{n}") for n in ("elements_in", "dropped", "quarantined",
                                                     *(f"failed.{c.name}" for c in op.constraints))]
             continue
         path = f"$['{op.name}']"

@@ -73,8 +73,14 @@ def test_batch_and_streaming_give_the_same_rows_quarantine_and_counts(spark, tmp
     batch = _pipeline(tmp_path / "batch", "BATCH")
     streaming = _pipeline(tmp_path / "streaming", "STREAMING")
     found_batch = _outcome(batch, _run(batch, monkeypatch))
-    found_streaming = _outcome(streaming, _run(streaming, monkeypatch, trigger="available-now"))
+    document = _run(streaming, monkeypatch, trigger="available-now")
+    found_streaming = _outcome(streaming, document)
     assert found_batch == found_streaming
+    # each micro-batch's StreamingQueryProgress.observedMetrics: Spark's EXPECTs and the chain's
+    observed = {name: figures for batch in document["micro_batches"] for name, figures in batch["figures"].items()}
+    orders_figures = [f for name, f in observed.items() if name.startswith("dslc_expect_orders_")]
+    assert orders_figures and max(f["known_country.failed"] for f in orders_figures) == 3
+    assert any(f.get("EXPECT scored.failed.small") == 2 for f in observed.values()), observed
     rows, orders, scored, figures = found_batch
     # independent of the job: what each constraint says of each order
     passing, quarantined_orders, quarantined_scored = [], [], []
@@ -141,3 +147,22 @@ def test_fail_stops_with_exit_code_4_naming_the_constraint_its_line_and_the_row(
     assert row["country"] == "FR" and (row["order_id"] is None if where == "spark" else row["score"] is not None)
     assert not (path.parent / "target" / "out").exists()
     os.environ.pop("DSLC_METRICS_FILE", None)
+
+
+def test_a_filter_after_an_expect_never_hides_rows_from_it(spark, tmp_path, monkeypatch):
+    """Catalyst would push `WHERE amount > 50` into the source's reader: the EXPECT's observation
+    keeps it after the EXPECT, so every row read is judged and counted."""
+    flow = """PIPELINE kept MODE BATCH;
+SOURCE orders FROM JSON 'data/' SCHEMA (order_id STRING, amount DOUBLE, country STRING);
+EXPECT ON orders CONSTRAINT known_country CHECK (country IN ('FR', 'DE', 'US'));
+STREAM big = SELECT order_id FROM orders WHERE amount > 50;
+SINK big TO JSON 'target/out';
+"""
+    path = _pipeline(tmp_path / "filtered", "BATCH", flow=flow)
+    document = _run(path, monkeypatch)
+    figures = document["expectations"]["orders"]
+    assert figures["rows"] == len(ORDERS)
+    assert figures["constraints"][0]["failed"] == sum(1 for _, c in ORDERS if c not in ("FR", "DE", "US", None))
+    rows = sorted(json.loads(line)["order_id"] for part in (tmp_path / "filtered/target/out").glob("part-*")
+                  for line in part.read_text().splitlines())
+    assert rows == sorted(f"o{i}" for i, (a, _) in enumerate(ORDERS) if a is not None and a > 50)

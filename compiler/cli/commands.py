@@ -90,7 +90,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print("dslc: no report: the job wrote no metrics (it has no ENRICH or PROCESS, or it failed)",
                       file=sys.stderr)
     if code not in (0, 130, 143):
-        print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
+        from dslc.runtime.core.expect_operator import EXIT_CODE
+        what = "was stopped by an EXPECT's FAIL constraint" if code == EXIT_CODE else "failed"
+        print(f"dslc: the run {what} (exit status {code}); Spark's full log: {log}", file=sys.stderr)
     if getattr(args, "record", None):
         from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)

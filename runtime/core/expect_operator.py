@@ -27,6 +27,10 @@ _STRICTNESS = {action: rank for rank, action in enumerate(C.ACTIONS)}
 _COMPACT = (",", ":")       # JSON as Spark's to_json writes it
 
 
+#: The exit code of a job stopped by an EXPECT's FAIL constraint (runtime/spark/failure.py).
+EXIT_CODE = 4
+
+
 class ExpectationFailed(RuntimeError):
     """An EXPECT's FAIL constraint broken by a row: the job stops (exit code 4)."""
 

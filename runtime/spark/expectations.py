@@ -28,14 +28,14 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from dslc.runtime import config as C
-from dslc.runtime.core.expect_operator import LINE, QUARANTINE, ExpectationFailed, failure_prefix
+from dslc.runtime.core.expect_operator import EXIT_CODE, LINE, QUARANTINE, ExpectationFailed, failure_prefix
 
 from .names import col
 
 BROKEN, FATE = "__dslc_broken", "__dslc_fate"
 #: How `ExpectationFailed` reads in a Spark error's text (raise_error, or a Python worker's).
 MARKER = f"{ExpectationFailed.__name__}: "
-EXIT_CODE = 4
+__all__ = ["EXIT_CODE", "check", "judge", "passing", "quarantine_of", "quarantine_letters", "write_letters"]
 _PREFIX = "dslc_expect_"
 _JSON = {"ignoreNullFields": "false"}
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -166,3 +168,25 @@ SINK big TO JSON 'target/out';
     rows = sorted(json.loads(line)["order_id"] for part in (tmp_path / "filtered/target/out").glob("part-*")
                   for line in part.read_text().splitlines())
     assert rows == sorted(f"o{i}" for i, (a, _) in enumerate(ORDERS) if a is not None and a > 50)
+
+
+def test_dslc_run_exits_4_when_a_fail_constraint_is_broken(tmp_path):
+    """The real command: spark-submit's job stops, `dslc run` passes its exit status on."""
+    flow = """PIPELINE strict MODE BATCH;
+SOURCE orders FROM JSON 'data/' SCHEMA (order_id STRING, amount DOUBLE, country STRING);
+EXPECT ON orders
+  CONSTRAINT positive CHECK (amount > 0) ON VIOLATION DROP
+  CONSTRAINT known_country CHECK (country IN ('FR', 'DE', 'US', 'XX', 'ZZ', 'IT'))
+    ON VIOLATION FAIL;
+SINK orders TO JSON 'target/out';
+"""
+    path = _pipeline(tmp_path / "strict", "BATCH", orders=ORDERS + [(3.0, "BE")], flow=flow)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSLC_")}
+    done = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(path), "--master", "local[1]"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    said = done.stdout + done.stderr        # the job's lines come through spark-submit's stdout
+    assert done.returncode == 4, said[-3000:]
+    assert 'dslc: error: EXPECT ON orders: constraint known_country (line 5) is broken by row ' \
+           '{"order_id":"o12","amount":3.0,"country":"BE"}' in said
+    assert "stopped by an EXPECT's FAIL constraint (exit status 4)" in said
+    assert not list((tmp_path / "strict/target/out").glob("part-*"))

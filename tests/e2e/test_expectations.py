@@ -58,9 +58,9 @@ def _run(flow: Path, monkeypatch, **options) -> dict:
     return json.loads(metrics.read_text())
 
 
-def _lines(folder: Path) -> list[dict]:
+def _lines(folder: Path, key: str = "order_id") -> list[dict]:
     return sorted((json.loads(line) for part in sorted(folder.glob("part-*")) for line in part.read_text().splitlines()),
-                  key=lambda row: row["order_id"])
+                  key=lambda row: row[key])
 
 
 def _outcome(flow: Path, document: dict) -> tuple:
@@ -190,3 +190,50 @@ SINK orders TO JSON 'target/out';
            '{"order_id":"o12","amount":3.0,"country":"BE"}' in said
     assert "stopped by an EXPECT's FAIL constraint (exit status 4)" in said
     assert not list((tmp_path / "strict/target/out").glob("part-*"))
+
+
+MODEL_FLOW = """PIPELINE asked MODE {mode};
+SOURCE tickets FROM JSON 'in/' SCHEMA (id STRING, subject STRING);
+STREAM labelled = ENRICH tickets
+  WITH MODEL 'gpt-test' AT '{base}' PROMPT 'Subject: {{subject}}'
+  RETURNS (category STRING, urgency INT)
+  ASYNC UNORDERED CAPACITY 4 TIMEOUT 10s;
+EXPECT ON labelled
+  CONSTRAINT known_category CHECK (category IN ('billing', 'account', 'other'))
+    ON VIOLATION QUARANTINE 'target/quarantine/labelled'
+  CONSTRAINT urgency_range CHECK (urgency BETWEEN 1 AND 5 AND urgency <> 3) ON VIOLATION DROP;
+SINK labelled TO JSON 'target/out';
+"""
+
+
+@pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
+def test_the_model_is_asked_to_keep_the_constraints_and_its_answers_are_still_judged(spark, tmp_path, monkeypatch,
+                                                                                      mode):
+    from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
+
+    # a model that does not always keep to the schema: "refund" gets a category outside the enum
+    labels = keyword_labeller({"category": [("invoice", "billing"), ("refund", "refunds"), ("", "other")],
+                               "urgency": [("down", 5), ("slow", 3), ("", 2)]})
+    subjects = ["invoice twice", "refund please", "site down", "hello", "slow site", "refund again"]
+    service = OpenAIService(models=("gpt-test",), labeller=labels)
+    folder = tmp_path / mode
+    (folder / "in").mkdir(parents=True)
+    (folder / "in/1.json").write_text("".join(json.dumps({"id": f"t{i}", "subject": s}) + "\n"
+                                              for i, s in enumerate(subjects)))
+    header = "BATCH" if mode == "BATCH" else "STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW"
+    with serve_in_thread(service) as running:
+        (folder / "pipeline.flow").write_text(MODEL_FLOW.format(mode=header, base=running.base_url))
+        document = _run(folder / "pipeline.flow", monkeypatch)
+        stats = running.stats
+    schemas = stats["schemas"]
+    assert len(schemas) == stats["chat_calls"] == len(subjects)       # one request per ticket, each with the schema
+    for schema in schemas:
+        assert schema["properties"]["category"] == {"type": "string", "enum": ["billing", "account", "other"]}
+        assert schema["properties"]["urgency"] == {"type": "integer", "minimum": 1, "maximum": 5}
+    out = sorted(json.loads(line)["id"] for p in (folder / "target/out").glob("part-*") for line in p.read_text().splitlines())
+    quarantined = _lines(folder / "target/quarantine/labelled", "id")
+    assert out == ["t0", "t2", "t3"]                                 # t4: urgency 3, dropped
+    assert [(q["id"], q["category"], q["_constraints"]) for q in quarantined] == [
+        ("t1", "refunds", ["known_category"]), ("t5", "refunds", ["known_category"])]
+    figures = document["expectations"]["labelled"]
+    assert (figures["rows"], figures["dropped"], figures["quarantined"]) == (6, 1, 2)

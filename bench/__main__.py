@@ -22,6 +22,7 @@ from . import (
     compiler_scaling,
     cpu_per_call,
     enrich_modes,
+    expect_overhead,
     lsp_latency,
     models,
     pushdown,
@@ -49,6 +50,7 @@ BENCHES = {
     "models": models.run,
     "store": store.run,
     "services": services.run,
+    "expect": expect_overhead.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -23,6 +23,7 @@ from . import (
     cpu_per_call,
     databases,
     enrich_modes,
+    expect_overhead,
     lsp_latency,
     models,
     pushdown,
@@ -51,6 +52,7 @@ BENCHES = {
     "store": store.run,
     "services": services.run,
     "databases": databases.run,
+    "expect": expect_overhead.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -68,6 +68,14 @@ MESSAGES: dict[str, str] = {
     "E0337": "the columns of {what} are read from DATABASE {database}, which cannot tell them: {why}",
     # notes (not errors)
     "N0301": "{what} is read once, when the STREAMING job starts: {why}",
+    # expectations (E035x; compiler/plan/expectations.py)
+    "E0350": "'{name}' has an EXPECT already",
+    "E0351": "EXPECT ON {name} has no CONSTRAINT",
+    "E0352": "ON VIOLATION is given twice for the statement",
+    "E0353": "QUARANTINE '{path}' is a folder {other} writes too",
+    "E0354": "CHECK of constraint '{name}' is {type}, not BOOLEAN",
+    "E0355": "constraint '{name}' uses {what}",
+    "E0356": "constraint '{name}' calls {function}(), which is not deterministic",
 }
 
 

@@ -98,6 +98,9 @@ class ModelCall:
     system: str | None = None
     # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
     headers: tuple[tuple[str, str], ...] = ()
+    # (column, JSON Schema keyword, value): what an EXPECT on the answers asks of them in the
+    # structured-output schema (enum, minimum, maximum, exclusiveMinimum, exclusiveMaximum)
+    limits: tuple[tuple[str, str, object], ...] = ()
 
     def __post_init__(self) -> None:
         _require(bool(self.model), "MODEL needs a model name")
@@ -443,6 +446,50 @@ class Process:
     key_columns: tuple[str, ...] = ()
 
 
+#: EXPECT's actions, the mildest first: a row that breaks several constraints gets the strictest.
+ACTIONS: tuple[str, ...] = ("WARN", "DROP", "QUARANTINE", "FAIL")
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """One CONSTRAINT of an EXPECT: its condition as Spark SQL and, when it runs inside a chain,
+    as a Python expression over the row `r` (compiler/plan/expect_python.py); the action, and
+    QUARANTINE's folder."""
+
+    name: str
+    line: int
+    sql: str
+    action: str = "WARN"
+    path: str | None = None
+    python: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.action in ACTIONS, f"unknown action {self.action!r}")
+        _require((self.action == "QUARANTINE") == (self.path is not None), "QUARANTINE needs a path, and only it")
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """EXPECT ON name: the constraints every row of relation `name` is judged by (in a chain, an
+    operator after the one that makes `name`; elsewhere, Spark expressions)."""
+
+    name: str
+    line: int
+    constraints: tuple[Constraint, ...]
+
+    def __post_init__(self) -> None:
+        _require(bool(self.constraints), "an EXPECT needs a constraint")
+
+    @property
+    def quarantines(self) -> bool:
+        return any(c.action == "QUARANTINE" for c in self.constraints)
+
+    @property
+    def key(self) -> str:
+        """How its figures are keyed among the operators' (metrics, live progress)."""
+        return f"EXPECT {self.name}"
+
+
 @dataclass(frozen=True, slots=True)
 class Watermark:
     """Event-time watermark generated inside a chain: max(column) - delay, every interval."""
@@ -473,7 +520,7 @@ class Chain:
     """Operators that run in one Python pass (one mapInArrow) over the rows."""
 
     name: str
-    operators: tuple[Enrich | Process, ...]
+    operators: tuple[Enrich | Process | Expect, ...]
     input_columns: tuple[Column, ...]
     output_columns: tuple[Column, ...]
     watermark: Watermark | None = None
@@ -486,4 +533,5 @@ class Chain:
     @property
     def dead_letters(self) -> bool:
         """True when the chain's output carries the dead-letter column."""
-        return any(isinstance(op, Enrich) and op.dead_letters for op in self.operators)
+        return any(isinstance(op, Enrich) and op.dead_letters or isinstance(op, Expect) and op.quarantines
+                   for op in self.operators)

@@ -12,7 +12,7 @@ FAILED = 1          # it failed (a service that never answered, a write that fai
 WRONG = 2           # the pipeline or its configuration is wrong: a check, a missing secret, refused
                     # credentials, a sink that cannot be written
 BUDGET = 3          # a BUDGET was spent: rows are left unanswered, a rerun continues
-EXPECTATION = 4     # reserved: an EXPECT ... ON VIOLATION FAIL (lands with EXPECT)
+EXPECTATION = 4     # an EXPECT ... ON VIOLATION FAIL broken by a row
 DEAD_LETTERS = 5    # more dead letters than the ceiling allows (ON ... DEAD LETTER 'path' UP TO ...)
 INTERRUPTED = 130   # Ctrl-C (SIGINT)
 TERMINATED = 143    # SIGTERM

@@ -27,7 +27,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.runtime import secrets
 from dslc.runtime.wrappers import recording
 
-from . import values
+from . import expectations, values
 from .case_file import Case, CaseFileError
 from .diff import RowDiff, diff_rows
 
@@ -52,7 +52,9 @@ class CaseResult:
         return "\n".join(line for d in self.diffs if not d.ok for line in d.render())
 
     def rows(self, output: str) -> list[dict[str, Any]]:
-        """The rows a sink (by stream name) or dead-letter output (`dead_letters:<operator>`) got."""
+        """The rows a sink (by stream name), a dead-letter output (`dead_letters:<operator>`), an
+        EXPECT's quarantine (`quarantine:<stream>`) or its counts (`constraints:<stream>`: one row
+        per constraint, with passed and failed) got."""
         return self.outputs[output]
 
 
@@ -100,6 +102,8 @@ class _Prepared:
     answers: dict[str, list[dict[str, Any]]]             # operator -> recording entries
     expect: dict[str, tuple[plan.Sink, list[dict[str, Any]]]]
     dead_letters: dict[str, list[dict[str, Any]]]
+    quarantine: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)   # rows per EXPECT
+    constraints: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)  # counts per EXPECT
 
 
 def prepare(case: Case, p: plan.Plan) -> _Prepared:
@@ -140,9 +144,10 @@ def prepare(case: Case, p: plan.Plan) -> _Prepared:
                     raise CaseFileError(f"dead letters of {node.name}, row {i}: unknown column {unknown[0]!r} "
                                         f"(columns: {', '.join(DEAD_LETTER_COLUMNS)})")
             dead[node.name] = [values.stamps_as_text(values.comparable(r)) for r in rows]
+        quarantine, constraints = expectations.prepare(case.quarantine, case.constraints, p)
     except CaseFileError as exc:
         raise CaseFileError(f"{where_case}: {exc}") from None
-    return _Prepared(typed_sources, answers, expect, dead)
+    return _Prepared(typed_sources, answers, expect, dead, quarantine, constraints)
 
 
 def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, Any]:
@@ -355,7 +360,7 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path, verbose: bool = Fa
     started = time.perf_counter()
     prepared = prepare(case, p)          # a malformed case raises CaseFileError
     root.mkdir(parents=True, exist_ok=True)
-    sandboxed = sandbox(p, root)
+    sandboxed = expectations.sandboxed(sandbox(p, root), root)
     _write_sources(spark, sandboxed, prepared.sources, root)
     answers = _replay_folder(case, prepared, root)
     job = root / "job.py"
@@ -380,6 +385,8 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path, verbose: bool = Fa
     for name, rows in prepared.dead_letters.items():
         result.diffs.append(diff_rows(f"dead letters of {name}", rows, result.outputs[f"dead_letters:{name}"],
                                       ordered=case.ordered))
+    result.diffs += expectations.diffs(sandboxed, root / "metrics.json", prepared.quarantine, prepared.constraints,
+                                       case.ordered, result.outputs)
     result.passed = all(d.ok for d in result.diffs)
     result.seconds = time.perf_counter() - started
     return result

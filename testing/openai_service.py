@@ -95,6 +95,7 @@ class OpenAIService:
         self.stats: dict[str, Any] = {
             "chat_calls": 0, "embedding_calls": 0, "embedding_inputs": 0, "rejected": 0, "bad_requests": 0,
             "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompts": [],
+            "schemas": [],                          # the structured-output schema of every chat request
             "embedded": [],                         # every input embedded, in order
             "first_at": None, "last_at": None,     # wall clock of the first and last answered request
             "max_in_flight": 0,
@@ -197,11 +198,12 @@ class OpenAIService:
             self.stats["first_at"] = now
         self.stats["last_at"] = now
 
-    def record_chat(self, text: str, usage: dict[str, int]) -> int:
-        """Count an answered chat completion; its number."""
+    def record_chat(self, text: str, usage: dict[str, int], schema: dict[str, Any] | None = None) -> int:
+        """Count an answered chat completion (its text and the schema its answer was asked to fit); its number."""
         self._stamp()
         self.stats["chat_calls"] += 1
         self.stats["prompts"].append(text)
+        self.stats["schemas"].append(schema)
         for k, v in usage.items():
             self.stats[k] += v
         return self.stats["chat_calls"]
@@ -241,7 +243,7 @@ class OpenAIService:
             {"id": name, "object": "model", "created": 0, "owned_by": "dslc"} for name in names]})
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response({k: v for k, v in self.stats.items() if k not in ("prompts", "embedded")})
+        return web.json_response({k: v for k, v in self.stats.items() if k not in ("prompts", "embedded", "schemas")})
 
     async def post_reset(self, request: web.Request) -> web.Response:
         self.reset()

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from dslc.runtime.expect_figures import worst_first
 from dslc.runtime.live_view import COLUMNS, cell, extra_columns, format_elapsed
 
 REFRESH_S = 0.5
@@ -51,7 +52,20 @@ def table(view: dict[str, Any] | None, started_in: float | None = None):
         grid.add_column(heading, justify="right", no_wrap=True)
     for row in rows:
         grid.add_row(str(row["operator"]), *(cell(row, k) for k in [k for k, _ in COLUMNS] + extras))
-    return grid
+    checked = (view or {}).get("expectations")
+    if not checked:
+        return grid
+    from rich.console import Group
+
+    judged = Table(title="expectations", title_justify="left", expand=False)
+    for heading in ("EXPECT ON", "judged", "constraint", "action", "passed", "failed"):
+        judged.add_column(heading, justify="left" if heading in ("EXPECT ON", "constraint", "action") else "right",
+                          no_wrap=True)
+    for name, figures in checked.items():
+        for i, constraint in enumerate(worst_first(figures["constraints"])):
+            judged.add_row(name if i == 0 else "", str(figures["rows"]) if i == 0 else "", constraint["name"],
+                           constraint["action"], str(constraint["passed"]), str(constraint["failed"]))
+    return Group(grid, judged)
 
 
 class LiveProgress:

@@ -54,3 +54,11 @@ def process(node: plan.Process, upstream: plan.PlanNode) -> C.Process:
     return C.Process(name=node.name, line=node.line, call=_in_job_folder(node.call),
                      returns=node.schema,     # PROCESS emits its RETURNS columns only
                      states=node.states, key_columns=(upstream.schema[0].name,) if upstream.schema else ())
+
+
+def expect(node) -> C.Expect:
+    """EXPECT (compiler/plan/expectations.Expect) as the runtime judges it: each condition as
+    the Spark SQL written and, when it has one, its Python form for a chain."""
+    return C.Expect(name=node.on, line=node.line, constraints=tuple(
+        C.Constraint(name=c.name, line=c.line, sql=c.condition, action=c.action, path=c.path,
+                     python=c.python.python) for c in node.constraints))

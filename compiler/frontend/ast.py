@@ -257,7 +257,38 @@ class Database:
     span: Span
 
 
-Statement = Union[Pipeline, SetConf, Source, Broadcast, Select, Enrich, Match, Process, Sink, Database]
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """ON VIOLATION WARN | DROP | FAIL | QUARANTINE 'path'."""
+
+    action: Word                # WARN, DROP, FAIL or QUARANTINE
+    path: Str | None            # QUARANTINE's folder
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """CONSTRAINT name CHECK (condition) [ON VIOLATION ...]: `check` keeps the parentheses."""
+
+    name: Name
+    check: Sql
+    span: Span
+    violation: Violation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """EXPECT ON name CONSTRAINT ... [ON VIOLATION default]: `repeated` holds a second default
+    (reported by the checker)."""
+
+    target: Name
+    constraints: tuple[Constraint, ...]
+    default: Violation | None
+    span: Span
+    repeated: tuple[Violation, ...] = ()
+
+
+Statement = Union[Pipeline, SetConf, Source, Broadcast, Select, Enrich, Match, Process, Sink, Database, Expect]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dslc.compiler.frontend.lexical import Chunk, leading_space, split_statement
 from dslc.compiler.source import SourceFile, Span
 from dslc.grammar import grammar_text
 
-STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK", "DATABASE")
+STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK", "DATABASE", "EXPECT")
 
 # How Lark's terminal names read in a message.
 _TERMINAL_WORDS = {
@@ -24,7 +24,7 @@ _TERMINAL_WORDS = {
     "CONF_KEY": "a configuration key", "SQL_QUERY": "a SELECT query",
     "SQL_PREDICATE": "a condition", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
     "EQUAL": "'='", "LESSTHAN": "'<'", "MORETHAN": "'>'", "COLON": "':'", "MINUS": "'-'",
-    "$END": "';'", "RETRY_KW": "'RETRY'",
+    "$END": "';'", "RETRY_KW": "'RETRY'", "CHECK_EXPR": "a condition in parentheses",
 }
 
 # The SQL terminals match almost anything, so Lark's fallback lexer reports a whole run of text
@@ -110,6 +110,8 @@ def _syntax_error(exc: UnexpectedInput, chunk: Chunk) -> Diagnostic:
         hint = did_you_mean(text, keywords)
         if hint is None and keywords and text.upper() in STATEMENT_KEYWORDS:
             hint = "did you forget ';' after the previous statement?"
+        if "CHECK_EXPR" in _expected(exc):
+            hint = "put the condition in parentheses: CHECK (amount > 0)"
         if text.upper() == "ADAPTIVE":
             hint = "ADAPTIVE follows CAPACITY n: CAPACITY 64 ADAPTIVE (the limit moves between 1 and 64)"
         if text.upper() == "BY" and re.search(r"\bUNORDERED\s*$", chunk.text[:token.start_pos], re.I):
@@ -413,6 +415,38 @@ class _ToAst(Transformer):
 
     def sink(self, span, input_, connector, *options):
         return ast.Sink(input_, connector, options, span)
+
+    # ---- EXPECT
+    def constraint(self, span, name, check):
+        return ast.Constraint(name, _sql(check, self.offset), span)
+
+    def on_violation(self, span, violation):
+        return ast.Violation(violation[0], violation[1], span)
+
+    def violation_word(self, span, word):
+        return (self._word(word), None)
+
+    def quarantine(self, span, path):
+        return (ast.Word("QUARANTINE", span.sub(0, len("QUARANTINE"))), path)
+
+    def expect(self, span, target, *parts):
+        """An ON VIOLATION right after a constraint without one is its own; any other is the
+        statement's default (a second default is kept in `repeated` for the checker)."""
+        constraints: list[ast.Constraint] = []
+        default, repeated, previous = None, [], None
+        for part in parts:
+            if isinstance(part, ast.Constraint):
+                constraints.append(part)
+            elif isinstance(previous, ast.Constraint) and previous.violation is None:
+                constraints[-1] = previous = ast.Constraint(previous.name, previous.check,
+                                                            Span(previous.span.start, part.span.end), part)
+                continue
+            elif default is None:
+                default = part
+            else:
+                repeated.append(part)
+            previous = part
+        return ast.Expect(target, tuple(constraints), default, span, tuple(repeated))
 
 
 def parse_text(text: str, path: str = "<input>") -> ast.Program:

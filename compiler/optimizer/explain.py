@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 from dslc.compiler.diagnostics import ToolError
-from dslc.compiler.optimizer import physical, queries
+from dslc.compiler.optimizer import expect_placement, physical, queries
 from dslc.compiler.optimizer.optimize import Options, optimize
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.explain import _describe
@@ -62,6 +62,7 @@ def render_text(phys: physical.Physical) -> str:
             kept = phys.kept_reason(step.name)
             if kept:
                 out.append(f"      kept: computed once, then read back from {_kept_where(phys)} ({kept})")
+        out += expect_placement.physical_lines(phys, step)
     for sink in phys.plan.sinks:
         out.append(f"  sink {sink.input} -> {sink.connector}" + (f" {sink.path!r}" if sink.path else "")
                    + f"  -- line {sink.line}")
@@ -84,6 +85,8 @@ def render_json(phys: physical.Physical) -> str:
         steps.append(item)
     data = {"passes": [{"pass": n, "note": t} for n, t in phys.passes], "steps": steps,
             "sinks": [{"input": s.input, "connector": s.connector, "path": s.path} for s in phys.plan.sinks]}
+    if phys.plan.expects:
+        data["expects"] = expect_placement.as_json(phys)
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

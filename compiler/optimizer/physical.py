@@ -54,6 +54,7 @@ class Chain:
     input_columns: tuple[str, ...] | None
     starts_because: str
     ends_because: str
+    expects: tuple[str, ...] = ()   # operators whose EXPECT runs inside the chain, right after them
 
     def __post_init__(self) -> None:
         if not self.operators:

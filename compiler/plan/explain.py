@@ -5,6 +5,7 @@ import json
 from dataclasses import fields, is_dataclass
 from typing import Any
 
+from dslc.compiler.plan import expect_explain
 from dslc.compiler.plan import logical as plan
 
 
@@ -143,6 +144,7 @@ def render_text(p: plan.Plan) -> str:
     for node in p.nodes:
         lines.append(f"{node.name} := {_describe(node)}  -- line {node.line}")
         lines.append(f"    schema {_schema(node.schema)}")
+        lines += expect_explain.logical_lines(p, node)
     for sink in p.sinks:
         target = f" {sink.path!r}" if sink.path else ""
         extra = f" partition_by=({', '.join(sink.partition_by)})" if sink.partition_by else ""
@@ -167,4 +169,6 @@ def render_json(p: plan.Plan) -> str:
     """The plan as JSON (sorted keys, stable)."""
     data = {"settings": _jsonable(p.settings), "nodes": [_jsonable(n) for n in p.nodes],
             "sinks": [_jsonable(s) for s in p.sinks]}
+    if p.expects:
+        data["expects"] = [_jsonable(e) for e in p.expects]
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -235,11 +235,15 @@ class Plan:
     notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     # what `dslc check` says that is not an error (diagnostics of severity "note")
     remarks: tuple = field(default=(), compare=False)
+    # EXPECT statements (compiler/plan/expectations.Expect), each beside the relation it judges
+    expects: tuple = ()
     # indexes built once, so that lookups do not make compile time quadratic
     _by_name: dict = field(init=False, repr=False, compare=False, hash=False)
     _readers: dict = field(init=False, repr=False, compare=False, hash=False)
+    _expects: dict = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_expects", {e.on.lower(): e for e in self.expects})
         by_name = {n.name.lower(): n for n in reversed(self.nodes)}    # the first of a name wins
         readers: dict[str, list] = {}
         for reader in (*self.nodes, *self.sinks):
@@ -270,6 +274,10 @@ class Plan:
             yield node
             if not stop(node):
                 stack.extend(i.lower() for i in node.inputs)
+
+    def expectation(self, name: str):
+        """The EXPECT on relation `name` (None: none); its readers read only the rows that pass."""
+        return self._expects.get(name.lower())
 
     def consumers(self, name: str) -> list[PlanNode | Sink]:
         """Nodes and sinks that read `name`."""

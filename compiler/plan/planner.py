@@ -22,6 +22,8 @@ from dslc.compiler.plan import (
     database_rules,
     database_streaming,
     databases,
+    expect_model,
+    expectations,
     format_options,
     options,
     streaming,
@@ -109,6 +111,7 @@ class _Planner:
     # ---- driver
     def build(self, program: ast.Program, *, require_sink: bool) -> plan.Plan:
         sinks_ast: list[ast.Sink] = []
+        expects_ast: list[ast.Expect] = []
         conf: list[tuple[str, str]] = []
         pipeline_seen = False
         for stmt in program.statements:
@@ -123,6 +126,8 @@ class _Planner:
                 sinks_ast.append(stmt)
             elif isinstance(stmt, ast.Database):
                 databases.define(stmt, self.source, self.databases, self.problems)
+            elif isinstance(stmt, ast.Expect):
+                expects_ast.append(stmt)
             else:
                 self._define(stmt)
         self.settings = plan.Settings(self.settings.name, self.mode_override or self.settings.mode,
@@ -135,13 +140,30 @@ class _Planner:
         if require_sink and not sinks_ast:
             where = program.statements[-1].span.sub(0, 1) if program.statements else Span(0, 0)
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
+        expects = self._expects(expects_ast, sinks)
         ordered = tuple(n for n in self.nodes.values() if n is not None)
         result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder),
-                           databases=tuple((d.name, d.url) for d in self.databases.values()))
+                           databases=tuple((d.name, d.url) for d in self.databases.values()),
+                           expects=expects)
         sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
         self.problems.extend(streaming.check(result, checked, sql_of))
         self.problems.extend(database_streaming.static_only(result, [(c.sink, c.span) for c in checked]))
         return dataclasses.replace(result, remarks=tuple(database_streaming.notes(result)))
+
+    def _expects(self, statements: list[ast.Expect], sinks: tuple[plan.Sink, ...]) -> tuple:
+        """The EXPECTs that check; a MODEL's answers are asked to keep what they can say
+        (expect_model.py: the ENRICH's call carries the limits)."""
+        taken = {s.path.rstrip("/"): f"SINK {s.input}" for s in sinks if s.path}
+        taken.update({n.dead_letter.rstrip("/"): f"the dead letters of '{n.name}'" for n in self.nodes.values()
+                      if isinstance(n, plan.Enrich) and n.dead_letter})
+        checked = expectations.check_all(self, statements, taken)
+        for expect in checked:
+            node = self.nodes.get(expect.on.lower())
+            limits = expect_model.limits(expect_model.pushable(expect, node)) if isinstance(node, plan.Enrich) else ()
+            if limits:
+                self.nodes[expect.on.lower()] = dataclasses.replace(
+                    node, call=dataclasses.replace(node.call, limits=limits))
+        return checked
 
     def _sinks(self, statements: list[ast.Sink]) -> tuple[list[plan.Sink], list[streaming.Checked]]:
         """The SINKs that check, and every SINK that reads a known stream through a known connector

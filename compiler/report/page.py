@@ -1,12 +1,14 @@
 """One self-contained HTML page of a run (`dslc run --report`, `dslc report`): the diagnosis, the
 plan picture with each operator's figures, a table of every figure, latency histograms, in
-flight and throughput over time, dead letters and their first error, STREAMING micro-batches.
+flight and throughput over time, dead letters and their first error, each EXPECT's constraints
+(the worst first), STREAMING micro-batches.
 Everything is inline (CSS, SVG); the page loads nothing."""
 from __future__ import annotations
 
 from html import escape
 from typing import Any
 
+from dslc.runtime.expect_figures import worst_first
 from dslc.runtime.live_view import extra_columns
 
 from . import charts
@@ -23,6 +25,7 @@ table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid
 td.n { text-align: right; } .diagnosis { padding: 8px 12px; margin: 6px 0; border-left: 6px solid #888; background: #f5f5f5; }
 .diagnosis.capacity { border-color: #e69b00; } .diagnosis.service { border-color: #c62828; }
 .diagnosis.rate { border-color: #6a4fc7; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
+.diagnosis.expectation { border-color: #00838f; } h3 { font-size: 14px; margin-bottom: 4px; }
 .cause { font-weight: bold; text-transform: uppercase; } .plan svg { max-width: 100%; height: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; } .warning { color: #b71c1c; } .wide { overflow-x: auto; }
 """
@@ -111,6 +114,22 @@ def _outcome(outcome: dict[str, Any] | None) -> list[str]:
                                                              ("calls", "cache", "store", "replay"))])
     if rows:
         parts.append(_table(["", "what", "rows", "where"], rows))
+
+
+def _expectations(section: dict[str, dict[str, Any]]) -> list[str]:
+    """One table per EXPECT (by the stream it judges): each constraint, the worst first, with its
+    action and its passed and failed rows."""
+    if not section:
+        return []
+    parts = ['<h2 id="expectations">Expectations</h2>']
+    for name, figures in section.items():
+        parts.append(f"<h3>EXPECT ON {escape(name)} (line {figures['line']})</h3>"
+                     f"<p>{figures['rows']} rows judged: {figures['passed']} passed, {figures['dropped']} dropped, "
+                     f"{figures['quarantined']} quarantined</p>")
+        rows = [[c["name"], c["line"], f"QUARANTINE '{c['path']}'" if c.get("path") else c["action"], c["passed"],
+                 c["failed"], f"{100.0 * c['failed'] / figures['rows']:.1f}%" if figures["rows"] else "-"]
+                for c in worst_first(figures["constraints"])]
+        parts.append(_table(["constraint", "line", "action", "passed", "failed", "failed share"], rows))
     return parts
 
 
@@ -157,6 +176,7 @@ def render(document: dict[str, Any]) -> str:
             for name, m in sorted(operators.items()) if m.get("dead_letters") or m.get("errors") or m.get("timeouts")]
     parts.append(_table(["operator", "dead letters", "errors", "timeouts", "first error"], rows) if rows
                  else "<p>None: every element was answered.</p>")
+    parts += _expectations(document.get("expectations") or {})
     batches = document.get("micro_batches") or []
     if batches:
         parts.append('<h2 id="micro-batches">STREAMING micro-batches</h2>')

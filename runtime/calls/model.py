@@ -34,7 +34,7 @@ class ModelEnrichCall(OpenAICompatibleCall):
         assert isinstance(config.call, ModelCall)
         super().__init__(config)
         self.call = config.call
-        self.schema = returns_schema(config.returns)
+        self.schema = returns_schema(config.returns, config.call.limits)
         self.response_format = {"type": "json_schema", "json_schema": {
             "name": schema_name(config.name), "strict": True, "schema": self.schema}}
 

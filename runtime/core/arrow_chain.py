@@ -48,9 +48,16 @@ def _build_enrich(op: C.Enrich, views: Mapping[str, ReadOnlyView]) -> Operator:
     return EnrichOperator(op)
 
 
+def _build_expect(op: C.Expect, views: Mapping[str, ReadOnlyView]) -> Operator:
+    from dslc.runtime.core.expect_operator import ExpectOperator
+
+    return ExpectOperator(op)
+
+
 _FACTORIES: dict[type, Callable[[Any, Mapping[str, ReadOnlyView]], Operator]] = {
     C.Process: _build_process,
     C.Enrich: _build_enrich,
+    C.Expect: _build_expect,
 }
 
 

@@ -79,9 +79,16 @@ def unexpressible(spark_type: str) -> str | None:
     return None
 
 
-def returns_schema(columns: tuple) -> dict[str, Any]:
-    """The strict JSON schema of a RETURNS clause (columns with `name` and `type`)."""
-    return _object({c.name: type_schema(c.type) for c in columns})
+def returns_schema(columns: tuple, limits: tuple = ()) -> dict[str, Any]:
+    """The strict JSON schema of a RETURNS clause (columns with `name` and `type`), with the
+    `limits` (column, keyword, value) an EXPECT on the answers asks of them (`enum`, `minimum`,
+    `maximum`, ...: compiler/plan/expect_model.py). `mismatch` does not judge them: an answer
+    outside them still fits RETURNS, and the EXPECT decides what becomes of it."""
+    properties = {c.name: type_schema(c.type) for c in columns}
+    for column, keyword, value in limits:
+        if column in properties:
+            properties[column] = {**properties[column], keyword: list(value) if isinstance(value, tuple) else value}
+    return _object(properties)
 
 
 def mismatch(value: Any, schema: dict[str, Any], where: str = "answer") -> str | None:

@@ -17,7 +17,7 @@ from dslc.runtime.core import refusals
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.secrets import Secrets
 
-from . import answers, driver_values, estimate, names, outcome, stored_join
+from . import answers, driver_values, estimate, expectations, names, outcome, stored_join
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -31,6 +31,8 @@ def _output_schema(input_schema: StructType, operators: tuple[C.Enrich | C.Proce
     """Input columns flow through ENRICH (RETURNS appended); PROCESS emits RETURNS only."""
     fields = list(input_schema.fields)
     for op in operators:
+        if isinstance(op, C.Expect):      # judges the rows, changes no column
+            continue
         returned = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in op.returns))
         fields = (fields + list(returned.fields)) if isinstance(op, C.Enrich) else list(returned.fields)
     return StructType(fields)
@@ -60,6 +62,9 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     the executors inside the operators' configuration."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
+    for op in operators:
+        if isinstance(op, C.Expect):
+            expectations.declare(op, name)
     operators = driver_values.attach(operators, secrets)
     operators = _share_limits(operators, parallelism(df.sparkSession))
     if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
@@ -93,7 +98,7 @@ def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Waterm
 
 
 def _dead_letters(op) -> bool:
-    return isinstance(op, C.Enrich) and op.dead_letters
+    return isinstance(op, C.Enrich) and op.dead_letters or isinstance(op, C.Expect) and op.quarantines
 
 
 def _run(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | None, states, metrics,

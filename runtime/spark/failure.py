@@ -62,6 +62,10 @@ def classify(error: BaseException) -> tuple[int, str]:
     """The exit code of a job that failed with `error`, and the line it prints."""
     if isinstance(error, RunStop):
         return error.code, f"dslc: error: {error}"
+    from .expectations import failed_expectation
+    said = failed_expectation(error)        # a row broke an EXPECT's FAIL constraint
+    if said is not None:
+        return exit_codes.EXPECTATION, f"dslc: error: {said}"
     found = _STOP.findall(str(error))
     if found:
         name, message = found[-1]
@@ -110,3 +114,4 @@ def run_main(main: Callable[[], object]) -> None:
     finally:
         outcome.finish(code, line)
         close_all()   # a failed job never reached its report, which stops its live progress
+

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime import config as C
+from dslc.runtime import expect_figures
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
@@ -50,6 +51,8 @@ class MetricsCollector:
     def __init__(self, spark: SparkSession):
         self._spark = spark
         self.on_connect = is_connect(spark)
+        from . import expectations
+        expectations.forget()            # a new job: its EXPECTs' figures start from nothing
         self._acc = None if self.on_connect else spark.sparkContext.accumulator({}, _MetricsParam())
         self._tasks: list[str] = []   # Connect: each task's metrics (JSON)
         self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
@@ -223,6 +226,12 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
     StreamingQueryProgress.observedMetrics, which every StreamingQueryListener receives."""
     out = []
     for op in chain.operators:
+        if isinstance(op, C.Expect):        # an EXPECT inside the chain: rows judged, each constraint's failures
+            path = f"$['{op.key}']"
+            out += [F.coalesce(F.sum(F.get_json_object(column, f"{path}['{n}']").cast("long")), F.lit(0)).alias(
+                        f"{op.key}.{n}") for n in ("elements_in", "dropped", "quarantined",
+                                                    *(f"failed.{c.name}" for c in op.constraints))]
+            continue
         path = f"$['{op.name}']"
 
         def figure(name: str, path: str = path):
@@ -242,9 +251,13 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
 def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
             extra: dict[str, Any] | None = None) -> str | None:
     """What an operator of the job sees at its end, the same under `dslc run` and spark-submit."""
-    if not merged:
+    from . import expectations
+
+    merged = dict(merged)
+    checked = expectations.section(merged, _queries)      # the EXPECTs' figures (chain ones leave `merged`)
+    if not merged and not checked:
         outcome.reported({}, None)
-        return None   # a job without Python operators has nothing to report
+        return None   # a job without Python operators or EXPECTs has nothing to report
     stream = stream or sys.stderr
     operators = {name: summary(m) for name, m in sorted(merged.items())}
     warnings = all_failed_warnings(operators)
@@ -255,8 +268,10 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
                 "warnings": warnings, **(extra or {}),
                 "latency_histograms": {name: m.get("latency_histogram", {}) for name, m in sorted(merged.items())
                                        if m.get("latency_histogram")}}
-    diagnoses = diagnose_all(operators, (extra or {}).get("timeline"))
+    diagnoses = diagnose_all(operators, (extra or {}).get("timeline")) + expect_figures.diagnoses(checked)
     document["diagnosis"] = diagnoses
+    if checked:
+        document["expectations"] = checked
     plan = os.environ.get("DSLC_PLAN_DOT")        # `dslc run`: the plan picture, for the report
     if plan and Path(plan).is_file():
         document["plan_dot"] = Path(plan).read_text(encoding="utf-8")
@@ -266,7 +281,9 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     written = os.environ.get("DSLC_METRICS_WRITTEN")   # `dslc run --report`: where the file went
     if written:
         Path(written).write_text(str(path.resolve()), encoding="utf-8")
-    table = format_table(operators)
+    table = format_table(operators) if operators else ""
+    if checked:
+        table = (table + "\n" if table else "") + expect_figures.format_table(checked)
     if os.environ.get("DSLC_METRICS_QUIET") == "1":    # `dslc test`: all in the file, nothing on the report
         outcome.reported(operators, str(path))
         return str(path)

@@ -250,6 +250,13 @@ def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, nam
     return _start(writer, Path(checkpoint) / name, trigger, path)
 
 
+def write_quarantine(lines: DataFrame, folder: str, name: str, checkpoint: str, trigger: str | None) -> StreamingQuery:
+    """One quarantine folder of an EXPECT (`lines`: expectations.quarantine_of / quarantine_letters)
+    through Spark's streaming text sink, in a query of its own: exactly once, as dead letters."""
+    writer = lines.writeStream.format("text").outputMode("append").queryName(f"dslc_{name}")
+    return _start(writer, Path(checkpoint) / name, trigger, folder)
+
+
 def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None, *, connector: str,
                  path: str | None, mode: str, partition_by: tuple[str, ...], options: dict[str, str],
                  folder: str, stream: str | None = None, line: int = 0) -> StreamingQuery:

@@ -107,7 +107,7 @@ async def handle(service: "OpenAIService", request: web.Request) -> web.StreamRe
         return denied
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
              "total_tokens": prompt_tokens + completion_tokens}
-    number = service.record_chat(chat.text, usage)
+    number = service.record_chat(chat.text, usage, chat.schema)
     answer = {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
               "model": chat.model, "choices": choices, "usage": usage, "service_tier": "default",
               "system_fingerprint": "fp_dslc_test"}

@@ -67,3 +67,18 @@ def test_enrich_with_sql_is_a_registered_call_kind() -> None:
     from dslc.runtime.config import SqlCall
 
     assert KINDS[SqlCall] is SqlEnrichCall
+
+
+def test_expect_figures_and_the_chain_operator_need_no_spark() -> None:
+    """EXPECT's figures are read by the compiler (the report, `dslc run`'s live view) and its
+    chain operator runs in the Python workers: neither imports Spark's glue (issue #45)."""
+    reached = _graph()
+    for module in ("dslc.runtime.expect_figures", "dslc.runtime.core.expect_operator"):
+        seen, stack = set(), [module]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            stack.extend(reached.get(current, ()))
+        assert not [m for m in seen if m.startswith("dslc.runtime.spark")], module

@@ -3,6 +3,10 @@ reader between them fuse into one chain, run as one mapInArrow pass.
 
     enriched = ENRICH paid ...; scored = PROCESS enriched ...   =>   chain#1 [enriched -> scored]
 
+An EXPECT on an operator inside a chain runs inside it, after that operator, when its conditions
+have a Python form (compiler/plan/expect_python.py); one on the chain's last operator runs as
+Spark expressions on the chain's output, in the same stage (no second pass over the rows).
+
 This is the one step from the logical plan to the physical plan; each chain's pruned input
 (rules/pruning.py) is decided, and noted, here, where the chain is made.
 """
@@ -42,13 +46,26 @@ def _start_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     what = _what(upstream, as_input=True)
     if what is not None:
         return f"input '{upstream.name}' is {what}"
+    if len(p.consumers(upstream.name)) == 1 and not _expect_fuses(p, upstream):
+        return f"the EXPECT on input '{upstream.name}' (line {p.expectation(upstream.name).line}) runs in Spark"
     return f"input '{upstream.name}' has {len(p.consumers(upstream.name))} readers"
+
+
+def _expect_fuses(p: plan.Plan, op: plan.PlanNode) -> bool:
+    """True when `op` has no EXPECT, or one whose every condition has a Python form: it then runs
+    inside the chain, between `op` and the next operator (else the chain ends at `op` and the
+    EXPECT runs in Spark on the chain's output)."""
+    expect = p.expectation(op.name)
+    return expect is None or expect.python
 
 
 def _end_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     readers = p.consumers(op.name)
     if not chaining:
         return "chaining is disabled"
+    if len(readers) == 1 and isinstance(readers[0], PYTHON_OPERATORS) and not _expect_fuses(p, op):
+        expect = p.expectation(op.name)
+        return f"the EXPECT on '{op.name}' (line {expect.line}) runs in Spark: {expect.why_not_python}"
     if len(readers) != 1:
         return f"'{op.name}' has {len(readers)} readers" if readers else f"'{op.name}' is not read"
     reader = readers[0]
@@ -67,7 +84,8 @@ def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True
         if not isinstance(node, PYTHON_OPERATORS):
             continue
         upstream = owner.get(node.inputs[0].lower())
-        if chaining and upstream is not None and len(p.consumers(upstream[-1].name)) == 1:
+        if chaining and upstream is not None and len(p.consumers(upstream[-1].name)) == 1 \
+                and _expect_fuses(p, upstream[-1]):
             upstream.append(node)
             owner[node.name.lower()] = upstream
         else:
@@ -80,7 +98,8 @@ def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True
         chains[ops[-1].name.lower()] = physical.Chain(
             index=index, input=ops[0].inputs[0], operators=ops,
             input_columns=pruned_input(p, ops) if pruning else None,
-            starts_because=_start_reason(p, ops[0], chaining), ends_because=_end_reason(p, ops[-1], chaining))
+            starts_because=_start_reason(p, ops[0], chaining), ends_because=_end_reason(p, ops[-1], chaining),
+            expects=tuple(op.name for op in ops[:-1] if p.expectation(op.name) is not None))
     steps: list[physical.Step] = []
     for node in p.nodes:
         if isinstance(node, plan.Source):

@@ -4,7 +4,10 @@
     STREAM big = SELECT * FROM e WHERE amount > 100  =>  STREAM e = ENRICH e__filter WITH HTTP ...;
                                                      STREAM big = SELECT * FROM e;
 
-Fewer rows reach the enrichment, so fewer external calls are made. An ENRICH passes its input
+Fewer rows reach the enrichment, so fewer external calls are made. An ENRICH with an EXPECT on
+its output keeps its filters after it: the EXPECT judges, counts and quarantines every row the
+ENRICH makes, and a filter moved before it would hide rows from it (an EXPECT on the ENRICH's
+input is no obstacle: the filter moves between the two). An ENRICH passes its input
 columns through unchanged (a list result repeats them), so a row filter on them commutes with it.
 The rule works on the queries' sqlglot trees and builds the new SQL with sqlglot's builders, the
 relation's name quoted as Spark needs it.
@@ -50,6 +53,11 @@ def pushdown_filters(p: plan.Plan) -> plan.Plan:
             continue
         if len(p.consumers(target.name)) != 1:
             continue    # another reader needs the unfiltered rows (a rewrite never adds readers of it)
+        expect = p.expectation(target.name)
+        if expect is not None:      # the EXPECT judges (and counts) every row the ENRICH makes
+            notes.append(f"nothing moved from '{node.name}' (line {node.line}) before ENRICH '{target.name}': "
+                         f"the EXPECT on line {expect.line} judges every row of '{target.name}'")
+            continue
         split = _split(node, target)
         if split is None:
             continue

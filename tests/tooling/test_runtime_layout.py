@@ -19,6 +19,8 @@ FORBIDDEN = {
     "limits": ("core", "calls", "wrappers", "spark"),
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
+    # NEAREST BY's index and probe: NumPy, pyarrow and faiss only, a leaf as limits/ is
+    "vectors": ("core", "calls", "wrappers", "limits", "schema", "broadcast", "sources", "store", "spark"),
 }
 
 

@@ -17,6 +17,7 @@ from sqlglot import exp
 
 from dslc.compiler.codegen import configs
 from dslc.compiler.codegen.emitter import Emitter, StringCall, ident, lit, lit_dict, wrapped
+from dslc.compiler.codegen.nearest import NearestLowering
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.match_keys import equality_keys
@@ -79,12 +80,12 @@ _JOB_NAMES = frozenset({
     "C", "FOLDER", "CHECKPOINT", "secrets", "driver_values", "TRIGGER", "main", "spark", "metrics", "queries", "batch",
     "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
     "capture",
-    "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
+    "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F", "nearest",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
 
 
-class _Lowering:
+class _Lowering(NearestLowering):
     """Visits the physical steps in order and writes the job."""
 
     def __init__(self, phys: physical.Physical, target: Target):
@@ -201,6 +202,8 @@ class _Lowering:
                 used.add("pinned")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
+        if any(isinstance(s, physical.Nearest) for s in steps):
+            used.add("nearest")
         if not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE" for s in steps):
             used.add("sources")
         return sorted(used)

@@ -18,6 +18,7 @@ from sqlglot import exp
 from dslc.compiler.codegen import configs
 from dslc.compiler.codegen.databases import DatabaseSteps
 from dslc.compiler.codegen.emitter import Emitter, StringCall, ident, lit, lit_dict, wrapped
+from dslc.compiler.codegen.nearest import NearestLowering
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.match_keys import equality_keys
@@ -82,12 +83,12 @@ _JOB_NAMES = frozenset({
     "C", "FOLDER", "CHECKPOINT", "secrets", "driver_values", "TRIGGER", "main", "spark", "metrics", "queries", "batch",
     "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
     "capture", "jdbc", "expectations",
-    "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F",
+    "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F", "nearest",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
 
 
-class _Lowering(DatabaseSteps):
+class _Lowering(DatabaseSteps, NearestLowering):
     """Visits the physical steps in order and writes the job."""
 
     def __init__(self, phys: physical.Physical, target: Target):
@@ -220,6 +221,8 @@ class _Lowering(DatabaseSteps):
                 used.add("refreshed_state")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
+        if any(isinstance(s, physical.Nearest) for s in steps):
+            used.add("nearest")
         if self.target.writes or (not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE"
                                                             for s in steps)):
             used.add("sources")

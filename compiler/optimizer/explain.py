@@ -34,9 +34,20 @@ def _step_line(step: physical.Step, p: plan.Plan) -> str:
         where = "line" if len(step.operators) == 1 else "lines"
         return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- {where} {lines}"
     node = step.node
+    if isinstance(step, physical.Nearest):
+        return f"{step.name}: index probe {_describe(node)}  -- line {node.line}\n      index: {index_kind(node)}"
     kind = _match_kind(step, p) if isinstance(step, physical.MatchJoin) else \
         {physical.Read: "read", physical.State: "state", physical.Sql: "sql"}[type(step)]
     return f"{step.name}: {kind} {_describe(node)}  -- line {node.line}"
+
+
+def index_kind(node: plan.NearestJoin) -> str:
+    """The index a NEAREST BY step builds, as runtime/vectors/index.py decides it (its size and
+    build time are known when the job builds it: printed then, and in the metrics file)."""
+    natural = (node.function == "vector_l2_distance") != node.similarity
+    if node.approx and natural and node.function != "vector_inner_product":
+        return "hnsw (faiss), M=32, efSearch 256, re-ranked by Spark's FLOATs"
+    return "exact (NumPy): one product of matrices, re-ranked by Spark's FLOATs"
 
 
 def _kept_where(phys: physical.Physical) -> str:

@@ -73,7 +73,14 @@ class MatchJoin(_NodeStep):
     node: plan.Match
 
 
-Step = Union[Read, State, Sql, Chain, MatchJoin]
+@dataclass(frozen=True, slots=True)
+class Nearest(_NodeStep):
+    """NEAREST BY: the right side indexed once, the left side probed per partition."""
+
+    node: plan.NearestJoin
+
+
+Step = Union[Read, State, Sql, Chain, MatchJoin, Nearest]
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,6 +111,13 @@ def _enrich(node: plan.Enrich) -> str:
     return f"Enrich[{node.input}] {_CALLS[type(node.call)](node.call)} " + " ".join(opts)
 
 
+def _nearest(node: plan.NearestJoin) -> str:
+    how = f"{'APPROX' if node.approx else 'EXACT'} NEAREST {node.k} BY {'SIMILARITY' if node.similarity else 'DISTANCE'}"
+    return (f"NearestJoin[{node.left} {'LEFT OUTER ' if node.outer else ''}x {node.right} AS {node.right_alias}] "
+            f"{how} {node.function}({node.left_vector}, {node.right_alias}.{node.right_vector}), "
+            f"{node.right} read once and indexed")
+
+
 def _match(node: plan.Match) -> str:
     return f"Match[{node.input} x {node.state} AS {node.alias}] " + " ".join(node.predicate.split())
 
@@ -121,7 +128,8 @@ def _process(node: plan.Process) -> str:
 
 
 _DESCRIBE = {plan.Source: _source, plan.BroadcastState: _broadcast_state, plan.Query: _query,
-             plan.Enrich: _enrich, plan.Match: _match, plan.Process: _process}
+             plan.Enrich: _enrich, plan.Match: _match, plan.Process: _process,
+             plan.NearestJoin: _nearest}
 
 
 def _describe(node: plan.PlanNode) -> str:

@@ -187,6 +187,28 @@ class Process(Node):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NearestJoin(Node):
+    """NEAREST BY run with an index (optimizer/rules/nearest.py): `left`'s rows, each with its k
+    best rows of `right` (read once, indexed) as a struct column named `right_alias`, and the
+    right columns `left` lacks under their own names; the query that wrote the join reads this."""
+
+    left: str
+    right: str
+    right_alias: str
+    left_vector: str            # left column holding the query vectors
+    right_vector: str           # right column indexed
+    function: str               # vector_l2_distance | vector_cosine_similarity | vector_inner_product
+    similarity: bool            # BY SIMILARITY: the largest values are the best
+    approx: bool
+    k: int
+    outer: bool                 # LEFT OUTER
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sink:
     """Write a stream to a connector."""
 
@@ -205,7 +227,7 @@ class Sink:
         return (self.input,)
 
 
-PlanNode = Union[Source, BroadcastState, Query, Enrich, Match, Process]
+PlanNode = Union[Source, BroadcastState, Query, Enrich, Match, Process, NearestJoin]
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,10 +27,12 @@ from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.source import Span
-from dslc.compiler.sparksql.spark_calls import AGGREGATES
+from dslc.compiler.sparksql.spark_calls import AGGREGATES as _REGISTRY_AGGREGATES
+from dslc.compiler.sparksql.spark_vectors import VECTOR_AGGREGATES
 
 Sources = Mapping[str, "set[str] | None"]      # FROM item alias (lower case) → its column names
 _HINT = "dslc's fast check found this; Spark's analyzer refuses it when the job starts"
+AGGREGATES = _REGISTRY_AGGREGATES | VECTOR_AGGREGATES
 _NOT_JUDGED = (exp.Window, exp.Query, exp.Subquery, exp.Lambda)
 
 

@@ -20,7 +20,7 @@ from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import Token, TokenType
 
 from dslc.compiler.sparksql.spark_names import SparkNamer  # it names PIVOT's columns
-from dslc.compiler.sparksql.spark_nodes import MULTI_UNIT, UnaryPlus
+from dslc.compiler.sparksql.spark_nodes import MULTI_UNIT, NearestBy, UnaryPlus
 
 _WITH_NULLS_FLAG = {"ANY_VALUE": exp.AnyValue, "FIRST": exp.First, "FIRST_VALUE": exp.FirstValue,
                     "LAST": exp.Last, "LAST_VALUE": exp.LastValue}
@@ -140,6 +140,48 @@ class SparkSqlParser(SparkParser):
             args = None
         return super().validate_expression(expression, args)
 
+    def _nearest_follows(self) -> bool:
+        """`APPROX NEAREST` or `EXACT NEAREST` next: Spark's nearest-by clause (neither word is then
+        the right side's alias, as in `JOIN docs APPROX NEAREST 3 BY ...`)."""
+        return self._curr is not None and self._next is not None and self._curr.text.upper() in ("APPROX", "EXACT") \
+            and self._next.text.upper() == "NEAREST"
+
+    def _parse_table_alias(self, alias_tokens=None):
+        return None if self._nearest_follows() else super()._parse_table_alias(alias_tokens)
+
+    def _parse_join(self, skip_join_token=False, parse_bracket=False, alias_tokens=None):
+        """Spark 4.2's `JOIN r (APPROX | EXACT) NEAREST [k] BY (DISTANCE | SIMILARITY) ranking`,
+        where an ON or USING would stand (SqlBaseParser.g4's nearestByClause)."""
+        first = self._curr
+        join = super()._parse_join(skip_join_token=skip_join_token, parse_bracket=parse_bracket,
+                                   alias_tokens=alias_tokens)
+        if join is None or join.args.get("using") or not self._nearest_follows():
+            return join
+        if join.args.get("on") is not None:
+            if self._prev.text.upper() == "TRUE" or not join.args["on"] == exp.true():
+                return join       # `ON ... APPROX NEAREST`: Spark's syntax error, and sqlglot's
+            join.set("on", None)  # the ON TRUE sqlglot's Spark adds to a join without one
+        approximate = self._curr.text.upper() == "APPROX"
+        start = self._curr
+        self._advance(2)
+        count = None
+        if self._curr is not None and self._curr.token_type == TokenType.NUMBER:
+            number = self._curr
+            count = self.expression(exp.Literal.number(number.text))
+            count.meta.update(line=number.line, col=number.col, start=number.start, end=number.end)
+            self._advance()
+        if not self._match_text_seq("BY"):
+            self.raise_error("Expecting BY")
+        if not self._match_texts(("DISTANCE", "SIMILARITY")):
+            self.raise_error("Expecting DISTANCE or SIMILARITY")
+        similarity = self._prev.text.upper() == "SIMILARITY"
+        nearest = self.expression(NearestBy(this=self._parse_disjunction(), count=count, approximate=approximate,
+                                            similarity=similarity))
+        nearest.meta.update(line=start.line, col=start.col, start=start.start, end=self._prev.end,
+                            join_start=first.start if first is not None else start.start)
+        join.set("nearest", nearest)
+        return join
+
     def _parse_interval(self, require_interval: bool = True, parse_function_unit: bool = True):
         """Spark's `INTERVAL 1 DAY -1 HOUR`: every part of a multi-unit interval may have a sign."""
         interval = super()._parse_interval(require_interval, parse_function_unit)
@@ -173,7 +215,16 @@ class SparkSql(Spark):
     Parser = SparkSqlParser
 
     class Generator(Spark.Generator):
-        TRANSFORMS = {**Spark.Generator.TRANSFORMS, UnaryPlus: lambda self, e: f"(+{self.sql(e, 'this')})"}
+        TRANSFORMS = {**Spark.Generator.TRANSFORMS, UnaryPlus: lambda self, e: f"(+{self.sql(e, 'this')})",
+                      NearestBy: lambda self, e: _nearest_sql(self, e)}
+
+
+def _nearest_sql(generator, expression: exp.Nearest) -> str:
+    """Spark's words: APPROX or EXACT, k only when written."""
+    return " ".join(part for part in (
+        "APPROX" if expression.args.get("approximate") else "EXACT", "NEAREST", generator.sql(expression, "count"),
+        "BY", "SIMILARITY" if expression.args.get("similarity") else "DISTANCE", generator.sql(expression, "this"))
+        if part)
 
 
 SPARK_SQL = SparkSql()

@@ -18,9 +18,11 @@ from typing import Any
 from sqlglot import exp
 
 from dslc.compiler.sparksql.arity import written_arguments
-from dslc.compiler.sparksql.spark_calls import ARITIES, DEFAULT_ARGUMENTS, PRINTED_NAMES
+from dslc.compiler.sparksql.spark_calls import ARITIES, PRINTED_NAMES
+from dslc.compiler.sparksql.spark_calls import DEFAULT_ARGUMENTS as _REGISTRY_DEFAULTS
 from dslc.compiler.sparksql.spark_intervals import literal_value, multi_unit_parts, multi_unit_value
 from dslc.compiler.sparksql.spark_nodes import UnaryPlus
+from dslc.compiler.sparksql.spark_vectors import VECTOR_DEFAULT_ARGUMENTS
 
 _BINARY = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "div",
            exp.EQ: "=", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.And: "AND",
@@ -683,6 +685,9 @@ def datetime_literal(word: str, text: str) -> str:
     hour, minute, second = (int(time[i]) if time[i] else 0 for i in (1, 2, 3))
     fraction = (time[4] or "")[:6].rstrip("0")
     return f"{day_text} {hour:02d}:{minute:02d}:{second:02d}" + (f".{fraction}" if fraction else "")
+
+
+DEFAULT_ARGUMENTS = {**_REGISTRY_DEFAULTS, **VECTOR_DEFAULT_ARGUMENTS}
 
 
 def registry_defaults(name: str, written: int) -> list[str]:

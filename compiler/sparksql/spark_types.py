@@ -18,6 +18,7 @@ from sqlglot.typing.spark import EXPRESSION_METADATA
 from dslc.compiler.sparksql.spark_intervals import literal_value
 from dslc.compiler.sparksql.spark_nodes import UnaryPlus
 from dslc.compiler.sparksql.spark_returns import SPARK_RETURNS
+from dslc.compiler.sparksql.spark_vectors import VECTOR_RETURNS
 
 T = exp.DataType.Type
 MAX_PRECISION = 38
@@ -792,7 +793,7 @@ _ANONYMOUS_RETURNS = {
     "every": "BOOLEAN", "some": "BOOLEAN", "count_if": "BIGINT", "approx_count_distinct": "BIGINT",
     "input_file_block_start": "BIGINT", "current_catalog": "STRING", "current_database": "STRING",
     "current_user": "STRING", "version": "STRING", "json_array_length": "INT",
-    "json_object_keys": "ARRAY<STRING>", "getbit": "TINYINT",
+    "json_object_keys": "ARRAY<STRING>", "getbit": "TINYINT", **VECTOR_RETURNS,
 }
 
 # Anonymous calls typed by a rule of their own (see _anonymous).

@@ -19,11 +19,13 @@ from dslc.compiler.diagnostics import Diagnostic, did_you_mean, error
 from dslc.compiler.source import Span
 from dslc.compiler.sparksql.aggregation import aggregation_errors, ordinal_errors
 from dslc.compiler.sparksql.arity import arity_error
+from dslc.compiler.sparksql.nearest import clause_errors, ranking_errors
 from dslc.compiler.sparksql.operand_types import operand_errors
 from dslc.compiler.sparksql.spark_dialect import SPARK_SQL
 from dslc.compiler.sparksql.spark_functions import SPARK_FUNCTIONS, SPARK_SYNTAX_CALLS
 from dslc.compiler.sparksql.spark_names import SparkNamer, generator_name
 from dslc.compiler.sparksql.spark_types import SPARK_METADATA, SparkTypes, generated_types
+from dslc.compiler.sparksql.spark_vectors import argument_errors
 from dslc.compiler.sparksql.sqltypes import UNKNOWN, spark_spelling, sqlglot_spelling
 from dslc.runtime.config import Column
 
@@ -193,7 +195,9 @@ def analyze_query(sql: SqlText, tree: exp.Expression, schemas: Schemas,
             failed = True
         elif name not in reads:
             reads.append(name)
-    if failed:
+    clause = clause_errors(tree, sql.text, lambda start, end: sql.span.sub(start, end - start))
+    if failed or clause:
+        problems.extend(clause)
         return None
     if any(schemas[r] is None for r in reads):
         return QueryInfo(tuple(reads), None, _aggregates(tree))
@@ -679,7 +683,8 @@ def _output_schema(tree: exp.Expression, schemas: Schemas, sql: SqlText,
     except SqlglotError as exc:
         problems.append(error("E0206", sql.span.sub(0, 1), detail=str(exc).split("\n")[0]))
         return None
-    refused = operand_errors(typed, lambda node: _extent(node, sql))
+    refused = operand_errors(typed, lambda node: _extent(node, sql)) + \
+        argument_errors(typed, lambda node: _extent(node, sql)) + ranking_errors(typed, sql.text, lambda node: _extent(node, sql))
     if refused:
         problems.extend(refused)
         return None

@@ -20,7 +20,10 @@ FORBIDDEN = {
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
     # the driver's side of DATABASE (URLs, the check before Spark starts, tables, commits): a leaf
-    "databases": ("core", "calls", "wrappers", "limits", "spark", "broadcast", "store"),
+    "databases": ("core", "calls", "wrappers", "limits", "spark", "broadcast", "store", "vectors"),
+    # NEAREST BY's index and probe: NumPy, pyarrow and faiss only, a leaf as limits/ is
+    "vectors": ("core", "calls", "wrappers", "limits", "schema", "broadcast", "sources", "store", "spark",
+                "databases"),
 }
 
 

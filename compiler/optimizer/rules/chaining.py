@@ -29,6 +29,7 @@ _NEIGHBOURS: dict[object, tuple[str | None, str | None]] = {
     (plan.Query, True): ("an aggregation (shuffle)", "a shuffle (GROUP BY / window)"),
     (plan.Query, False): ("Spark SQL (Catalyst runs it)", "Spark SQL"),
     plan.Match: ("a MATCH join", "a MATCH (a join)"),
+    plan.NearestJoin: ("a NEAREST BY probe", "a NEAREST BY probe"),
     plan.BroadcastState: (None, "a broadcast state"),
 }
 
@@ -110,6 +111,8 @@ def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True
             steps.append(physical.Sql(node))
         elif isinstance(node, plan.Match):
             steps.append(physical.MatchJoin(node))
+        elif isinstance(node, plan.NearestJoin):
+            steps.append(physical.Nearest(node))
         elif node.name.lower() in chains:
             steps.append(chains[node.name.lower()])
     return physical.Physical(p, tuple(steps), p.notes + _notes(steps))

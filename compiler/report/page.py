@@ -114,6 +114,7 @@ def _outcome(outcome: dict[str, Any] | None) -> list[str]:
                                                              ("calls", "cache", "store", "replay"))])
     if rows:
         parts.append(_table(["", "what", "rows", "where"], rows))
+    return parts
 
 
 def _expectations(section: dict[str, dict[str, Any]]) -> list[str]:

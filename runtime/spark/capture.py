@@ -25,6 +25,7 @@ class Captured:
             metrics.without_live_progress()     # the caller shows what it wants, when it wants
         self.outputs: dict[str, DataFrame] = {}
         self.dead_letters: dict[str, DataFrame] = {}
+        self.quarantine: dict[str, DataFrame] = {}     # QUARANTINE path as written -> its JSON lines
         self._persisted: list[DataFrame] = []
 
     def output(self, name: str, df: DataFrame) -> None:
@@ -46,6 +47,30 @@ class Captured:
         for operator in operators:
             self.dead_letters[operator] = dead_letters_of(df, operator)
         return without_dead_letters(df)
+
+    def hold_quarantine(self, df: DataFrame, expect: C.Expect) -> DataFrame:
+        """An EXPECT Spark runs, its QUARANTINE folders kept instead of written: judged once
+        (persisted), each path's JSON lines held, the rows that pass returned."""
+        from . import expectations
+
+        judged = expectations.judge(df, expect).persist()
+        self._persisted.append(judged)
+        for path in sorted({c.path for c in expect.constraints if c.action == "QUARANTINE" and c.path}):
+            self._add_quarantine(path, expectations.quarantine_of(judged, expect, path))
+        return expectations.passing(judged)
+
+    def hold_quarantine_letters(self, df: DataFrame, paths: tuple[str, ...]) -> None:
+        """The rows a chain's EXPECTs quarantined to `paths` (among its dead letters), kept."""
+        from . import expectations
+
+        if C.DEAD_LETTER_COLUMN not in df.columns:
+            return
+        for path in paths:
+            self._add_quarantine(path, expectations.quarantine_letters(df, path))
+
+    def _add_quarantine(self, path: str, lines: DataFrame) -> None:
+        held = self.quarantine.get(path)
+        self.quarantine[path] = lines if held is None else held.unionByName(lines)
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         """Per operator: calls, retries, dead letters... (see dslc.runtime.metrics.summary)."""

@@ -58,14 +58,14 @@ def test_checkpoint_is_said_as_the_compiler_does_it():
 
 def test_rate_and_tokens_per_minute_are_said_as_the_runtime_holds_them():
     """Requests: the job's RATE (split per task without STORE). Tokens: per task, split without
-    STORE, the whole m per task with STORE (runtime/spark/chains.py, `_share_rates`)."""
+    STORE, the whole m per task with STORE (runtime/spark/chains.py, `_share_limits`)."""
     from dslc.runtime import config as C
-    from dslc.runtime.spark.chains import _share_rates
+    from dslc.runtime.spark.chains import _share_limits
 
     rate = C.Rate(calls=10.0, tokens_per_minute=600.0)
     model = C.ModelCall(model="m", base_url="http://127.0.0.1:9/v1", prompt="{text}")
     base = dict(name="e", line=1, call=model, returns=(C.Column("label", "STRING"),), key_columns=("text",), rate=rate)
-    plain, stored = _share_rates((C.Enrich(**base), C.Enrich(**base, store=C.Store("answers.db"))), tasks=4)
+    plain, stored = _share_limits((C.Enrich(**base), C.Enrich(**base, store=C.Store("answers.db"))), tasks=4)
     assert (plain.rate.task_rate, plain.rate.task_tokens_per_second) == (2.5, 2.5)
     assert stored.rate.task_tokens_per_second == 10.0                  # the whole m, per task
     language = (REPO / "docs/language.md").read_text()

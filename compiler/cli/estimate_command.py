@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from dslc.compiler.diagnostics import ToolError
+from dslc.runtime import run_env
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -97,8 +98,8 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
     with tempfile.TemporaryDirectory(prefix="dslc-estimate-") as folder:
         job = Path(folder) / "estimate_job.py"
         job.write_text(lower_plan(plan, job_folder=folder, writes=False))
-        saved = {key: os.environ.get(key) for key in ("DSLC_FLOW_FOLDER", secrets.FILE_ENV)}
-        os.environ["DSLC_FLOW_FOLDER"] = str(Path(flow).resolve().parent)
+        saved = {key: os.environ.get(key) for key in (run_env.FLOW_FOLDER.name, secrets.FILE_ENV)}
+        os.environ[run_env.FLOW_FOLDER.name] = str(Path(flow).resolve().parent)
         if secrets_file:
             os.environ[secrets.FILE_ENV] = str(Path(secrets_file).resolve())
         estimate.ESTIMATING = []
@@ -128,7 +129,7 @@ def _quiet_session(conf) -> None:
 
     # the Python workers that look keys up and count prompt tokens import dslc: this interpreter's
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(os.environ.get("DSLC_MASTER", "local[*]")).appName("dslc-estimate")
+    builder = SparkSession.builder.master(run_env.MASTER.get()).appName("dslc-estimate")
     for key, value in (("spark.ui.showConsoleProgress", "false"), ("spark.ui.enabled", "false"),
                        ("spark.log.level", "ERROR"), *conf):
         builder = builder.config(key, value)

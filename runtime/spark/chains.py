@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime import config as C
+from dslc.runtime import run_env
 from dslc.runtime.broadcast.state import Snapshot
 from dslc.runtime.core import refusals
 from dslc.runtime.core.arrow_chain import ChainFunction
@@ -69,8 +70,8 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     operators = _share_limits(operators, parallelism(df.sparkSession))
     if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
         return estimate.record_chain(df, answers.prepare(
-            operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
-    operators = answers.prepare(operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".",
+            operators, df.sparkSession.conf.get(run_env.FLOW_FOLDER_CONF.name, None) or ".", streaming=False), None)
+    operators = answers.prepare(operators, df.sparkSession.conf.get(run_env.FLOW_FOLDER_CONF.name, None) or ".",
                                 streaming=df.isStreaming)
     return _run_joining(df, name, operators, watermark, states, metrics, batch_size)
 

@@ -26,6 +26,8 @@ class Captured:
         self.outputs: dict[str, DataFrame] = {}
         self.dead_letters: dict[str, DataFrame] = {}
         self._persisted: list[DataFrame] = []
+        # the estimate's job (codegen's Target(estimate=True)): (ENRICH, the rows reaching it)
+        self.chain_inputs: list[tuple[C.Enrich, DataFrame]] = []
 
     def output(self, name: str, df: DataFrame) -> None:
         """What a SINK of relation `name` would have written."""

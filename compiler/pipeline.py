@@ -38,19 +38,22 @@ def check_text(text: str, path: str = "<input>", *, require_sink: bool = True) -
 
 
 def lower_plan(plan: Plan, *, job_folder: str, trigger: str | None = None,
-               chaining: bool = True, pushdown: bool = True, writes: bool = True,
+               chaining: bool = True, pushdown: bool = True, writes: bool = True, estimate: bool = False,
                row_limits: tuple[tuple[str, int], ...] = ()) -> str:
     """Optimise a checked plan and generate its PySpark job.
 
     `writes=False` (BATCH only) gives a job that writes nothing: its main() returns a
     `dslc.runtime.spark.capture.Captured` holding each SINK's DataFrame and each ENRICH's dead
-    letters. `row_limits` ((operator, n), ...) lets at most n rows reach that ENRICH/PROCESS;
-    `dslc.compiler.plan.subset` says which plan and limit show one relation."""
+    letters; with `estimate` too, its chains call nothing and record the rows reaching each
+    ENRICH (`dslc explain --estimate`). `row_limits` ((operator, n), ...) lets at most n rows
+    reach that ENRICH/PROCESS; `dslc.compiler.plan.subset` says which plan and limit show one
+    relation."""
     from dslc.compiler.codegen.lower import Target, lower
     from dslc.compiler.optimizer.optimize import Options, optimize
 
     physical = optimize(plan, Options(chaining=chaining, pushdown=pushdown))
-    return lower(physical, Target(job_folder=job_folder, trigger=trigger, writes=writes, row_limits=row_limits))
+    return lower(physical, Target(job_folder=job_folder, trigger=trigger, writes=writes, estimate=estimate,
+                                     row_limits=row_limits))
 
 
 def compile_file(path: str | Path, *, job_folder: str, mode: str | None = None, trigger: str | None = None,

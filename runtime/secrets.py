@@ -18,20 +18,22 @@ import re
 import urllib.parse
 from collections.abc import Iterator, Mapping
 
+from dslc.runtime import run_env
+
 #: `${...}`: what is inside is checked by `bad_names` (the compiler reports it at its column).
 SECRET = re.compile(r"\$\{([^{}]*)\}")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 #: Where the job's driver finds the file given to `dslc run --secrets FILE`.
-FILE_ENV = "DSLC_SECRETS_FILE"
+FILE_ENV = run_env.SECRETS_FILE.name
 MASK = "***"
 #: Set ("1") when no call reaches a service (`dslc test`, `dslc run --replay`): a secret that is
 #: not set is then no error, and its `${NAME}` is never filled.
-OPTIONAL_ENV = "DSLC_SECRETS_OPTIONAL"
+OPTIONAL_ENV = run_env.SECRETS_OPTIONAL.name
 
 
 def optional() -> bool:
     """True when calls are answered without a service, so secrets may be missing."""
-    return os.environ.get(OPTIONAL_ENV) == "1"
+    return run_env.SECRETS_OPTIONAL.is_one()
 
 
 def is_set(name: str, environ: Mapping[str, str] | None = None) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.plan import logical as plan
-from dslc.runtime import secrets
+from dslc.runtime import run_env, secrets
 from dslc.runtime.wrappers import recording
 
 from . import expectations, values
@@ -317,10 +317,10 @@ def _job_settings(spark, replay: str, metrics_file: Path, verbose: bool = False)
     from dslc.runtime.spark import outcome
 
     context = spark.sparkContext
-    settings = {"DSLC_METRICS_FILE": str(metrics_file),       # metrics into a file, not onto the report
+    settings = {run_env.METRICS_FILE.name: str(metrics_file),   # metrics into a file, not onto the report
                 secrets.OPTIONAL_ENV: "1"}                     # answers are replayed: no call needs a secret
     if not verbose:
-        settings.update({"DSLC_PROGRESS": "0", "DSLC_METRICS_QUIET": "1"})
+        settings.update({run_env.PROGRESS.name: "0", run_env.METRICS_QUIET.name: "1"})
     previous = {name: os.environ.get(name) for name in settings}
     context.setLocalProperty(recording.REPLAY_PROPERTY, replay)
     os.environ.update(settings)

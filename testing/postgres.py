@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dslc.runtime import run_env
+
 #: Where Debian's packages put the server binaries; `DSLC_PG_BIN` names another folder.
 BIN_GLOB = "/usr/lib/postgresql/*/bin"
 _LOGGED = re.compile(r"LOG:  (?:statement|execute [^:]*): (.*)")
@@ -33,7 +35,7 @@ _LOGGED = re.compile(r"LOG:  (?:statement|execute [^:]*): (.*)")
 
 def server_bin() -> Path:
     """The folder of `initdb`, `pg_ctl` and `postgres` (the newest Debian version installed)."""
-    given = os.environ.get("DSLC_PG_BIN")
+    given = run_env.PG_BIN.get()
     candidates = [given] if given else sorted(glob.glob(BIN_GLOB), key=_version, reverse=True)
     for folder in candidates:
         if folder and (Path(folder) / "initdb").is_file():

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Callable, TextIO
 
+from dslc.runtime import run_env
+
 from .case_file import CaseFileError, TestFile, find, load
 from .harness import CaseResult, check_pipeline, run_prepared
 
@@ -38,7 +40,7 @@ def session(log: Path | None = None):
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings = {
-        "spark.master": os.environ.get("DSLC_MASTER", "local[2]"), "spark.app.name": "dslc-test",
+        "spark.master": run_env.MASTER.get("local[2]"), "spark.app.name": "dslc-test",
         "spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "2",
         "spark.ui.showConsoleProgress": "false", "spark.log.level": "ERROR",
     }

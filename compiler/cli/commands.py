@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
-from dslc.runtime import exit_codes, secrets
+from dslc.runtime import exit_codes, run_env, secrets
 from dslc.runtime.metrics import format_table
 from dslc.runtime.spark import analysis_errors, failure
 
@@ -90,10 +90,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             from dslc.compiler.optimizer.explain import render_physical
             from dslc.compiler.pipeline import check_file
             (Path(folder) / "plan.dot").write_text(render_physical(check_file(args.file), "dot"))
-            watch.update(DSLC_PLAN_DOT=str(Path(folder) / "plan.dot"),
-                         DSLC_METRICS_WRITTEN=str(Path(folder) / "metrics.path"))
+            watch.update({run_env.PLAN_DOT.name: str(Path(folder) / "plan.dot"),
+                          run_env.METRICS_WRITTEN.name: str(Path(folder) / "metrics.path")})
         if remote:
-            env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
+            env = {**os.environ, "SPARK_REMOTE": remote, run_env.FLOW_FOLDER.name: str(Path(args.file).resolve().parent),
                    analysis_errors.FLOW_ENV: str(Path(args.file).resolve()),
                    **calls, **watch}
             code = _call([sys.executable, str(job)], env, where=f"Spark Connect {remote}")
@@ -156,7 +156,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     command = spark_submit() + ["--master", master, "--conf", "spark.log.level=WARN", *_daemon(master, extra, python),
                                 *_driver_python(extra), *jars, *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": python,
-           "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
+           run_env.FLOW_FOLDER.name: str(Path(args.file).resolve().parent),
            analysis_errors.FLOW_ENV: str(Path(args.file).resolve()), **watch}
     if calls:
         env.update(calls)
@@ -301,7 +301,7 @@ def _watch_env(args: argparse.Namespace, folder: Path) -> dict[str, str]:
     """On a terminal, the job's driver writes its live figures to a file that `dslc run` draws as
     a table (compiler/cli/live.py); otherwise the driver prints a line every 10 s itself."""
     from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
-    if sys.stderr.isatty() and os.environ.get("DSLC_PROGRESS", "1") != "0":
+    if sys.stderr.isatty() and not run_env.PROGRESS.switched_off():
         return {PROGRESS_FILE_ENV: str(folder / "progress.json")}
     return {}
 

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from dslc.compiler.diagnostics import ToolError
+from dslc.runtime import run_env
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -87,7 +88,7 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
     from dslc.compiler.pipeline import check_source, lower_plan
     from dslc.compiler.source import SourceFile
     from dslc.runtime import secrets
-    from dslc.runtime.spark import estimate
+    from dslc.runtime.spark import estimate, failure
 
     plan = as_batch(check_source(SourceFile.read(flow)))
     check_secrets(plan, secrets_file)
@@ -96,16 +97,17 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
     completions = recorded_completion(recording) if recording else {}
     with tempfile.TemporaryDirectory(prefix="dslc-estimate-") as folder:
         job = Path(folder) / "estimate_job.py"
-        job.write_text(lower_plan(plan, job_folder=folder, writes=False))
-        saved = {key: os.environ.get(key) for key in ("DSLC_FLOW_FOLDER", secrets.FILE_ENV)}
-        os.environ["DSLC_FLOW_FOLDER"] = str(Path(flow).resolve().parent)
+        job.write_text(lower_plan(plan, job_folder=folder, writes=False, estimate=True))
+        saved = {key: os.environ.get(key) for key in (run_env.FLOW_FOLDER.name, secrets.FILE_ENV)}
+        os.environ[run_env.FLOW_FOLDER.name] = str(Path(flow).resolve().parent)
         if secrets_file:
             os.environ[secrets.FILE_ENV] = str(Path(secrets_file).resolve())
-        estimate.ESTIMATING = []
         try:
             _quiet_session(plan.settings.conf)
-            runpy.run_path(str(job), run_name="__main__")
-            found = list(estimate.ESTIMATING)
+            job_main, found = runpy.run_path(str(job), run_name="dslc_estimate_job")["main"], []
+            # run as the job runs itself (failure.run_main: its stops, outcome and clean-up); its
+            # main() hands back the rows reaching each ENRICH
+            failure.run_main(lambda: found.extend(job_main().chain_inputs))
             from pyspark.sql import SparkSession
             spark = SparkSession.getActiveSession()
             tasks = spark.sparkContext.defaultParallelism if spark is not None else 1
@@ -114,7 +116,6 @@ def estimates(flow: str, *, sample: int = 100_000, latency: str | None = None, r
                                           completion=completions.get(op.name))
                     for op, df in found]
         finally:
-            estimate.ESTIMATING = None
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
@@ -128,7 +129,7 @@ def _quiet_session(conf) -> None:
 
     # the Python workers that look keys up and count prompt tokens import dslc: this interpreter's
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = SparkSession.builder.master(os.environ.get("DSLC_MASTER", "local[*]")).appName("dslc-estimate")
+    builder = SparkSession.builder.master(run_env.MASTER.get()).appName("dslc-estimate")
     for key, value in (("spark.ui.showConsoleProgress", "false"), ("spark.ui.enabled", "false"),
                        ("spark.log.level", "ERROR"), *conf):
         builder = builder.config(key, value)

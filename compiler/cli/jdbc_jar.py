@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from dslc.runtime import run_env
+
 DEBIAN = "/usr/share/java/postgresql.jar"
-ENV = "DSLC_JDBC_JAR"
+ENV = run_env.JDBC_JAR.name
 
 
 class MissingDriver(Exception):

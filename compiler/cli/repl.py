@@ -7,7 +7,6 @@ not a terminal, statements and commands are read line by line from stdin, withou
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import shlex
 import sys
@@ -23,6 +22,7 @@ from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.interactive.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
 from dslc.compiler.interactive.spark_runner import Interrupted, SparkRunner
+from dslc.runtime import run_env
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "
@@ -323,7 +323,7 @@ class Repl:
         except Exception as exc:  # Spark's errors (AnalysisException, Py4J...) end the job, not the REPL
             detail = str(exc).strip().splitlines()
             self.complain(f"error: {type(exc).__name__}: {detail[0] if detail else ''}")
-            if os.environ.get("DSLC_DEBUG"):
+            if run_env.DEBUG.get():
                 traceback.print_exc()
             return
         self.say(result.table)
@@ -357,7 +357,7 @@ def _settings_of(file: str | None) -> dict:
 
 
 def _history_file() -> str:
-    return os.environ.get("DSLC_HISTORY") or str(Path.home() / ".dslc_history")
+    return run_env.HISTORY.get() or str(Path.home() / ".dslc_history")
 
 
 def _interactive(repl: Repl) -> int:

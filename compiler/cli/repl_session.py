@@ -16,6 +16,7 @@ from dslc.compiler.pipeline import check_source, lower_plan
 from dslc.compiler.plan import subset
 from dslc.compiler.plan.logical import Plan
 from dslc.compiler.source import TextSource
+from dslc.runtime import run_env
 
 if TYPE_CHECKING:
     from dslc.compiler.interactive.spark_runner import SparkRunner
@@ -368,11 +369,11 @@ class _flow_folder:
         self.folder = folder
 
     def __enter__(self) -> None:
-        self.saved = os.environ.get("DSLC_FLOW_FOLDER")
-        os.environ["DSLC_FLOW_FOLDER"] = self.folder
+        self.saved = run_env.FLOW_FOLDER.get()
+        os.environ[run_env.FLOW_FOLDER.name] = self.folder
 
     def __exit__(self, *exc) -> None:
         if self.saved is None:
-            os.environ.pop("DSLC_FLOW_FOLDER", None)
+            os.environ.pop(run_env.FLOW_FOLDER.name, None)
         else:
-            os.environ["DSLC_FLOW_FOLDER"] = self.saved
+            os.environ[run_env.FLOW_FOLDER.name] = self.saved

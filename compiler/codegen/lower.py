@@ -41,6 +41,9 @@ class Target:
     # False: a job that writes nothing (the REPL's :show, `dslc test`): each SINK's DataFrame and
     # each ENRICH's dead letters are handed back by main() in a capture.Captured, BATCH only
     writes: bool = True
+    # True (with writes=False): `dslc explain --estimate`'s job, whose chains call nothing: each
+    # hands the DataFrame reaching its ENRICHes to captured.chain_inputs (runtime/spark/estimate.py)
+    estimate: bool = False
     # (operator, n): the chain that runs this ENRICH/PROCESS reads at most n rows of its input
     row_limits: tuple[tuple[str, int], ...] = ()
 
@@ -104,6 +107,8 @@ class _Lowering(DatabaseSteps, NearestLowering):
         self.row_limits = {name.lower(): n for name, n in target.row_limits}
         if not target.writes and self.streaming:
             raise ValueError("a job that writes nothing runs in BATCH mode")
+        if target.estimate and target.writes:
+            raise ValueError("the estimate's job writes nothing")
         for node in self.plan.nodes:     # in definition order, as the user spelt them
             self.v(node.name)
         # relations whose EXPECT runs inside a chain (the others' run as Spark expressions)
@@ -402,7 +407,7 @@ class _Lowering(DatabaseSteps, NearestLowering):
         out_var = self.v(step.name)
         limit = min((self.row_limits[op.name.lower()] for op in step.operators
                      if op.name.lower() in self.row_limits), default=None)
-        o.line(f"{out_var} = chains.run_chain(")
+        o.line(f"{out_var} = chains.{'estimate_chain' if self.target.estimate else 'run_chain'}(")
         with o.indent():
             o.line(f"{self.v(step.input)}.limit({limit}),  # only the rows to show reach the calls"
                    if limit is not None else f"{self.v(step.input)},")
@@ -425,6 +430,7 @@ class _Lowering(DatabaseSteps, NearestLowering):
             o.line("metrics=metrics,")
             if any(isinstance(op, plan.Enrich) and secret_names(op.call) for op in step.operators):
                 o.line("secrets=secrets,")
+            self._estimate_keywords()
         o.line(")")
         dead = {op.name: op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
         kept = self.phys.kept_reason(step.name)
@@ -454,6 +460,11 @@ class _Lowering(DatabaseSteps, NearestLowering):
             o.comment("an action: writes the dead letters now, keeps the other rows for what follows")
             o.call(f"{out_var} = chains.split_dead_letters", [out_var, paths])
         self._view(out_var, step.name)
+
+    def _estimate_keywords(self) -> None:
+        """The estimate's job: where its chain hands the rows reaching each ENRICH."""
+        if self.target.estimate:
+            self.out.line("chain_inputs=captured.chain_inputs,  # recorded for the estimate, nothing is called")
 
     def _stage(self, step: physical.Chain, out_var: str, dead: dict[str, str]) -> None:
         """STREAMING: a chain computed more than once is written by its own query to an

@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping, TextIO, TypeVar
 
+from dslc.runtime import run_env
+
 T = TypeVar("T")
 
 _groups = itertools.count(1)
@@ -90,7 +92,7 @@ class SparkRunner:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings = SparkConf(loadDefaults=True)
         settings.setAppName("dslc-repl")
-        settings.setIfMissing("spark.master", os.environ.get("DSLC_MASTER", "local[*]"))
+        settings.setIfMissing("spark.master", run_env.MASTER.get())
         settings.set("spark.sql.session.timeZone", "UTC")
         settings.set("spark.ui.showConsoleProgress", "false")   # the REPL draws its own line
         settings.set("spark.log.level", "WARN")

@@ -34,6 +34,7 @@ from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.spark_check import SparkChecker, SparkUnavailable
 from dslc.compiler.source import TextSource
+from dslc.runtime import run_env
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
 COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
@@ -422,7 +423,7 @@ def _commands(server: FlowServer) -> None:
 def main(incremental: bool = True, spark: bool = False, db: bool = False) -> int:
     """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
     stderr: stdout carries the protocol only."""
-    logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
+    logging.basicConfig(level=run_env.LSP_LOG.get().upper(), stream=sys.stderr,
                         format="dslc lsp: %(levelname)s %(message)s")
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr

@@ -18,6 +18,7 @@ import os
 import threading
 from collections.abc import Callable
 
+from dslc.runtime import run_env
 from dslc.runtime.calls.http import close_all_sessions
 
 _loop_lock = threading.Lock()
@@ -25,13 +26,13 @@ _loop: asyncio.AbstractEventLoop | None = None
 _loop_thread: threading.Thread | None = None
 _loop_pid = 0
 
-EVENT_LOOP_ENV = "DSLC_EVENT_LOOP"
+EVENT_LOOP_ENV = run_env.EVENT_LOOP.name
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """How to make the worker's loop: uvloop's when importable and not switched off by
     DSLC_EVENT_LOOP=asyncio, else asyncio's."""
-    if os.environ.get(EVENT_LOOP_ENV, "").strip().lower() != "asyncio":
+    if run_env.EVENT_LOOP.get("").strip().lower() != "asyncio":
         try:
             import uvloop
         except ImportError:

@@ -13,15 +13,17 @@ import os
 import re
 from pathlib import Path
 
+from dslc.runtime import run_env
+
 #: The .flow file `dslc run` runs (absolute), so a failed job can point into it.
-FLOW_ENV = "DSLC_FLOW_FILE"
+FLOW_ENV = run_env.FLOW_FILE.name
 _STATE = re.compile(r"\s*SQLSTATE: \w+.*", re.S)
 _CONDITION = re.compile(r"^\[[A-Z0-9_.]+\]\s*")
 
 
 def located(error: BaseException) -> str | None:
     """The error as a diagnostic at its line of the .flow file, None when it cannot be placed."""
-    path = os.environ.get(FLOW_ENV)
+    path = run_env.FLOW_FILE.get()
     if not path or not hasattr(error, "getQueryContext"):
         return None
     try:

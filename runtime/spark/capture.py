@@ -27,6 +27,8 @@ class Captured:
         self.dead_letters: dict[str, DataFrame] = {}
         self.quarantine: dict[str, DataFrame] = {}     # QUARANTINE path as written -> its JSON lines
         self._persisted: list[DataFrame] = []
+        # the estimate's job (codegen's Target(estimate=True)): (ENRICH, the rows reaching it)
+        self.chain_inputs: list[tuple[C.Enrich, DataFrame]] = []
 
     def output(self, name: str, df: DataFrame) -> None:
         """What a SINK of relation `name` would have written."""

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime import config as C
+from dslc.runtime import run_env
 from dslc.runtime.broadcast.state import Snapshot
 from dslc.runtime.core import refusals
 from dslc.runtime.core.arrow_chain import ChainFunction
@@ -60,19 +61,35 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     """One mapInArrow pass of the chain; the result carries the dead-letter column if any.
     `secrets`: the values the job read at start (`driver_values.required_secrets`), carried to
     the executors inside the operators' configuration."""
+    df, operators = _prepared(df, name, operators, columns, secrets)
+    operators = answers.prepare(operators, df.sparkSession.conf.get(run_env.FLOW_FOLDER_CONF.name, None) or ".",
+                                streaming=df.isStreaming)
+    return _run_joining(df, name, operators, watermark, states, metrics, batch_size)
+
+
+def estimate_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
+                   chain_inputs: list, columns: tuple[str, ...] | None = None,
+                   watermark: C.Watermark | None = None, states=None, metrics: MetricsCollector | None = None,
+                   secrets: Secrets | None = None) -> DataFrame:
+    """`run_chain` in `dslc explain --estimate`'s job (codegen's estimate target): calls nothing,
+    appends each ENRICH and the rows reaching it to `chain_inputs` and hands on the rows with the
+    RETURNS columns NULL. `watermark`, `states` and `metrics` are run_chain's, unused: nothing runs."""
+    df, operators = _prepared(df, name, operators, columns, secrets)
+    return estimate.record_chain(df, answers.prepare(
+        operators, df.sparkSession.conf.get(run_env.FLOW_FOLDER_CONF.name, None) or ".", streaming=False),
+        chain_inputs)
+
+
+def _prepared(df: DataFrame, name: str, operators: tuple, columns: tuple[str, ...] | None,
+              secrets: Secrets | None) -> tuple[DataFrame, tuple]:
+    """The chain's input columns, its EXPECTs declared, the secrets attached, limits shared."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
     for op in operators:
         if isinstance(op, C.Expect):
             expectations.declare(op, name)
     operators = driver_values.attach(operators, secrets)
-    operators = _share_limits(operators, parallelism(df.sparkSession))
-    if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
-        return estimate.record_chain(df, answers.prepare(
-            operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
-    operators = answers.prepare(operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".",
-                                streaming=df.isStreaming)
-    return _run_joining(df, name, operators, watermark, states, metrics, batch_size)
+    return df, _share_limits(operators, parallelism(df.sparkSession))
 
 
 def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | None, states, metrics,

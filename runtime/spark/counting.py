@@ -21,6 +21,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from dslc.runtime import run_env
+
 PREFIX = "dslc_rows_"
 
 
@@ -42,7 +44,7 @@ class Count:
 def counted(df: DataFrame, what: str) -> tuple[DataFrame, Count]:
     """`df` with its rows counted as they flow; the count. Not counted (Count() answers None)
     when `spark.dslc.count_rows` is false or Spark cannot observe this frame."""
-    if str(_conf(df, "spark.dslc.count_rows") or "true").lower() == "false":
+    if str(_conf(df, run_env.COUNT_ROWS_CONF.name) or run_env.COUNT_ROWS_CONF.default).lower() == "false":
         return df, Count()
     rows = F.count(F.lit(1)).alias("rows")
     try:

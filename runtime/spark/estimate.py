@@ -1,9 +1,10 @@
 """`dslc explain FILE --estimate`: what each ENRICH will cost, before anything is called.
 
-The job is generated as for `dslc test` (it writes nothing) and run with `ESTIMATING` on: then
-`chains.run_chain` calls nothing, it records the DataFrame that reaches each operator (sources
-read, every filter and join before it applied) and hands on the rows with the RETURNS columns
-NULL. For each recorded ENRICH this module then counts, with Spark:
+The job is generated as for `dslc test` (it writes nothing), for the estimate target (codegen's
+`Target(estimate=True)`): its chains are `chains.estimate_chain`, which calls nothing, records the
+DataFrame that reaches each operator (sources read, every filter and join before it applied) in
+the job's `captured.chain_inputs` and hands on the rows with the RETURNS columns NULL. For each
+recorded ENRICH this module then counts, with Spark:
 
 - rows reaching it (exact);
 - distinct request keys: distinct values of the columns its request carries (the URL's
@@ -39,9 +40,6 @@ from typing import Any
 import pyarrow as pa
 
 from dslc.runtime import config as C
-
-#: Set while the estimate runs the job: `run_chain` records its operators' inputs instead of calling.
-ESTIMATING: list | None = None
 
 
 @dataclasses.dataclass
@@ -94,9 +92,9 @@ class Estimate:
         return {**dataclasses.asdict(self), "tokens": self.tokens, "budget_enough": self.budget_enough}
 
 
-def record_chain(df, operators: tuple, schema_of) -> Any:
-    """ESTIMATING: remember each operator's input and return the chain's rows without calling
-    (RETURNS columns NULL)."""
+def record_chain(df, operators: tuple, chain_inputs: list) -> Any:
+    """Append each ENRICH and the rows reaching it to `chain_inputs`; return the chain's rows
+    without calling (RETURNS columns NULL)."""
     from pyspark.sql import functions as F
 
     from . import names
@@ -105,7 +103,7 @@ def record_chain(df, operators: tuple, schema_of) -> Any:
         if isinstance(op, C.Expect):
             continue        # judges rows, calls nothing
         if isinstance(op, C.Enrich):
-            ESTIMATING.append((op, df))
+            chain_inputs.append((op, df))
             extra = [F.lit(None).cast(c.type).alias(c.name) for c in op.returns]
             df = df.select(*[names.col(c) for c in df.columns], *extra)
         else:   # PROCESS: its RETURNS columns only

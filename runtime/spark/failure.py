@@ -11,13 +11,12 @@ exit codes either way (runtime/exit_codes.py).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import sys
 import traceback
 from typing import Callable
 
-from dslc.runtime import exit_codes
+from dslc.runtime import exit_codes, run_env
 
 from . import outcome
 from .analysis_errors import located
@@ -26,7 +25,7 @@ from .outcome import RunStop
 from .progress import close_all
 
 #: The log file `dslc run` keeps Spark's output in; the traceback of a failed job is added to it.
-LOG_ENV = "DSLC_RUN_LOG"
+LOG_ENV = run_env.RUN_LOG.name
 
 _DSLC_ERROR = re.compile(r"^dslc\.runtime\.[\w.]+: (.+)$", re.MULTILINE)
 _ANY_ERROR = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?([A-Za-z_]\w*(?:Error|Exception|Failure)): (.+)$", re.MULTILINE)
@@ -84,7 +83,7 @@ def run_main(main: Callable[[], object]) -> None:
     (runtime/exit_codes.py), the metrics of what ran before it printed. Under `dslc run`
     (DSLC_RUN_LOG set) any other failure is one line on stderr too (the traceback in the run's
     log) and exit status 1; run by hand, it is raised as usual."""
-    log = os.environ.get(LOG_ENV)
+    log = run_env.RUN_LOG.get()
     code, line = exit_codes.DONE, None
     outcome.begin()
     try:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -16,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime import config as C
-from dslc.runtime import expect_figures
+from dslc.runtime import expect_figures, run_env
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
@@ -63,8 +62,8 @@ class MetricsCollector:
         if self.per_micro_batch:
             try:
                 self.progress = ProgressCollector(progress.advertised_host(spark),
-                                                  int(_conf(spark, "spark.dslc.progress.port") or 0),
-                                                  progress_file=os.environ.get(progress.PROGRESS_FILE_ENV),
+                                                  int(_conf(spark, run_env.PROGRESS_PORT_CONF.name) or 0),
+                                                  progress_file=run_env.PROGRESS_FILE.get(),
                                                   queries=_queries, poll_each_second=not self.on_connect)
             except OSError as exc:   # no port to listen on: the run goes on without live figures
                 print(f"dslc: warning: no live progress: {exc}", file=sys.stderr)
@@ -272,22 +271,22 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     document["diagnosis"] = diagnoses
     if checked:
         document["expectations"] = checked
-    plan = os.environ.get("DSLC_PLAN_DOT")        # `dslc run`: the plan picture, for the report
+    plan = run_env.PLAN_DOT.get()     # `dslc run`: the plan picture, for the report
     if plan and Path(plan).is_file():
         document["plan_dot"] = Path(plan).read_text(encoding="utf-8")
     path = metrics_path(spark, pipeline, finished)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    written = os.environ.get("DSLC_METRICS_WRITTEN")   # `dslc run --report`: where the file went
+    written = run_env.METRICS_WRITTEN.get()   # `dslc run --report`: where the file went
     if written:
         Path(written).write_text(str(path.resolve()), encoding="utf-8")
     table = format_table(operators) if operators else ""
     if checked:
         table = (table + "\n" if table else "") + expect_figures.format_table(checked)
-    if os.environ.get("DSLC_METRICS_QUIET") == "1":    # `dslc test`: all in the file, nothing on the report
+    if run_env.METRICS_QUIET.is_one():    # `dslc test`: all in the file, nothing on the report
         outcome.reported(operators, str(path))
         return str(path)
-    summary_file = os.environ.get("DSLC_METRICS_SUMMARY") or _conf(spark, "spark.dslc.metrics.summary")
+    summary_file = run_env.METRICS_SUMMARY.get() or _conf(spark, run_env.METRICS_SUMMARY_CONF.name)
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as handle:
             handle.write(table + "\n")
@@ -306,11 +305,11 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
 def metrics_path(spark: SparkSession, pipeline: str, when: dt.datetime) -> Path:
     """$DSLC_METRICS_FILE, else <dir>/<pipeline>-<UTC time>.json where dir is $DSLC_METRICS_DIR,
     `spark.dslc.metrics.dir`, or target/metrics beside the .flow file (a path on the driver)."""
-    exact = os.environ.get("DSLC_METRICS_FILE")
+    exact = run_env.METRICS_FILE.get()
     if exact:
         return Path(exact)
-    folder = (os.environ.get("DSLC_METRICS_DIR") or _conf(spark, "spark.dslc.metrics.dir")
-              or str(Path(_conf(spark, "spark.dslc.flow.folder") or ".") / "target" / "metrics"))
+    folder = (run_env.METRICS_DIR.get() or _conf(spark, run_env.METRICS_DIR_CONF.name)
+              or str(Path(_conf(spark, run_env.FLOW_FOLDER_CONF.name) or ".") / "target" / "metrics"))
     stem = f"{pipeline}-{when.strftime('%Y%m%dT%H%M%SZ')}"
     path, n = Path(folder) / f"{stem}.json", 1
     while path.exists():     # two runs within one second

@@ -18,12 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dslc.runtime import exit_codes
+from dslc.runtime import exit_codes, run_env
 from dslc.runtime.metrics import top_errors
-from dslc.runtime.wrappers import recording
 
 #: Where `dslc run --summary-json FILE` wants the outcome written.
-SUMMARY_ENV = "DSLC_SUMMARY_JSON"
+SUMMARY_ENV = run_env.SUMMARY_JSON.name
 
 
 _FAILED = (exit_codes.FAILED, exit_codes.WRONG, exit_codes.INTERRUPTED, exit_codes.TERMINATED)
@@ -86,7 +85,7 @@ def watch(collector: Any) -> None:
     run.collector = collector
     try:
         run.pipeline = collector._spark.conf.get("spark.app.name", None) or run.pipeline
-        run.folder = collector._spark.conf.get("spark.dslc.flow.folder", None)
+        run.folder = collector._spark.conf.get(run_env.FLOW_FOLDER_CONF.name, None)
     except Exception:  # noqa: BLE001 - a session that will not say
         pass
 
@@ -170,7 +169,7 @@ def finish(code: int, error: str | None = None) -> dict[str, Any] | None:
             Path(run.metrics_path).write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         except (OSError, ValueError):
             pass
-    summary_file = os.environ.get(SUMMARY_ENV)
+    summary_file = run_env.SUMMARY_JSON.get()
     if summary_file:
         Path(summary_file).parent.mkdir(parents=True, exist_ok=True)
         Path(summary_file).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -181,7 +180,7 @@ def summary(run: Run, code: int, error: str | None = None) -> dict[str, Any]:
     """The outcome as JSON: rows read per source, written per sink, dead letters per path with
     their top errors, answers by origin, duration and exit code."""
     operators = run.operators or (_value(run.collector) if run.collector is not None else {})
-    replaying = bool(os.environ.get(recording.REPLAY_ENV))   # the calls were answered from a recording
+    replaying = bool(run_env.REPLAY.get())   # the calls were answered from a recording
     answers: dict[str, dict[str, int]] = {}
     for name, m in sorted(operators.items()):
         if name not in run.enrich and "cache_hits" not in m:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import os
 import sys
 
-from .analysis_errors import FLOW_ENV
+from dslc.runtime import run_env
 
 #: "0" turns the check off (the job then fails at the first refused query, as before).
-PREFLIGHT_ENV = "DSLC_SPARK_PREFLIGHT"
+PREFLIGHT_ENV = run_env.SPARK_PREFLIGHT.name
 
 
 class RefusedBySpark(SystemExit):
@@ -31,8 +31,8 @@ class RefusedBySpark(SystemExit):
 
 def check_before_start(spark) -> None:
     """Print every query Spark refuses as `file:line:col: error[E0212]: ...` and exit 1, or return."""
-    path = os.environ.get(FLOW_ENV)
-    if not path or os.environ.get(PREFLIGHT_ENV, "1") == "0":
+    path = run_env.FLOW_FILE.get()
+    if not path or run_env.SPARK_PREFLIGHT.switched_off():
         return
     try:
         from dslc.compiler.diagnostics import CompileError

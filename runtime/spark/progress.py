@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from dslc.runtime import run_env
 from dslc.runtime.live_view import format_line, operator_row
 from dslc.runtime.metrics import merge
 
-PROGRESS_FILE_ENV = "DSLC_PROGRESS_FILE"       # set by `dslc run`: it draws the table
+PROGRESS_FILE_ENV = run_env.PROGRESS_FILE.name   # set by `dslc run`: it draws the table
 LINE_EVERY_S = 10.0
 TICK_S = 1.0
 MAX_TIMELINE = 1800           # points kept; older ones are thinned to every other one
@@ -49,9 +50,9 @@ atexit.register(close_all)
 def enabled(spark) -> bool:
     """Live progress and per-micro-batch figures are on unless DSLC_PROGRESS=0 or
     `spark.dslc.progress=false` (bench/watch_overhead.py measures what they cost)."""
-    if os.environ.get("DSLC_PROGRESS", "1") == "0":
+    if run_env.PROGRESS.switched_off():
         return False
-    return str(_conf(spark, "spark.dslc.progress") or "true").lower() != "false"
+    return str(_conf(spark, run_env.PROGRESS_CONF.name) or run_env.PROGRESS_CONF.default).lower() != "false"
 
 
 def advertised_host(spark) -> str:
@@ -59,7 +60,7 @@ def advertised_host(spark) -> str:
     127.0.0.1 when they run on this machine (local masters, a Spark Connect server on localhost);
     else the driver's host as Spark tells executors (`spark.driver.host`) or, on Spark Connect,
     this machine's address on the route to the server."""
-    chosen = os.environ.get("DSLC_PROGRESS_HOST") or _conf(spark, "spark.dslc.progress.host")
+    chosen = run_env.PROGRESS_HOST.get() or _conf(spark, run_env.PROGRESS_HOST_CONF.name)
     if chosen:
         return chosen
     from .session import is_connect, remote_url

@@ -9,7 +9,6 @@ source's name and DSL line for error messages.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -22,6 +21,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from dslc.runtime import run_env
 from dslc.runtime.config import PythonCall
 from dslc.runtime.sources import python as core
 
@@ -36,7 +36,7 @@ def register(spark: SparkSession, streaming: bool = False) -> None:
     A streaming query on Spark Connect runs the source's Python in workers that do not get the
     session's artifacts, and Spark unpickles the source class there before any code of dslc could
     put the shipped runtime on their path: refused with a way out unless dslc is installed there."""
-    if streaming and is_connect(spark) and os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1":
+    if streaming and is_connect(spark) and run_env.SHIP_RUNTIME.get() == "1":
         raise SystemExit(
             "dslc: error: SOURCE ... FROM PYTHON in a STREAMING pipeline cannot run through Spark Connect: the "
             "server's Python workers of a streaming query do not receive the shipped dslc runtime, and Spark "

@@ -7,12 +7,14 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from dslc.runtime import run_env
+
 from .runtime_zip import RuntimeZipError, runtime_zip
 
 
 def flow_folder(job_file: str, relative: str) -> str:
     """The .flow file's folder, given relative to the job file (env DSLC_FLOW_FOLDER wins)."""
-    override = os.environ.get("DSLC_FLOW_FOLDER")
+    override = run_env.FLOW_FOLDER.get()
     if override:
         return str(Path(override).resolve())
     return str((Path(job_file).resolve().parent / relative).resolve())
@@ -37,12 +39,12 @@ def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder
         if "spark.master" not in conf and not _submitted():
-            builder = builder.master(os.environ.get("DSLC_MASTER", "local[*]"))
+            builder = builder.master(run_env.MASTER.get())
     builder = builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.conf.set("spark.dslc.flow.folder", folder)   # where the run's metrics file goes by default
+    spark.conf.set(run_env.FLOW_FOLDER_CONF.name, folder)   # where the run's metrics file goes by default
     if not is_connect(spark):
         quiet_by_default(spark)
     ship_modules(spark, folder, modules)
@@ -147,7 +149,7 @@ def ship_modules(spark: SparkSession, folder: str, modules: tuple[str, ...]) -> 
     addPyFile on a classic session, addArtifacts(pyfile=True) on Spark Connect."""
     paths = [str(p) for p in (Path(folder) / (m.replace(".", "/") + ".py") for m in modules) if p.is_file()]
     connect = is_connect(spark)
-    if os.environ.get("DSLC_SHIP_RUNTIME", "1") == "1" and (connect or not _in_process(spark.sparkContext.master)):
+    if run_env.SHIP_RUNTIME.get() == "1" and (connect or not _in_process(spark.sparkContext.master)):
         try:
             paths.append(runtime_zip())
         except RuntimeZipError as exc:

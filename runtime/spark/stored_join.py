@@ -38,6 +38,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import BooleanType, StructField, StructType
 
 from dslc.runtime import config as C
+from dslc.runtime import run_env
 from dslc.runtime.calls.factory import KINDS
 from dslc.runtime.core.stored_answers import KEY_PREFIX
 from dslc.runtime.store.open_stores import make_store
@@ -47,7 +48,7 @@ from . import names
 from .session import is_connect
 
 FLAG = "__dslc_stored"
-CONF = "spark.dslc.store.join"
+CONF = run_env.STORE_JOIN_CONF.name
 BROADCAST_ROWS = 2_000_000      # answers joined by a broadcast up to this many; a shuffle join above
 LOOKUP_ROWS = 1_000_000         # answers looked up in the chain's pass up to this many (each worker holds them)
 _KEY_TYPES = {"string", "boolean", "tinyint", "smallint", "int", "bigint"}
@@ -62,7 +63,7 @@ def enabled(spark) -> bool:
 def _setting(spark) -> str:
     """true (the default: looked up in the chain's pass on a local master, Spark's join
     elsewhere), spark (Spark's join everywhere) or false (no join)."""
-    return str(spark.conf.get(CONF, "true")).strip().lower()
+    return str(spark.conf.get(CONF, run_env.STORE_JOIN_CONF.default)).strip().lower()
 
 
 def _variant(op: C.Enrich, schema: StructType) -> tuple[str, tuple[str, ...]] | None:

@@ -33,6 +33,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from dslc.runtime import run_env
 from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
 from dslc.runtime.calls.errors import ANSWER, error_class
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
@@ -41,8 +42,8 @@ from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.stored import BudgetSpent
 
-RECORD_PROPERTY, REPLAY_PROPERTY = "dslc.record", "dslc.replay"
-RECORD_ENV, REPLAY_ENV = "DSLC_RECORD", "DSLC_REPLAY"
+RECORD_PROPERTY, REPLAY_PROPERTY = run_env.RECORD_PROPERTY.name, run_env.REPLAY_PROPERTY.name
+RECORD_ENV, REPLAY_ENV = run_env.RECORD.name, run_env.REPLAY.name
 PARTS = ".parts"
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 
 from dslc.runtime import config as C
+from dslc.runtime.schema import provenance
 
 #: Set while the estimate runs the job: `run_chain` records its operators' inputs instead of calling.
 ESTIMATING: list | None = None
@@ -106,7 +107,7 @@ def record_chain(df, operators: tuple, schema_of) -> Any:
             continue        # judges rows, calls nothing
         if isinstance(op, C.Enrich):
             ESTIMATING.append((op, df))
-            extra = [F.lit(None).cast(c.type).alias(c.name) for c in op.returns]
+            extra = [F.lit(None).cast(c.type).alias(c.name) for c in provenance.added(op)]
             df = df.select(*[names.col(c) for c in df.columns], *extra)
         else:   # PROCESS: its RETURNS columns only
             df = df.select(*[F.lit(None).cast(c.type).alias(c.name) for c in op.returns])

@@ -32,6 +32,7 @@ from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.schema.provenance import marked
 from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
@@ -93,6 +94,7 @@ class StoredCall(DelegatingCall):
         self._known: dict[str, Stored] = {}               # found by `lookup` (RATE admission)
         self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
+        self._notes = config.provenance is not None          # PROVENANCE: a stored answer says so
 
     # ----------------------------------------------------------------- the store, batched per loop step
 
@@ -166,8 +168,7 @@ class StoredCall(DelegatingCall):
         found = self._known.get(key) if key is not None else None
         if found is None:
             return NOT_KNOWN
-        self.metrics.counters["store_hits"] += 1
-        return found.value
+        return self._hit(found)
 
     async def lookup(self, row: Row) -> bool:
         """True when the row's answer is in the store (kept for its call, which then costs
@@ -196,7 +197,8 @@ class StoredCall(DelegatingCall):
                 break
             try:
                 # shield: a follower's TIMEOUT must not cancel the element getting the answer
-                return await asyncio.shield(shared)
+                value = await asyncio.shield(shared)
+                return marked(value, "cache") if self._notes else value
             except _Abandoned:
                 continue
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -245,7 +247,7 @@ class StoredCall(DelegatingCall):
 
     def _hit(self, found: Stored) -> Any:
         self.metrics.counters["store_hits"] += 1
-        return found.value
+        return marked(found.value, "store", found.at) if self._notes else found.value
 
     async def _pay(self, row: Row) -> Any:
         """The call itself, if the BUDGET allows it."""

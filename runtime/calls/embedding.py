@@ -22,6 +22,7 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
         super().__init__(config)
         self.call = config.call
         self.column = config.returns[0].name
+        self.notes = provenance.notes(config)
 
     async def __call__(self, row: Row) -> Any:
         text = self.fill(self.call.input, row)
@@ -30,7 +31,7 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
 
     def _noted(self, result: dict[str, Any], answer: dict[str, Any], text: str) -> dict[str, Any]:
         """PROVENANCE: the model as answered and the input as sent (hashed)."""
-        if self.config.provenance is not None:
+        if self.notes:
             result[provenance.NOTE] = provenance.note(model=answer.get("model"),
                                                       system_fingerprint=answer.get("system_fingerprint"),
                                                       prompt_sha256=provenance.sha256(text))

@@ -38,6 +38,7 @@ class ModelEnrichCall(OpenAICompatibleCall):
         self.schema = returns_schema(config.returns, config.call.limits)
         self.response_format = {"type": "json_schema", "json_schema": {
             "name": schema_name(config.name), "strict": True, "schema": self.schema}}
+        self.notes = provenance.notes(config)
 
     def messages(self, row: Row) -> list[dict[str, str]]:
         """The request's messages for a row (UnsendableRequest when a placeholder is null)."""
@@ -53,7 +54,7 @@ class ModelEnrichCall(OpenAICompatibleCall):
         answer = await self.post("/chat/completions", body, message_tokens([m["content"] for m in messages]),
                                  completes=True)
         result = check_result_types(self.result(answer), self.result_check)
-        if self.config.provenance is not None:    # the model as answered, and the prompt as sent
+        if self.notes:    # the model as answered, and the prompt as sent
             provenance.noted(result, provenance.note(
                 model=answer.get("model"), system_fingerprint=answer.get("system_fingerprint"),
                 prompt_sha256=provenance.sha256(messages[-1]["content"])))

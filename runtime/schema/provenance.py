@@ -52,6 +52,13 @@ def added(config: Enrich) -> tuple[Column, ...]:
     return (*config.returns, Column(config.provenance, struct_type(config.call)))
 
 
+def notes(config: Enrich) -> bool:
+    """Whether this ENRICH's answers carry notes: with PROVENANCE, and for MODEL and EMBEDDING
+    with STORE too (the store keeps the model that answered, to notice when it changes)."""
+    return config.provenance is not None or (
+        config.store is not None and isinstance(config.call, (ModelCall, EmbeddingCall)))
+
+
 def note(**said: Any) -> dict[str, Any]:
     """A fresh answer's note: what the answer said (fields of `fields`) and when it came."""
     said["answered_at"] = time.time()

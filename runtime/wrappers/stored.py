@@ -38,6 +38,7 @@ from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.joinable import Joinable
+from dslc.runtime.wrappers.model_watch import ModelWatch, watched
 
 LEASE_S = 5.0          # a lease lapses this long after its holder last renewed it
 RENEW_S = 1.5          # how often a holder renews the leases of its calls in flight
@@ -95,6 +96,7 @@ class StoredCall(DelegatingCall):
         self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
         self._notes = config.provenance is not None          # PROVENANCE: a stored answer says so
+        self._watch = ModelWatch(config, metrics) if watched(config) else None   # a model that changed
 
     # ----------------------------------------------------------------- the store, batched per loop step
 
@@ -243,6 +245,8 @@ class StoredCall(DelegatingCall):
         else:
             self._releases(key)
         self._held.discard(key)
+        if self._watch is not None:
+            await self._watch.seen(await self.store(), value)
         return value
 
     def _hit(self, found: Stored) -> Any:

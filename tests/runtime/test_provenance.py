@@ -140,3 +140,27 @@ def test_a_miss_made_null_still_has_its_provenance(fault_server: FaultServer):
     _, out = run(http(fault_server), rows("gone"))
     row = out.rows[0]
     assert row["value"] is None and row["how"]["source"] == "call" and row["how"]["attempts"] == 1
+
+
+def test_a_model_that_changed_since_the_answers_were_stored_is_said_once(tmp_path):
+    """The second run's model answers differently (another snapshot behind the operator): its
+    metrics say so once, however many fresh answers came; the same model again says nothing."""
+    from dslc.runtime.metrics import merge_all, model_change_warnings
+
+    location = str(tmp_path / "answers.db")
+    with serve_in_thread(OpenAIService(models=("gpt-test", "gpt-next"), labeller=LABELS)) as running:
+        def labelled(model: str, run_id: str, subjects: list[str]) -> dict:
+            config = Enrich(name="labelled", line=4, call=ModelCall(model, running.base_url, "Subject: {subject}"),
+                            returns=(Column("category", "STRING"),), key_columns=("id",), timeout_s=10.0,
+                            store=Store(location, run=run_id))
+            op, _ = run(config, [{"id": s, "subject": s} for s in subjects])
+            return op.metrics()
+
+        first = labelled("gpt-test", "r1", ["a", "b"])
+        same = labelled("gpt-test", "r2", ["c", "d"])
+        changed = labelled("gpt-next", "r3", ["e", "f", "g"])
+    assert "model_change" not in first and "model_change" not in same
+    assert changed["model_change"] == "gpt-test (fp_dslc_test) -> gpt-next (fp_dslc_test)"
+    warnings = model_change_warnings({"labelled": merge_all([changed, changed])["labelled"]})
+    assert warnings == ["operator 'labelled': the model answering it changed since its answers were stored: "
+                        "gpt-test (fp_dslc_test) -> gpt-next (fp_dslc_test)"]

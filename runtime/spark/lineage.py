@@ -1,0 +1,76 @@
+"""RUNNING events of `dslc run --lineage` (compiler/cli/lineage_events.py): one after each
+micro-batch of a STREAMING query, sent from the job's driver, where the micro-batches are known.
+
+`dslc run` sends START itself and hands the driver, in `LINEAGE_ENV`, a JSON file with that
+event and where it went; each progress update of the session's queries sends it again as
+RUNNING, with the time of now, through the same kind of openlineage-python transport (the
+client is imported only when the variable is set: a job run without --lineage needs none of it).
+"""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+LINEAGE_ENV = "DSLC_LINEAGE_RUNNING"
+_sessions: set[int] = set()
+_lock = threading.Lock()
+
+
+def transport_for(dest: str) -> Any:
+    """The openlineage-python transport for DEST: the base URL of an OpenLineage HTTP API, a
+    folder (existing, or a path ending in `/`: one file per event) or a file (one event a line)."""
+    from openlineage.client.transport.file import FileConfig, FileTransport
+    from openlineage.client.transport.http import HttpConfig, HttpTransport
+
+    if dest.startswith(("http://", "https://")):
+        return HttpTransport(HttpConfig(url=dest.rstrip("/")))
+    path = Path(dest)
+    if dest.endswith("/") or path.is_dir():
+        path.mkdir(parents=True, exist_ok=True)
+        return FileTransport(FileConfig(log_file_path=str(path / "event"), append=False))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileTransport(FileConfig(log_file_path=str(path), append=True))
+
+
+def listen(spark: Any) -> None:
+    """With --lineage, send a RUNNING event after every micro-batch of this session's queries."""
+    handoff = os.environ.get(LINEAGE_ENV)
+    if not handoff or id(spark) in _sessions:
+        return
+    _sessions.add(id(spark))
+    with open(handoff, encoding="utf-8") as handle:
+        given = json.load(handle)
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    transport = transport_for(given["dest"])
+    started = given["event"]
+
+    class Running(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            running = copy.deepcopy(started)
+            running["eventType"] = "RUNNING"
+            running["eventTime"] = dt.datetime.now(dt.timezone.utc).isoformat()
+            with _lock:
+                try:
+                    transport.emit(running)
+                except Exception:  # noqa: BLE001 - lineage never stops the job; COMPLETE or FAIL still comes
+                    pass
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    try:
+        spark.streams.addListener(Running())
+    except Exception:  # noqa: BLE001 - a Connect client without listeners: START and the end still come
+        pass

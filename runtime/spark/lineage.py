@@ -19,6 +19,8 @@ from typing import Any
 LINEAGE_ENV = "DSLC_LINEAGE_RUNNING"
 _sessions: set[int] = set()
 _lock = threading.Lock()
+_sent: set[tuple[str, int]] = set()     # (query id, batch id) of the RUNNING events sent
+_send: list[Any] = []                   # the session's sender, once listening
 
 
 def transport_for(dest: str) -> Any:
@@ -50,19 +52,28 @@ def listen(spark: Any) -> None:
     transport = transport_for(given["dest"])
     started = given["event"]
 
+    def send(query_id: str, batch_id: int) -> None:
+        """One RUNNING event for a micro-batch, once however it is heard of."""
+        with _lock:
+            if (query_id, batch_id) in _sent:
+                return
+            _sent.add((query_id, batch_id))
+            running = copy.deepcopy(started)
+            running["eventType"] = "RUNNING"
+            running["eventTime"] = dt.datetime.now(dt.timezone.utc).isoformat()
+            try:
+                transport.emit(running)
+            except Exception:  # noqa: BLE001 - lineage never stops the job; COMPLETE or FAIL still comes
+                pass
+
+    _send.append(send)
+
     class Running(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:
             pass
 
         def onQueryProgress(self, event) -> None:
-            running = copy.deepcopy(started)
-            running["eventType"] = "RUNNING"
-            running["eventTime"] = dt.datetime.now(dt.timezone.utc).isoformat()
-            with _lock:
-                try:
-                    transport.emit(running)
-                except Exception:  # noqa: BLE001 - lineage never stops the job; COMPLETE or FAIL still comes
-                    pass
+            send(str(event.progress.id), int(event.progress.batchId))
 
         def onQueryIdle(self, event) -> None:
             pass
@@ -74,3 +85,17 @@ def listen(spark: Any) -> None:
         spark.streams.addListener(Running())
     except Exception:  # noqa: BLE001 - a Connect client without listeners: START and the end still come
         pass
+
+
+def caught_up(queries: list[Any]) -> None:
+    """The queries ended: a RUNNING event for each micro-batch the listener had not been told of
+    yet (Spark's listener bus delivers progress after the query may have ended)."""
+    if not _send:
+        return
+    for query in queries:
+        try:
+            progress = query.recentProgress
+        except Exception:  # noqa: BLE001
+            continue
+        for update in progress:
+            _send[0](str(update.id), int(update.batchId))

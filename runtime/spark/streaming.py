@@ -345,6 +345,7 @@ def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
     if trigger == "available-now":
         for query in queries:
             _ended(query)
+        lineage.caught_up(queries)      # progress the listener had not been told of yet
         return
     while not any(_ended(query, AWAIT_STEP_S) for query in queries):
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 import urllib.parse
 import uuid
 from collections.abc import Iterable
@@ -33,7 +34,7 @@ from openlineage.client.serde import Serde
 
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.lineage import Columns, sinks_of
-from dslc.runtime.secrets import mask_url
+from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.spark.lineage import transport_for
 
 PRODUCER = "https://github.com/dslc/dslc"
@@ -144,7 +145,11 @@ class RunLineage:
                         inputs=self.inputs, outputs=self.outputs, producer=PRODUCER)
 
     def emit(self, state: RunState, error: str | None = None) -> None:
-        self.client.emit(self.event(state, error))
+        """Send one event; one that cannot be sent is said, and the run goes on."""
+        try:
+            self.client.emit(self.event(state, error))
+        except Exception as exc:  # noqa: BLE001 - lineage never stops a run
+            print(f"dslc: warning: the {state.value} lineage event was not sent: {scrub(str(exc))}", file=sys.stderr)
 
     def handoff(self, path: Path, dest: str) -> None:
         """Write what the job's driver needs to send RUNNING events (runtime/spark/lineage.py)."""

@@ -30,7 +30,11 @@ def transport_for(dest: str) -> Any:
     from openlineage.client.transport.http import HttpConfig, HttpTransport
 
     if dest.startswith(("http://", "https://")):
-        return HttpTransport(HttpConfig(url=dest.rstrip("/")))
+        from openlineage.client.transport.http_common import DEFAULT_RETRY_CONFIG
+
+        # three tries within about a second: an endpoint that is down costs each event little
+        retry = {**DEFAULT_RETRY_CONFIG, "total": 3, "connect": 3, "read": 3, "backoff_factor": 0.2}
+        return HttpTransport(HttpConfig(url=dest.rstrip("/"), retry=retry))
     path = Path(dest)
     if dest.endswith("/") or path.is_dir():
         path.mkdir(parents=True, exist_ok=True)

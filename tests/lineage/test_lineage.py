@@ -111,3 +111,12 @@ def test_a_folder_gets_one_file_per_event_and_an_endpoint_gets_them_posted(tmp_p
     ended(lineage, exit_codes.DONE, "done")
     assert [e["eventType"] for e in received] == ["START", "COMPLETE"]
     assert all(problems(e) == [] for e in received)
+
+
+def test_an_endpoint_that_does_not_answer_loses_the_event_not_the_run(tmp_path, capsys):
+    from dslc.testing.app_thread import free_port
+
+    lineage = RunLineage(check_file(str(_flow(tmp_path))), f"http://127.0.0.1:{free_port()}", tmp_path,
+                         streaming=False)
+    lineage.emit(lineage.START)
+    assert "dslc: warning: the START lineage event was not sent" in capsys.readouterr().err

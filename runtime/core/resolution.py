@@ -90,6 +90,7 @@ class Unanswered(Drop):
 
 DROP = Drop()
 UNANSWERED = Unanswered()
+_CALLED = [True]     # an element without CACHE: its own call answered it (never written)
 Resolution = Rows | DeadLetter | Drop | Fail
 
 T = TypeVar("T")
@@ -266,7 +267,8 @@ class ElementResolver:
         rejoin = None   # a held element: what to wait for before it sends again (outside its ADAPTIVE
                         # slot), then RATE and ADAPTIVE admit it as a first attempt
         began = time.perf_counter() if self.stamper is not None else None
-        called = [True]     # with CACHE: whether this element's own call answered (else the cache did)
+        # with CACHE: whether this element's own call answered (else the cache did)
+        called = [True] if self.cache is not None else _CALLED
         while True:
             if rejoin is not None:
                 await rejoin

@@ -403,6 +403,8 @@ class Enrich:
     # calls a task judges before refused credentials or a service never answered stop the run:
     # set by the job's driver from the tasks that run at once (core/refusals.py)
     judged_calls: int = 10
+    # PROVENANCE AS col: the struct column (schema/provenance.py) each output row gets
+    provenance: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.budget is None or self.store is not None, "BUDGET needs STORE (a rerun would pay again)")

@@ -93,6 +93,7 @@ class OperatorMetrics:
         self.latency = Histogram()
         self.first_error: str | None = None
         self.error_messages: dict[str, int] = {}    # "class: message" -> elements that ended so
+        self.model_change: str | None = None        # "before -> now": the answering model changed (#46)
 
     def note_error(self, message: str | None, label: str | None = None) -> None:
         """Keep the first error (or timeout) of this task, for the end-of-run warning, and count
@@ -128,6 +129,7 @@ class OperatorMetrics:
             "latency_histogram": self.latency.to_dict(),
             **({"first_error": self.first_error} if self.first_error is not None else {}),
             **({"error_messages": dict(self.error_messages)} if self.error_messages else {}),
+            **({"model_change": self.model_change} if self.model_change is not None else {}),
         }
 
 
@@ -152,6 +154,9 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     messages = merge_messages(a.get("error_messages") or {}, b.get("error_messages") or {})
     if messages:
         out["error_messages"] = messages
+    change = a.get("model_change") or b.get("model_change")
+    if change:
+        out["model_change"] = change
     return out
 
 
@@ -249,6 +254,13 @@ def format_table(metrics: dict[str, dict[str, Any]]) -> str:
         cells = ("-" if m.get(c) is None else str(m[c]) for c in columns)   # no calls: no latency
         lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, columns)))
     return "\n".join(lines)
+
+
+def model_change_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
+    """A warning per operator whose answering model (or its fingerprint) is not the one that
+    answered the answers stored for it: once per operator, however many tasks saw it."""
+    return [f"operator '{name}': the model answering it changed since its answers were stored: "
+            f"{metrics[name]['model_change']}" for name in sorted(metrics) if metrics[name].get("model_change")]
 
 
 def all_failed_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:

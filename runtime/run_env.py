@@ -161,6 +161,10 @@ METRICS_WRITTEN = Variable(
 PLAN_DOT = Variable(
     "DSLC_PLAN_DOT", f"{RUN} `--report`", "runtime/spark/metrics.py",
     "the plan's picture (Graphviz dot), for the report")
+LINEAGE_RUNNING = Variable(
+    "DSLC_LINEAGE_RUNNING", f"{RUN} `--lineage DEST`", "runtime/spark/lineage.py",
+    "a JSON file with the run's OpenLineage job, run id and transport, for the RUNNING event of each "
+    "STREAMING micro-batch")
 SUMMARY_JSON = Variable(
     "DSLC_SUMMARY_JSON", f"{RUN} `--summary-json FILE`", "runtime/spark/outcome.py",
     "where the run's outcome is written as JSON")

@@ -365,7 +365,7 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path, verbose: bool = Fa
     answers = _replay_folder(case, prepared, root)
     job = root / "job.py"
     job.write_text(lower_plan(sandboxed, job_folder=str(root), trigger=sandboxed.settings.trigger))
-    setting = recording.setting_json(answers, unrecorded=case.unrecorded, latency=case.latency)
+    setting = recording.setting_json(answers, unrecorded=case.unrecorded, latency=case.latency, source="test")
     try:
         with _job_settings(spark, setting, root / "metrics.json", verbose):
             namespace = runpy.run_path(str(job), run_name="dslc_test_job")

@@ -92,6 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             (Path(folder) / "plan.dot").write_text(render_physical(check_file(args.file), "dot"))
             watch.update({run_env.PLAN_DOT.name: str(Path(folder) / "plan.dot"),
                           run_env.METRICS_WRITTEN.name: str(Path(folder) / "metrics.path")})
+        lineage = _lineage(args, checked, Path(_flow_folder(source)), Path(folder), watch)
         if remote:
             env = {**os.environ, "SPARK_REMOTE": remote, run_env.FLOW_FOLDER.name: str(Path(args.file).resolve().parent),
                    analysis_errors.FLOW_ENV: str(Path(args.file).resolve()),
@@ -106,6 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 print("dslc: no report: the job wrote no metrics (it has no ENRICH or PROCESS, or it failed)",
                       file=sys.stderr)
+    if lineage is not None:
+        from dslc.compiler.cli.lineage_events import ended
+        ended(lineage, code, exit_codes.meaning(code))
     if code == exit_codes.FAILED:
         print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
     elif code not in (exit_codes.DONE, exit_codes.INTERRUPTED, exit_codes.TERMINATED):
@@ -116,6 +120,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         written = consolidate(args.record)
         print(f"dslc: recorded the calls of {len(written)} ENRICH operator(s) in {args.record}", file=sys.stderr)
     return code
+
+
+def _lineage(args: argparse.Namespace, checked, flow_folder: Path, folder: Path, watch: dict[str, str]):
+    """--lineage DEST: START sent now, the driver told how to send RUNNING (`watch`); None without it."""
+    dest = getattr(args, "lineage", None)
+    if not dest:
+        return None
+    from dslc.compiler.cli.lineage_events import RunLineage
+    from dslc.runtime.spark.lineage import LINEAGE_ENV
+
+    lineage = RunLineage(checked, dest, flow_folder, streaming=checked.settings.mode == "STREAMING")
+    lineage.emit(lineage.START)
+    handoff = folder / "lineage.json"
+    lineage.handoff(handoff, dest)
+    watch[LINEAGE_ENV] = str(handoff)
+    return lineage
 
 
 def _run_log(flow: Path) -> Path:

@@ -68,13 +68,17 @@ def _say_remarks(plan, source) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    """dslc explain FILE [--physical] [--format text|json|dot|svg]."""
+    """dslc explain FILE [--physical] [--format text|json|dot|svg] [--lineage]."""
     from dslc.compiler.pipeline import check_file
     from dslc.compiler.plan.explain import render_json, render_text
     if getattr(args, "estimate", False):
         from dslc.compiler.cli.estimate_command import cmd_estimate
         return cmd_estimate(args)
     plan = check_file(args.file)
+    if getattr(args, "lineage", False):
+        from dslc.compiler.plan.lineage import render_table
+        sys.stdout.write(render_table(plan))
+        return 0
     if args.physical or args.format in ("dot", "svg"):
         from dslc.compiler.optimizer.explain import render_physical
         sys.stdout.write(render_physical(plan, args.format))
@@ -109,6 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("file")
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
     explain.add_argument("--format", choices=("text", "json", "dot", "svg"), default="text")
+    explain.add_argument("--lineage", action="store_true",
+                         help="print each sink column and the source columns it comes from (column lineage)")
     explain.add_argument("--estimate", action="store_true",
                          help="per ENRICH: rows, distinct keys, keys in the answer store, calls, tokens, time, budget "
                               "(reads the sources; calls nothing)")
@@ -142,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
+    run.add_argument("--lineage", metavar="DEST",
+                     help="send OpenLineage events (START, RUNNING per micro-batch, COMPLETE or FAIL) to DEST: "
+                          "a .json/.jsonl file, a folder, or an OpenLineage HTTP API's base URL")
     run.add_argument("--summary-json", metavar="FILE",
                      help="write the run's outcome as JSON (rows read and written, dead letters, answers, "
                           "exit code), for schedulers")

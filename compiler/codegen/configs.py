@@ -44,7 +44,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         retry=node.retry, cache=node.cache, rate=node.rate, batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
         paths=node.paths, outage=node.outage, store=_store_in_job_folder(node.store), budget=node.budget,
-        ceiling=node.ceiling,
+        ceiling=node.ceiling, provenance=node.provenance,
     )
 
 

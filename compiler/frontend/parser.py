@@ -230,6 +230,7 @@ class _ToAst(Transformer):
     def opt_answers(self, span, location): return ast.Opt("answers", (location,), span)
     def opt_store(self, span, ttl=None): return ast.Opt("store", (self._num(ttl),) if ttl is not None else (), span)
     def opt_budget(self, span, amount, unit): return ast.Opt("budget", (self._num(amount), unit), span)
+    def opt_provenance(self, span, column): return ast.Opt("provenance", (column,), span)
     def opt_schema(self, span, *columns): return ast.Opt("schema", columns, span)
     def opt_watermark(self, span, column, delay): return ast.Opt("watermark", (column, self._num(delay)), span)
     def opt_capacity(self, span, capacity, adaptive=None):

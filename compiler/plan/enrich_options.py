@@ -31,6 +31,7 @@ class EnrichOptions:
     store: bool = False                     # STORE [TTL d]
     store_ttl_s: float | None = None
     budget: Budget | None = None            # BUDGET n CALLS | n TOKENS
+    provenance: ast.Name | None = None      # PROVENANCE AS col
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
@@ -87,6 +88,10 @@ def _read_budget(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]
     result.budget = Budget(amount, opt.args[1].value) if amount else None
 
 
+def _read_provenance(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.provenance = opt.args[0]
+
+
 def _read_batch(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
     size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
     within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
@@ -109,7 +114,7 @@ def _read_outage(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]
 # option key -> what reads it into EnrichOptions (the ON MISS / TIMEOUT / ERROR outcomes aside)
 _READERS = {"async": _read_async, "capacity": _read_capacity, "timeout": _read_timeout, "retry": _read_retry,
             "cache": _read_cache, "rate": _read_rate, "store": _read_store, "budget": _read_budget,
-            "batch": _read_batch, "on_outage": _read_outage}
+            "batch": _read_batch, "on_outage": _read_outage, "provenance": _read_provenance}
 
 
 def _ceiling(seen: dict[str, ast.Opt], problems: list[Diagnostic]) -> Ceiling | None:

@@ -108,6 +108,8 @@ def _enrich(node: plan.Enrich) -> str:
         opts.append("paths=(" + ", ".join(f"{c}={p!r}" for c, p in node.paths) + ")")
     if node.dead_letter:
         opts.append(f"dlq={node.dead_letter!r}" + (f" {str(node.ceiling).lower()}" if node.ceiling else ""))
+    if node.provenance:
+        opts.append(f"provenance={node.provenance}")
     return f"Enrich[{node.input}] {_CALLS[type(node.call)](node.call)} " + " ".join(opts)
 
 

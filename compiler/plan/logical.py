@@ -143,6 +143,7 @@ class Enrich(Node):
     outage: Outage | None = None              # ON OUTAGE PAUSE d | FAIL (None: CONTINUE)
     store: Store | None = None   # STORE [TTL d], its location the pipeline's ANSWERS (or the default)
     budget: Budget | None = None  # BUDGET n CALLS | n TOKENS
+    provenance: str | None = None  # PROVENANCE AS col: the struct column, last in `schema`
 
     @property
     def inputs(self) -> tuple[str, ...]:

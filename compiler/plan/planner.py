@@ -33,6 +33,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
+from dslc.compiler.plan.provenance import provenance_column
 from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.compiler.source import SourceFile, Span
 from dslc.compiler.sparksql.sql import (
@@ -551,12 +552,13 @@ class _Planner:
                 clash = True
                 self.add(error("E0211", col.name.span, column=field.name, where=f"'{stmt.name.value}'",
                                hint=f"'{upstream.name}' already has it; rename the RETURNS column"))
-        if clash or len({f.name.lower() for f in returns}) != len(returns):
+        added = provenance_column(self, checked.provenance, call, existing | {f.name.lower() for f in returns})
+        if clash or added is None or len({f.name.lower() for f in returns}) != len(returns):
             return None     # reported above (or by _columns); an Enrich node cannot hold duplicates
         order_by = self._columns_of(checked.order_by, upstream, "ASYNC ORDERED BY")
         if not key_columns and isinstance(call, plan.HttpCall) and call.method == "POST" and upstream.schema:
             key_columns = (upstream.schema[0].name,)    # as for PYTHON: the whole row is sent
-        return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns, line=self.line(stmt.span),
+        return plan.Enrich(name=stmt.name.value, schema=upstream.schema + returns + added, line=self.line(stmt.span),
                            span=stmt.span, input=upstream.name, call=call, returns=returns,
                            mode=checked.mode, order_by=order_by, capacity=checked.capacity,
                            adaptive=checked.adaptive,
@@ -566,7 +568,8 @@ class _Planner:
                            dead_letter=checked.dead_letter, ceiling=checked.ceiling, key_columns=key_columns,
                            batch=checked.batch,
                            paths=paths, outage=checked.outage,
-                           store=answer_store.store(checked, self.settings), budget=checked.budget)
+                           store=answer_store.store(checked, self.settings), budget=checked.budget,
+                           provenance=added[0].name if added else None)
 
     def _paths(self, stmt: ast.Enrich) -> tuple[tuple[str, str], ...]:
         """RETURNS (col TYPE PATH 'jmespath'): read from a service's JSON answer, so HTTP only."""

@@ -8,6 +8,7 @@ from typing import Any
 from dslc.runtime.config import EmbeddingCall, Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.tokens import text_tokens
+from dslc.runtime.schema import provenance
 
 from .base import CallError, UnsendableRequest, answer_error
 from .openai_api import OpenAICompatibleCall
@@ -21,11 +22,20 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
         super().__init__(config)
         self.call = config.call
         self.column = config.returns[0].name
+        self.notes = provenance.notes(config)
 
     async def __call__(self, row: Row) -> Any:
         text = self.fill(self.call.input, row)
-        vectors = await self._embed([text])
-        return {self.column: vectors[0]}
+        vectors, answer = await self._embed([text])
+        return self._noted({self.column: vectors[0]}, answer, text)
+
+    def _noted(self, result: dict[str, Any], answer: dict[str, Any], text: str) -> dict[str, Any]:
+        """PROVENANCE: the model as answered and the input as sent (hashed)."""
+        if self.notes:
+            result[provenance.NOTE] = provenance.note(model=answer.get("model"),
+                                                      system_fingerprint=answer.get("system_fingerprint"),
+                                                      prompt_sha256=provenance.sha256(text))
+        return result
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """BATCH: the fillable inputs in one request; a row whose input cannot be filled gets its
@@ -40,11 +50,13 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
             except UnsendableRequest as exc:
                 items[i] = exc
         if texts:
-            for i, vector in zip(positions, await self._embed(texts)):
-                items[i] = {self.column: vector}
+            vectors, answer = await self._embed(texts)
+            for i, text, vector in zip(positions, texts, vectors):
+                items[i] = self._noted({self.column: vector}, answer, text)
         return items
 
-    async def _embed(self, texts: list[str]) -> list[list[float]]:
+    async def _embed(self, texts: list[str]) -> tuple[list[list[float]], dict[str, Any]]:
+        """The vectors of `texts`, in order, and the answer they came in."""
         body = {"model": self.call.model, "input": texts[0] if len(texts) == 1 else texts, "encoding_format": "float"}
         answer = await self.post("/embeddings", body, sum(text_tokens(t) for t in texts), completes=False)
         data = answer.get("data")
@@ -62,4 +74,4 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
             by_index[index] = [float(v) for v in vector]
         if len(by_index) != len(texts):
             raise CallError(f"the embeddings answer has {len(by_index)} vectors for {len(texts)} inputs")
-        return [by_index[i] for i in range(len(texts))]
+        return [by_index[i] for i in range(len(texts))], answer

@@ -17,7 +17,8 @@ import yarl
 from dslc.runtime.config import Enrich, HttpCall
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.retry_after import retry_after_s
-from dslc.runtime.secrets import Secrets, names_in
+from dslc.runtime.schema import provenance
+from dslc.runtime.secrets import Secrets, mask_url, names_in, scrub
 
 from . import sessions
 from .answers import shape_for
@@ -65,6 +66,7 @@ class HttpEnrichCall(EnrichCall):
         self._get_headers = headers or None
         self._post_headers = {**_JSON_HEADERS, **headers}
         self.shape = shape_for(config, self.result_check)
+        self.notes = config.provenance is not None    # PROVENANCE: each answer says its status and URL
 
     def _secret_url(self, url: str) -> str:
         """The URL with its secrets filled (percent-encoded, as a placeholder's value is)."""
@@ -110,12 +112,18 @@ class HttpEnrichCall(EnrichCall):
             return None
         value = _parse(body)
         if self.shape is not None:      # ANSWER / PATH: the result is found in the answer
-            return self.shape.result(value)
-        if value is None:
+            result = self.shape.result(value)
+        elif value is None:
             return None         # JSON null: no result, a miss (as None from a Python function)
-        if not isinstance(value, (dict, list)):
+        elif not isinstance(value, (dict, list)):
             raise answer_error(f"response body is JSON {type(value).__name__}, expected an object or array")
-        return check_result_types(value, self.result_check)
+        else:
+            result = check_result_types(value, self.result_check)
+        return self._noted(result, status, url) if self.notes else result
+
+    def _noted(self, result: Any, status: int, url: str) -> Any:
+        """PROVENANCE: the answer with its status and URL, as written (`${NAME}`) and masked."""
+        return provenance.noted(result, provenance.note(status=status, url=scrub(mask_url(url), self.secrets)))
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """BATCH: POST a JSON array of the rows' bodies; the answer (what ANSWER finds in it) is an
@@ -124,8 +132,10 @@ class HttpEnrichCall(EnrichCall):
         if status == 404:
             raise CallError(f"HTTP 404 from {redact_url(self.url)}: a batch endpoint must answer every batch")
         if self.shape is not None:
-            return [self.shape.item(item) for item in self.shape.batch(_parse(body), len(rows))]
-        return check_batch_answer(_parse(body), len(rows))
+            items = [self.shape.item(item) for item in self.shape.batch(_parse(body), len(rows))]
+        else:
+            items = check_batch_answer(_parse(body), len(rows))
+        return self._noted(items, status, self.url) if self.notes else items
 
     async def _request(self, url: str, data: bytes | None) -> tuple[int, bytes]:
         """Status and body of one request (a 2xx or 404); other statuses raise CallError. `url`

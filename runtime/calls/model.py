@@ -16,6 +16,7 @@ from typing import Any
 from dslc.runtime.config import Enrich, ModelCall
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.tokens import message_tokens
+from dslc.runtime.schema import provenance
 from dslc.runtime.schema.json_schema import mismatch, returns_schema
 
 from .base import answer_error, check_result_types
@@ -37,6 +38,7 @@ class ModelEnrichCall(OpenAICompatibleCall):
         self.schema = returns_schema(config.returns, config.call.limits)
         self.response_format = {"type": "json_schema", "json_schema": {
             "name": schema_name(config.name), "strict": True, "schema": self.schema}}
+        self.notes = provenance.notes(config)
 
     def messages(self, row: Row) -> list[dict[str, str]]:
         """The request's messages for a row (UnsendableRequest when a placeholder is null)."""
@@ -51,7 +53,12 @@ class ModelEnrichCall(OpenAICompatibleCall):
         body = {"model": self.call.model, "messages": messages, "response_format": self.response_format}
         answer = await self.post("/chat/completions", body, message_tokens([m["content"] for m in messages]),
                                  completes=True)
-        return check_result_types(self.result(answer), self.result_check)
+        result = check_result_types(self.result(answer), self.result_check)
+        if self.notes:    # the model as answered, and the prompt as sent
+            provenance.noted(result, provenance.note(
+                model=answer.get("model"), system_fingerprint=answer.get("system_fingerprint"),
+                prompt_sha256=provenance.sha256(messages[-1]["content"])))
+        return result
 
     def result(self, answer: dict[str, Any]) -> dict[str, Any]:
         """The RETURNS values of a chat completion, else an `answer` CallError keeping the content."""

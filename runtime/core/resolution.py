@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import types
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
@@ -21,6 +22,7 @@ from dslc.runtime.calls import errors
 from dslc.runtime.calls.base import CallError, EnrichCall, answer_error
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
+from dslc.runtime.core.provenance import Stamper
 from dslc.runtime.core.refusals import RUN_STOPS, RefusalGuard, guard_for
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for
@@ -88,6 +90,7 @@ class Unanswered(Drop):
 
 DROP = Drop()
 UNANSWERED = Unanswered()
+_CALLED = [True]     # an element without CACHE: its own call answered it (never written)
 Resolution = Rows | DeadLetter | Drop | Fail
 
 T = TypeVar("T")
@@ -166,6 +169,8 @@ class ElementResolver:
             self.bucket = (JobRate(config.store.location, config.name, config.rate.per_second) if config.store
                            else bucket_for(config.rate))
         self._returns = tuple(c.name for c in config.returns)
+        # PROVENANCE AS col: each output row's struct (None: no such column, nothing to do per row)
+        self.stamper: Stamper | None = Stamper(config, call) if config.provenance is not None else None
         self.limit = limit          # CAPACITY n ADAPTIVE: told of answers and of push-back
         # ON OUTAGE PAUSE | FAIL: told of every call's outcome; holds elements during an outage
         self.breaker: OutageBreaker | None = breaker_for(config.outage, config.name, config.line)
@@ -231,6 +236,7 @@ class ElementResolver:
         attempts[0] = 1
         self._count_call()
         call = self.call
+        began = time.perf_counter() if self.stamper is not None else None
         try:
             step = call.start(row)
             waits_on = step.send(None)
@@ -240,7 +246,7 @@ class ElementResolver:
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides, in `attempt`
                 return self.attempt(row, attempts, _raising(exc))
             if results:
-                return self.answered(row, results)
+                return self.answered(row, results, 1, began)
             return self.attempt(row, attempts, _returning(done.value))   # a miss: RETRY may call again
         except Exception as exc:  # noqa: BLE001 - as above
             return self.attempt(row, attempts, _raising(exc))
@@ -260,6 +266,9 @@ class ElementResolver:
         met_5xx = False  # this element got a 5xx answer (counted once, for the diagnosis)
         rejoin = None   # a held element: what to wait for before it sends again (outside its ADAPTIVE
                         # slot), then RATE and ADAPTIVE admit it as a first attempt
+        began = time.perf_counter() if self.stamper is not None else None
+        # with CACHE: whether this element's own call answered (else the cache did)
+        called = [True] if self.cache is not None else _CALLED
         while True:
             if rejoin is not None:
                 await rejoin
@@ -288,7 +297,7 @@ class ElementResolver:
                     self._count_call()
                     results = normalize(await self.call(row))
                 else:
-                    results = normalize(await self._cached_call(row))
+                    results = normalize(await self._cached_call(row, called))
             except asyncio.CancelledError:
                 raise
             except BudgetSpent:
@@ -337,7 +346,7 @@ class ElementResolver:
             if self.guard is not None:
                 self.guard.succeeded_call()
             if results:
-                return self.answered(row, results)
+                return self.answered(row, results, attempts[0], began, not called[0])
             if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
                 continue
             self.metrics.add("misses")
@@ -362,13 +371,17 @@ class ElementResolver:
         attempts[0] = 0
         return breaker.admit()
 
-    async def _cached_call(self, row: Row) -> Any:
-        """One call through the cache (a row without a cache key calls directly)."""
+    async def _cached_call(self, row: Row, called: list[bool]) -> Any:
+        """One call through the cache (a row without a cache key calls directly); `called[0]`
+        says whether this element's own call made the answer."""
         call, cache = self.call, self.cache
         assert cache is not None
         key = call.cache_key(row)
         if key is not None:
+            called[0] = False
+
             async def counted() -> Any:
+                called[0] = True
                 self._count_call()
                 return await call(row)
 
@@ -426,7 +439,7 @@ class ElementResolver:
             self.metrics.add("errors")
             return self.policy(cfg.on_error, "error", f"timeout(): {type(exc).__name__}: {exc}", row, attempts, exc)
         if results:
-            return self.answered(row, results)
+            return self.answered(row, results, attempts)
         self.metrics.add("misses")
         miss = Outcome.NULL if cfg.on_miss is Outcome.RETRY else cfg.on_miss
         return self.policy(miss, "miss", "no result (timeout handler)", row, attempts)
@@ -435,12 +448,18 @@ class ElementResolver:
         """The resolution of an element whose answer came from the answer store (no call)."""
         results = normalize(value)
         if results:
-            return self.answered(row, results)
+            return self.answered(row, results, 0)
         self.metrics.add("misses")
         return self.policy(self.config.on_miss, "miss", "no result (stored)", row, 0)
 
-    def answered(self, row: Row, results: list[dict[str, Any]]) -> Rows:
-        """The rows an element's results make (one result, the usual answer, without a comprehension)."""
+    def answered(self, row: Row, results: list[dict[str, Any]], attempts: int = 1, began: float | None = None,
+                 cached: bool = False) -> Rows:
+        """The rows an element's results make (one result, the usual answer, without a comprehension);
+        with PROVENANCE each gets its struct (`attempts` calls made, the first at `began`)."""
+        stamper = self.stamper
+        if stamper is not None:
+            return Rows([stamper.stamp(self.output_row(row, result), row, result, attempts, began, cached)
+                         for result in results])
         if len(results) == 1:
             return Rows([self.output_row(row, results[0])])
         return Rows([self.output_row(row, result) for result in results])
@@ -478,6 +497,8 @@ class ElementResolver:
         elif outcome is Outcome.DEAD_LETTER:
             self.metrics.note_error(None, f"miss: {error}")
         if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
+            if self.stamper is not None:
+                return Rows([self.stamper.stamp(self.output_row(row, {}), row, {}, attempts, None, False)])
             return Rows([self.output_row(row, {})])
         if outcome is Outcome.DROP:
             return DROP

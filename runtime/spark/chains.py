@@ -16,6 +16,7 @@ from dslc.runtime import run_env
 from dslc.runtime.broadcast.state import Snapshot
 from dslc.runtime.core import refusals
 from dslc.runtime.core.arrow_chain import ChainFunction
+from dslc.runtime.schema import provenance
 from dslc.runtime.secrets import Secrets
 
 from . import answers, driver_values, estimate, expectations, names, outcome, stored_join
@@ -34,7 +35,8 @@ def _output_schema(input_schema: StructType, operators: tuple[C.Enrich | C.Proce
     for op in operators:
         if isinstance(op, C.Expect):      # judges the rows, changes no column
             continue
-        returned = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in op.returns))
+        added = provenance.added(op) if isinstance(op, C.Enrich) else op.returns   # RETURNS, PROVENANCE
+        returned = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in added))
         fields = (fields + list(returned.fields)) if isinstance(op, C.Enrich) else list(returned.fields)
     return StructType(fields)
 

@@ -40,6 +40,7 @@ from typing import Any
 import pyarrow as pa
 
 from dslc.runtime import config as C
+from dslc.runtime.schema import provenance
 
 
 @dataclasses.dataclass
@@ -104,7 +105,7 @@ def record_chain(df, operators: tuple, chain_inputs: list) -> Any:
             continue        # judges rows, calls nothing
         if isinstance(op, C.Enrich):
             chain_inputs.append((op, df))
-            extra = [F.lit(None).cast(c.type).alias(c.name) for c in op.returns]
+            extra = [F.lit(None).cast(c.type).alias(c.name) for c in provenance.added(op)]
             df = df.select(*[names.col(c) for c in df.columns], *extra)
         else:   # PROCESS: its RETURNS columns only
             df = df.select(*[F.lit(None).cast(c.type).alias(c.name) for c in op.returns])

@@ -98,7 +98,8 @@ def find(schema: StructType, operators: Sequence[C.Enrich | C.Process],
          output_schema) -> tuple[int, list[tuple[str, str]], tuple[str, ...]] | None:
     """The first ENRICH of the chain with answers to join: (its position, the answers, its request columns)."""
     for position, op in enumerate(operators):
-        if isinstance(op, C.Enrich) and op.store is not None:
+        # PROVENANCE: a joined answer would carry no note (model, time), so the operator looks it up
+        if isinstance(op, C.Enrich) and op.store is not None and op.provenance is None:
             here = output_schema(schema, tuple(operators[:position]))
             found = _variant(op, here)
             if found is not None:

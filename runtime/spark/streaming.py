@@ -28,7 +28,7 @@ from dslc.runtime import user_code
 from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
 from dslc.runtime.config import PythonCall
 
-from . import ceiling, chains, counting, metrics, outcome, sinks
+from . import ceiling, chains, counting, lineage, metrics, outcome, sinks
 from .names import col
 from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
@@ -51,6 +51,7 @@ def trigger_args(trigger: str | None) -> dict:
 def _start(writer: DataStreamWriter, checkpoint: Path, trigger: str | None, path: str | None = None) -> StreamingQuery:
     """Every query of a job: its own checkpoint folder, the job's trigger, then start."""
     writer = writer.option("checkpointLocation", str(checkpoint))
+    lineage.listen(writer._spark)        # dslc run --lineage: RUNNING after each micro-batch
     args = trigger_args(trigger)
     if args:
         writer = writer.trigger(**args)
@@ -344,6 +345,7 @@ def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
     if trigger == "available-now":
         for query in queries:
             _ended(query)
+        lineage.caught_up(queries)      # progress the listener had not been told of yet
         return
     while not any(_ended(query, AWAIT_STEP_S) for query in queries):
         try:

@@ -38,6 +38,7 @@ from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result
 from dslc.runtime.calls.errors import ANSWER, error_class
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
 from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, SqlCall
+from dslc.runtime.schema.provenance import marked
 from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.stored import BudgetSpent
@@ -343,6 +344,8 @@ class ReplayCall(_Wrapper):
         self.answers_at_once = not self.latency
         self.calls = load(self.directory).get(config.name, {})
         self.seen: dict[str, int] = {}
+        # PROVENANCE: answers say `replay`, or `test` under `dslc test` (its answers were never a call)
+        self.source = settings.get("source", "replay") if config.provenance is not None else None
 
     def _recorded(self, row: dict[str, Any]) -> dict[str, Any] | None:
         """The recorded call that answers this call of `row` (None: unrecorded, treated as a miss)."""
@@ -378,9 +381,11 @@ class ReplayCall(_Wrapper):
     def close(self) -> None:
         """Nothing was opened."""
 
-    @staticmethod
-    def _answer(call: dict[str, Any] | None) -> Any:
-        return None if call is None or call.get("miss") else call.get("answer")
+    def _answer(self, call: dict[str, Any] | None) -> Any:
+        if call is None or call.get("miss"):
+            return None
+        answer = call.get("answer")
+        return answer if self.source is None else marked(answer, self.source, call.get("at"))
 
     async def __call__(self, row: dict[str, Any]) -> Any:
         call = self._recorded(row)

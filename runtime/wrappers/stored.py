@@ -32,11 +32,13 @@ from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.schema.provenance import marked
 from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.joinable import Joinable
+from dslc.runtime.wrappers.model_watch import ModelWatch, watched
 
 LEASE_S = 5.0          # a lease lapses this long after its holder last renewed it
 RENEW_S = 1.5          # how often a holder renews the leases of its calls in flight
@@ -93,6 +95,8 @@ class StoredCall(DelegatingCall):
         self._known: dict[str, Stored] = {}               # found by `lookup` (RATE admission)
         self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
+        self._notes = config.provenance is not None          # PROVENANCE: a stored answer says so
+        self._watch = ModelWatch(config, metrics) if watched(config) else None   # a model that changed
 
     # ----------------------------------------------------------------- the store, batched per loop step
 
@@ -166,8 +170,7 @@ class StoredCall(DelegatingCall):
         found = self._known.get(key) if key is not None else None
         if found is None:
             return NOT_KNOWN
-        self.metrics.counters["store_hits"] += 1
-        return found.value
+        return self._hit(found)
 
     async def lookup(self, row: Row) -> bool:
         """True when the row's answer is in the store (kept for its call, which then costs
@@ -196,7 +199,8 @@ class StoredCall(DelegatingCall):
                 break
             try:
                 # shield: a follower's TIMEOUT must not cancel the element getting the answer
-                return await asyncio.shield(shared)
+                value = await asyncio.shield(shared)
+                return marked(value, "cache") if self._notes else value
             except _Abandoned:
                 continue
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -241,11 +245,13 @@ class StoredCall(DelegatingCall):
         else:
             self._releases(key)
         self._held.discard(key)
+        if self._watch is not None:
+            await self._watch.seen(await self.store(), value)
         return value
 
     def _hit(self, found: Stored) -> Any:
         self.metrics.counters["store_hits"] += 1
-        return found.value
+        return marked(found.value, "store", found.at) if self._notes else found.value
 
     async def _pay(self, row: Row) -> Any:
         """The call itself, if the BUDGET allows it."""

@@ -60,3 +60,11 @@ def test_the_spark_sql_model_is_a_leaf() -> None:
                      if _part(module) == "sparksql"
                      for target in targets if _part(target) not in ("sparksql", "source", "diagnostics"))
     assert outside == []
+
+
+def test_provenance_is_typed_by_the_runtime_in_one_plan_module() -> None:
+    """PROVENANCE AS col (#46): the planner asks compiler/plan/provenance.py, which takes the
+    struct's type from the runtime (one definition for the compiler and the workers)."""
+    modules = graph(COMPILER, PACKAGE)
+    assert "from dslc.runtime.schema.provenance import" in (COMPILER / "plan" / "provenance.py").read_text()
+    assert "dslc.compiler.plan.provenance" in modules["dslc.compiler.plan.planner"]

@@ -85,3 +85,15 @@ def test_expect_figures_and_the_chain_operator_need_no_spark() -> None:
             seen.add(current)
             stack.extend(reached.get(current, ()))
         assert not [m for m in seen if m.startswith("dslc.runtime.spark")], module
+
+
+def test_provenance_is_a_schema_leaf_and_an_operator_part() -> None:
+    """PROVENANCE (#46): what the struct holds and the note an answer carries are decided in one
+    leaf of schema/ (the compiler types the column from it, the kinds and wrappers write notes
+    through it); the struct is made by core/provenance.py, which needs no Spark."""
+    reached = _graph()
+    assert reached["dslc.runtime.schema.provenance"] <= {"dslc.runtime.config"}
+    assert not [m for m in reached["dslc.runtime.core.provenance"] if m.startswith("dslc.runtime.spark")]
+    writers = [m for m, targets in reached.items() if "dslc.runtime.schema.provenance" in targets]
+    assert {"dslc.runtime.calls.http", "dslc.runtime.calls.model", "dslc.runtime.wrappers.stored",
+            "dslc.runtime.wrappers.recording", "dslc.runtime.core.provenance"} <= set(writers)

@@ -72,6 +72,7 @@ def main() -> None:
                 retry=C.Retry(attempts=3, backoff_s=0.2, exponential=True),
                 rate=C.Rate(calls=600.0, per='MINUTE', tokens_per_minute=200000.0),
                 on_error=C.Outcome.DEAD_LETTER,
+                provenance='how',
             ),
         ),
         metrics=metrics,

@@ -36,6 +36,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         retry=node.retry, cache=node.cache, rate=node.rate, batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
         paths=node.paths, outage=node.outage, store=node.store, budget=node.budget,
+        tier=node.tier, price=node.price, batch_failure=node.batch_failure,
     )
 
 

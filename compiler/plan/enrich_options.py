@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import options, values
-from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Rate, Retry
+from dslc.compiler.plan import options, tiers, values
+from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Price, Rate, Retry
 
 
 @dataclass
@@ -29,7 +29,10 @@ class EnrichOptions:
     outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
     store: bool = False                     # STORE [TTL d]
     store_ttl_s: float | None = None
-    budget: Budget | None = None            # BUDGET n CALLS | n TOKENS
+    budget: Budget | None = None            # BUDGET n CALLS | n TOKENS | n USD
+    tier: str = "STANDARD"                  # TIER STANDARD | FLEX | BATCH (plan/tiers.py)
+    price: Price | None = None              # PRICE n PER CALL | n PER MILLION INPUT TOKENS [, m ...]
+    batch_failure: str = "BATCH"            # ON BATCH FAILURE ONLINE
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
@@ -61,8 +64,12 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
             result.store = True
             result.store_ttl_s = values.duration(opt.args[0], problems) if opt.args else None
         elif opt.key == "budget":
-            amount = values.whole(opt.args[0], "BUDGET", problems, minimum=1)
-            result.budget = Budget(amount, opt.args[1].value) if amount else None
+            unit = opt.args[1].value
+            amount = values.positive(opt.args[0], "BUDGET ... USD", problems) if unit == "USD" else \
+                values.whole(opt.args[0], "BUDGET", problems, minimum=1)
+            result.budget = Budget(amount, unit) if amount else None
+        elif opt.key in tiers.KEYS:
+            tiers.read_option(result, opt, problems)
         elif opt.key == "batch":
             size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
             within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0

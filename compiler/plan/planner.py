@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import answer_store, format_options, options, streaming, values
+from dslc.compiler.plan import answer_store, format_options, options, streaming, tiers, values
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
@@ -443,6 +443,7 @@ class _Planner:
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
         checked = read_options(stmt.options, self.problems)
         check_token_rate(self, stmt, checked)
+        tiers.check(self, stmt, checked)
         if isinstance(stmt.call, (ast.ModelCall, ast.EmbeddingCall)):
             call, key_columns = model_call(self, stmt, upstream, returns, checked)
         elif isinstance(stmt.call, ast.HttpCall):
@@ -506,7 +507,8 @@ class _Planner:
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
                            dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch,
                            paths=paths, outage=checked.outage,
-                           store=answer_store.store(checked, self.settings), budget=checked.budget)
+                           store=answer_store.store(checked, self.settings), budget=checked.budget,
+                           tier=checked.tier, price=checked.price, batch_failure=checked.batch_failure)
 
     def _paths(self, stmt: ast.Enrich) -> tuple[tuple[str, str], ...]:
         """RETURNS (col TYPE PATH 'jmespath'): read from a service's JSON answer, so HTTP only."""

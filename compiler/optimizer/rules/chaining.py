@@ -18,9 +18,17 @@ NAME = "chain_operators"
 PYTHON_OPERATORS = (plan.Enrich, plan.Process)
 
 
+def _own_chain(node: plan.PlanNode) -> bool:
+    """A TIER BATCH ENRICH starts a chain: the provider's batch answers its rows before its pass
+    (runtime/spark/provider_batches.py), which then reads them from Spark, not from a chain."""
+    return isinstance(node, plan.Enrich) and node.tier == "BATCH"
+
+
 def _start_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     if not chaining:
         return "chaining is disabled"
+    if _own_chain(op):
+        return "TIER BATCH: the provider's batch answers its rows before the pass"
     upstream = p.node(op.inputs[0])
     if isinstance(upstream, plan.Source):
         return f"input '{upstream.name}' is a source"
@@ -61,7 +69,7 @@ def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True
         if not isinstance(node, PYTHON_OPERATORS):
             continue
         upstream = owner.get(node.inputs[0].lower())
-        if chaining and upstream is not None and len(p.consumers(upstream[-1].name)) == 1:
+        if chaining and upstream is not None and len(p.consumers(upstream[-1].name)) == 1 and not _own_chain(node):
             upstream.append(node)
             owner[node.name.lower()] = upstream
         else:

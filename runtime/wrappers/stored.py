@@ -31,6 +31,7 @@ from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
+from dslc.runtime.limits.money import call_budget
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
@@ -55,7 +56,7 @@ def budget_message(config: Enrich, unanswered: int, scope: str = "") -> str:
     budget = config.budget
     assert budget is not None
     rows = f"{unanswered} row{'s' if unanswered != 1 else ''}{scope}"
-    return (f"BUDGET {budget.amount} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
+    return (f"BUDGET {budget.amount:g} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
             f"still unanswered; every answer received is in the answer store {config.store.location if config.store else ''}: "
             "run the same command again to continue (it pays for nothing twice)")
 
@@ -75,8 +76,8 @@ class StoredCall(DelegatingCall):
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
         # a miss is kept unless misses are retried (ON MISS RETRY): then only results are
         self.keeps = (lambda value: bool(value)) if config.on_miss is Outcome.RETRY else (lambda value: True)
-        budget = config.budget
-        self.budget = budget.amount if budget is not None and budget.unit == "CALLS" else None
+        # BUDGET n CALLS, or n USD at a PRICE per call of an HTTP or PYTHON call (limits/money.py)
+        self.budget = call_budget(config)
         self.budget_counter = f"budget:{config.name}:{config.store.run}"
         self.spent = False
         self._store: AnswerStore | None = None

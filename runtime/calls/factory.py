@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, PythonCall
-from dslc.runtime.wrappers import recording
+from dslc.runtime.wrappers import provider_batch, recording
 
 from .base import EnrichCall
 from .embedding import EmbeddingEnrichCall
@@ -25,8 +25,10 @@ KINDS: dict[type, Callable[[Enrich], EnrichCall]] = {
 
 
 def build_call(config: Enrich) -> EnrichCall:
-    """The adapter for an ENRICH's WITH clause (wrapped when the job records or replays calls)."""
+    """The adapter for an ENRICH's WITH clause (wrapped when the job records or replays calls, and
+    for TIER BATCH's pass unless a recording answers)."""
     kind = KINDS.get(type(config.call))
     if kind is None:
         raise TypeError(f"unsupported ENRICH call {config.call!r}")
-    return recording.wrap(kind(config), config)
+    call = recording.wrap(kind(config), config)
+    return call if isinstance(call, recording.ReplayCall) else provider_batch.wrap(call, config)

@@ -16,7 +16,7 @@ from dslc.runtime.broadcast.state import Snapshot
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.secrets import Secrets
 
-from . import answers, driver_values, estimate, names, stored_join
+from . import answers, driver_values, estimate, names, provider_batches, stored_join
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -58,6 +58,8 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
             operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
     operators = answers.prepare(operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".",
                                 streaming=df.isStreaming)
+    if provider_batches.wanted(df, operators):     # TIER BATCH: the provider's batches answer first
+        df = provider_batches.before_pass(df, operators[0], metrics, keep)
     return _run_joining(df, name, operators, watermark, states, metrics, batch_size)
 
 

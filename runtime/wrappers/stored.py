@@ -38,6 +38,7 @@ from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.joinable import Joinable
+from dslc.runtime.wrappers.provider_batch import BatchLineFailed
 
 LEASE_S = 5.0          # a lease lapses this long after its holder last renewed it
 RENEW_S = 1.5          # how often a holder renews the leases of its calls in flight
@@ -261,7 +262,7 @@ class StoredCall(DelegatingCall):
         counters["elements_called"] += 1
         try:
             return await self.inner(row)
-        except BudgetSpent:          # BUDGET n TOKENS (limits/token_budget.py): it was not sent
+        except (BudgetSpent, BatchLineFailed):   # BUDGET n TOKENS, or TIER BATCH's failed line: not sent
             counters["calls"] -= 1
             counters["elements_called"] -= 1
             raise

@@ -218,7 +218,7 @@ def _line_problem(item: Any, endpoint: str, seen: set[str]) -> dict[str, Any] | 
 
 async def _run(service: "OpenAIService", batch: Batch, data: bytes) -> None:
     """Validate, answer the lines over the batch's delay, then write its files."""
-    await asyncio.sleep(service.batch_delay_s * 0.1)
+    await _wait(batch, service.batch_delay_s * 0.1)
     checked, problems = _validate(batch, data)
     if batch.cancelling:
         return await _end(service, batch, [], [], "cancelled")
@@ -234,7 +234,7 @@ async def _run(service: "OpenAIService", batch: Batch, data: bytes) -> None:
     expired: list[dict[str, Any]] = []
     step = max(1, -(-len(checked) // _STEPS))
     for start in range(0, len(checked), step):
-        await asyncio.sleep(service.batch_delay_s * 0.8 / _STEPS)
+        await _wait(batch, service.batch_delay_s * 0.8 / _STEPS)
         if batch.cancelling:
             return await _end(service, batch, outputs, errors, "cancelled")
         for item in checked[start:start + step]:
@@ -246,6 +246,13 @@ async def _run(service: "OpenAIService", batch: Batch, data: bytes) -> None:
                 "error": {"code": "batch_expired", "message": EXPIRED_MESSAGE}} for item in expired]
     batch.counts["failed"] += len(expired)
     await _end(service, batch, outputs, errors, "expired" if expired else "completed")
+
+
+async def _wait(batch: Batch, seconds: float) -> None:
+    """Sleep `seconds`, or until the batch is being cancelled."""
+    until = time.monotonic() + seconds
+    while not batch.cancelling and time.monotonic() < until:
+        await asyncio.sleep(min(0.05, max(0.0, until - time.monotonic())))
 
 
 def _answer_line(service: "OpenAIService", batch: Batch, item: dict[str, Any], outputs: list, errors: list,

@@ -119,7 +119,7 @@ async def list_files(service: "OpenAIService", request: web.Request) -> web.Resp
 
 async def content(service: "OpenAIService", request: web.Request) -> web.StreamResponse:
     """The file's bytes; with `download_delay_s` the second half comes that much later (so a
-    client can be stopped in the middle of a download)."""
+    client can be stopped in the middle of a download; setting it to 0 ends the wait)."""
     service.authorize(request)
     stored = file_of(service, request.match_info["id"])
     service.stats["downloads"] += 1
@@ -128,8 +128,9 @@ async def content(service: "OpenAIService", request: web.Request) -> web.StreamR
     await response.prepare(request)
     half = len(stored.data) // 2
     await response.write(stored.data[:half])
-    if service.download_delay_s:
-        await asyncio.sleep(service.download_delay_s)
+    started = time.monotonic()
+    while time.monotonic() - started < service.download_delay_s:
+        await asyncio.sleep(0.05)
     await response.write(stored.data[half:])
     await response.write_eof()
     return response

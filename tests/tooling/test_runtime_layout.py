@@ -18,6 +18,8 @@ FORBIDDEN = {
     "limits": ("core", "calls", "wrappers", "spark"),
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
+    # TIER BATCH's provider batches run on the driver before the pass: calls, the store, limits
+    "batches": ("core", "spark"),
 }
 
 

@@ -11,14 +11,15 @@ The figures, all added up over the operator's tasks (runtime/metrics.py):
 - waiting for RATE tokens against the time elements spent in their calls;
 - the Python worker's CPU: its threads' time on a CPU or waiting for one, against the tasks' time.
 
-The causes are checked in this order, the first that holds is the line: `rate`, `service`,
-`cpu`, `capacity`, else `input` (calls finish faster than rows come).
+The causes are checked in this order, the first that holds is the line: `provider` (TIER BATCH:
+the provider's batches answered, and their window is what the run waited for), `rate`,
+`service`, `cpu`, `capacity`, else `input` (calls finish faster than rows come).
 """
 from __future__ import annotations
 
 from typing import Any
 
-CAUSES = ("capacity", "service", "rate", "input", "cpu")
+CAUSES = ("capacity", "service", "rate", "input", "cpu", "provider")
 RATE_SHARE = 0.3          # of the elements' time spent waiting for RATE tokens
 PUSHBACK_SHARE = 0.02     # of calls answered 429 / 5xx or timed out
 LATENCY_GROWTH = 2.0      # latency at the busiest seconds / at the quietest ones
@@ -75,7 +76,13 @@ def diagnose(name: str, m: dict[str, Any], timeline: list[dict[str, Any]] | None
                "p50_ms": m.get("p50_ms"), "p99_ms": m.get("p99_ms"), "elements": int(elements), "calls": int(calls)}
     if growth:
         figures["latency_quiet_ms"], figures["latency_busy_ms"] = growth
-    if in_calls_s and rate_wait >= RATE_SHARE * in_calls_s:
+    lines = _f(m, "batch_lines")
+    if lines:
+        cause = "provider"
+        why = (f"the provider's batches answered {int(_f(m, 'batch_lines_done'))} of {int(lines)} lines "
+               f"({int(_f(m, 'batch_lines_failed'))} failed) before the pass; the run waited for their window")
+        advice = "the provider's batch window is the limit: TIER FLEX answers online, within minutes, at the same price"
+    elif in_calls_s and rate_wait >= RATE_SHARE * in_calls_s:
         cause = "rate"
         why = f"elements spent {figures['rate_wait_share']:.0%} of their time waiting for RATE tokens"
         advice = "RATE is the limit: raise it if the service allows more, else this is as fast as it may go"

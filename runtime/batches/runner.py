@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dslc.runtime.config import Enrich
-from dslc.runtime.limits.money import NANO, budget_counter
+from dslc.runtime.limits.money import NANO, amount_text, budget_counter
 from dslc.runtime.limits.tokens import assumed_completion
 from dslc.runtime.store.base import AnswerStore, Join
 from dslc.runtime.store.ledger import FAILED, ONLINE, SENT, BatchRecord, LineRecord, custom_id
@@ -244,7 +244,7 @@ class BatchRunner:
             await self.store.spend(self._counter(), total)
         if taken < len(requests):
             self.figures.left_out += len(requests) - taken
-            self.say(f"BUDGET {self.config.budget.amount:g} {self.config.budget.unit}: "
+            self.say(f"BUDGET {amount_text(self.config.budget.amount)} {self.config.budget.unit}: "
                      f"{len(requests) - taken} lines wait for the next run")
         return requests[:taken], units[:taken]
 

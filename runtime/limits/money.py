@@ -27,6 +27,11 @@ DISCOUNT = 0.5                 # FLEX and BATCH against STANDARD
 NANO = 1_000_000_000           # the budget counter's unit: a nano-dollar
 
 
+def amount_text(amount: float) -> str:
+    """A BUDGET's amount as written (2000000, 2.5)."""
+    return str(int(amount)) if float(amount).is_integer() else str(amount)
+
+
 def tier_factor(priced: str, billed: str) -> float:
     """What a call billed at tier `billed` costs against the PRICE given for tier `priced`."""
     standard = 1.0 if priced == "STANDARD" else 1.0 / DISCOUNT
@@ -124,7 +129,7 @@ class MoneyBudget:
                 return reserved
             self.spent = True
             await self._spends(-reserved)
-        raise BudgetSpent(f"BUDGET {self.amount:g} USD of '{self.operator}' is spent")
+        raise BudgetSpent(f"BUDGET {amount_text(self.amount)} USD of '{self.operator}' is spent")
 
     async def settle(self, reserved: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         """The answer's usage replaces the reservation (no usage: the estimate stays spent)."""

@@ -18,6 +18,7 @@ from dslc.runtime.calls.base import EnrichCall, UnsendableRequest
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
+from dslc.runtime.limits.money import amount_text
 from dslc.runtime.store.base import AnswerStore
 from dslc.runtime.store.ledger import FAILED, ONLINE, LineRecord, custom_id
 from dslc.runtime.store.open_stores import store_for
@@ -64,7 +65,7 @@ class ProviderBatchCall(DelegatingCall):
                 raise BatchLineFailed(message, raw=raw)
         if self.config.budget is not None:
             budget = self.config.budget
-            raise BudgetSpent(f"BUDGET {budget.amount:g} {budget.unit} of '{self.config.name}' is spent: "
+            raise BudgetSpent(f"BUDGET {amount_text(budget.amount)} {budget.unit} of '{self.config.name}' is spent: "
                               "its provider batch did not take this request")
         raise BatchLineFailed("no answer from the provider's batch for this request (run the job again to send it)")
 

@@ -31,7 +31,7 @@ from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
-from dslc.runtime.limits.money import call_budget
+from dslc.runtime.limits.money import amount_text, call_budget
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.store.base import AnswerStore, Join, Stored
 from dslc.runtime.store.open_stores import store_for
@@ -57,7 +57,7 @@ def budget_message(config: Enrich, unanswered: int, scope: str = "") -> str:
     budget = config.budget
     assert budget is not None
     rows = f"{unanswered} row{'s' if unanswered != 1 else ''}{scope}"
-    return (f"BUDGET {budget.amount:g} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
+    return (f"BUDGET {amount_text(budget.amount)} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
             f"still unanswered; every answer received is in the answer store {config.store.location if config.store else ''}: "
             "run the same command again to continue (it pays for nothing twice)")
 

@@ -230,3 +230,73 @@ def test_ctrl_c_leaves_the_batches_running_and_says_how_to_cancel_them(tmp_path)
         stats = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "store", "stats", str(flow)],
                                capture_output=True, text=True, check=True).stdout
         assert "in flight" not in stats                                           # forgotten: a rerun sends anew
+
+
+def _paid(folder: Path) -> list[float]:
+    """The money of each run so far, oldest first (the metrics files)."""
+    files = sorted((folder / "target/metrics").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    return [json.loads(p.read_text())["operators"]["labelled"]["cost_usd"] for p in files]
+
+
+def test_the_estimate_is_within_ten_percent_of_what_the_run_pays(spark, tmp_path):
+    from dslc.compiler.cli.estimate_command import estimates, render
+
+    rows = _tickets(800)
+    with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=0.3)) as running:
+        flow = _flow(tmp_path, running.base_url, rows)
+        [before] = estimates(str(flow))
+        assert running.stats["batches_created"] == 0 and running.stats["chat_calls"] == 0     # nothing sent
+        run_flow(flow)
+        stats = running.stats
+    [paid] = _paid(tmp_path)
+    usage = (stats["batch_prompt_tokens"] * 0.20 + stats["batch_completion_tokens"] * 0.80) / 1e6
+    assert paid == pytest.approx(usage) and abs(before.money_usd - paid) <= 0.1 * paid, (before, paid)
+    assert before.tiers_usd["STANDARD"] == pytest.approx(2 * before.money_usd)
+    assert before.tiers_usd["FLEX"] == pytest.approx(before.money_usd) and before.tier == "BATCH"
+    shown = render("pipeline.flow", [before])
+    assert "money" in shown.splitlines()[1] and "the other tiers: STANDARD $" in shown
+
+
+def test_a_usd_budget_holds_back_lines_and_reruns_complete_without_paying_twice(spark, tmp_path, capfd):
+    rows = _tickets(600)
+    budget = 0.0015
+    with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=0.3)) as running:
+        flow = _flow(tmp_path, running.base_url, rows, tier=f"TIER BATCH BUDGET {budget} USD")
+        stops = 0
+        for _ in range(6):
+            try:
+                run_flow(flow)
+                break
+            except SystemExit as stopped:
+                assert stopped.code == 3
+                stops += 1
+                assert f"BUDGET {budget} USD of 'labelled' (line 5) is spent" in capfd.readouterr().err
+                assert not (tmp_path / "out/labelled").exists()          # nothing written: the run stopped first
+        sent = Counter(running.service.stats["batch_custom_ids"])
+        stats = running.stats
+    assert stops >= 2 and len(_out(tmp_path)) == 600 and stats["chat_calls"] == 0
+    assert len(sent) == len(_keys(rows)) and set(sent.values()) == {1}          # each key paid once over the runs
+    mean = (stats["batch_prompt_tokens"] * 0.20 + stats["batch_completion_tokens"] * 0.80) / 1e6 / stats["batch_lines"]
+    assert all(paid <= budget + 2 * mean for paid in _paid(tmp_path))          # over by at most one line (< 2 x the mean)
+    assert sum(_paid(tmp_path)) == pytest.approx(mean * stats["batch_lines"])
+
+
+def test_embeddings_in_a_batch_are_each_inputs_vector(spark, tmp_path):
+    from dslc.testing.openai_service import embedding_of
+
+    rows = _tickets(200)
+    with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=0.3)) as running:
+        (tmp_path / "in").mkdir()
+        (tmp_path / "in/0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        flow = tmp_path / "pipeline.flow"
+        flow.write_text(f"""PIPELINE vectors MODE BATCH;
+SOURCE tickets FROM JSON 'in/' SCHEMA (ticket_id STRING, subject STRING, body STRING);
+STREAM embedded = ENRICH tickets WITH EMBEDDING 'emb' AT '{running.base_url}' INPUT '{{subject}}: {{body}}'
+  RETURNS (vector ARRAY<FLOAT>) BATCH 16 TIER BATCH STORE PRICE 0.01 PER MILLION INPUT TOKENS;
+SINK embedded TO JSON 'out';
+""")
+        run_flow(flow)
+        stats = running.stats
+    out = [json.loads(line) for p in (tmp_path / "out").glob("*.json") for line in p.read_text().splitlines()]
+    assert len(out) == 200 and stats["embedding_calls"] == 0 and stats["batch_lines"] == len(_keys(rows))
+    assert all(r["vector"] == pytest.approx(embedding_of(f"{r['subject']}: {r['body']}")) for r in out)

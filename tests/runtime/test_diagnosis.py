@@ -58,3 +58,13 @@ def test_latency_that_grows_with_load_is_the_service():
     verdict = diagnose("e", m, timeline)
     assert verdict["cause"] == "service" and verdict["figures"]["latency_busy_ms"] == 80.0
     assert diagnose("e", m, [])["cause"] == "capacity"   # the same figures without the timeline
+
+
+def test_an_operator_answered_by_provider_batches_waited_for_the_provider():
+    from dslc.runtime.diagnosis import diagnose
+
+    found = diagnose("labelled", {"capacity": 8, "elements_in": 1500, "calls": 0, "task_seconds": 2.0,
+                                  "cpu_seconds": 2.0, "batch_lines": 450, "batch_lines_done": 449,
+                                  "batch_lines_failed": 1})
+    assert found["cause"] == "provider" and "449 of 450 lines (1 failed)" in found["why"]
+    assert "TIER FLEX" in found["advice"]

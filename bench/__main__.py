@@ -21,7 +21,9 @@ from . import (
     chaining,
     compiler_scaling,
     cpu_per_call,
+    databases,
     enrich_modes,
+    expect_overhead,
     lsp_latency,
     models,
     pushdown,
@@ -49,6 +51,8 @@ BENCHES = {
     "models": models.run,
     "store": store.run,
     "services": services.run,
+    "databases": databases.run,
+    "expect": expect_overhead.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

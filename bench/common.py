@@ -34,7 +34,14 @@ def spark_session():
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.log.level", "ERROR")
             .config("spark.driver.memory", "2g")
+            .config("spark.jars", _jdbc_jar())
             .getOrCreate())
+
+
+def _jdbc_jar() -> str:
+    """PostgreSQL's JDBC driver (section 16, databases), when installed; else no jar."""
+    jar = os.environ.get("DSLC_JDBC_JAR", "/usr/share/java/postgresql.jar")
+    return jar if Path(jar).is_file() else ""
 
 
 def write_input(folder: Path, columns: dict[str, list[Any]], partitions: int = PARTITIONS) -> Path:

@@ -54,6 +54,28 @@ MESSAGES: dict[str, str] = {
     "E0323": "'{name}' is not a valid HTTP header name",
     "E0324": "{clause} is given twice in one call",
     "E0325": "{clause} needs {what}",
+    # the places a run writes, checked before it starts (E034x)
+    "E0340": "{what} cannot be written: {why}",
+    "E0341": "{what} cannot be written by a {mode} run: {why}",
+    # databases (E033x; compiler/plan/databases.py, sql_lookup.py)
+    "E0330": "not a PostgreSQL URL: {why}",
+    "E0331": "{detail}",            # a lookup that is not one read-only SELECT (the message is built there)
+    "E0332": "{detail}",            # a syntax error inside the query string
+    "E0333": "{detail}",            # a query BATCH cannot split by key
+    "E0334": "{detail}",            # a RETURNS column the query does not give
+    "E0335": "{detail}",            # a placeholder that is not an input column, or of a type no parameter has
+    "E0336": "{detail}",            # a database table, source or sink that does not fit (dslc check --db)
+    "E0337": "the columns of {what} are read from DATABASE {database}, which cannot tell them: {why}",
+    # notes (not errors)
+    "N0301": "{what} is read once, when the STREAMING job starts: {why}",
+    # expectations (E035x; compiler/plan/expectations.py)
+    "E0350": "'{name}' has an EXPECT already",
+    "E0351": "EXPECT ON {name} has no CONSTRAINT",
+    "E0352": "ON VIOLATION is given twice for the statement",
+    "E0353": "QUARANTINE '{path}' is a folder {other} writes too",
+    "E0354": "CHECK of constraint '{name}' is {type}, not BOOLEAN",
+    "E0355": "constraint '{name}' uses {what}",
+    "E0356": "constraint '{name}' calls {function}(), which is not deterministic",
 }
 
 
@@ -65,9 +87,10 @@ class Diagnostic:
     message: str
     span: Span
     hint: str | None = None
+    severity: str = "error"     # or "note": something to know that is not wrong (exit status 0)
 
     def render(self, source: SourceFile) -> str:
-        """`file:line:col: error[CODE]: message`, the source line, a caret, then the hint."""
+        """`file:line:col: error[CODE]: message` (or `note[CODE]`), the source line, a caret, then the hint."""
         line, col = source.line_col(self.span.start)
         text = source.line_text(line)
         end_line, end_col = source.line_col(self.span.end)
@@ -75,7 +98,7 @@ class Diagnostic:
         width = max(1, width)
         gutter = " " * len(str(line))
         out = [
-            f"{source.path}:{line}:{col}: error[{self.code}]: {self.message}",
+            f"{source.path}:{line}:{col}: {self.severity}[{self.code}]: {self.message}",
             f"   {line} | {text.expandtabs(1)}",
             f"   {gutter} | {' ' * (col - 1)}{'^' * width}",
         ]
@@ -95,6 +118,11 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def note(code: str, span: Span, hint: str | None = None, **params: object) -> Diagnostic:
+    """A note from the message table: said by `dslc check` and the editor, not an error."""
+    return Diagnostic(code, MESSAGES[code].format(**params), span, hint, severity="note")
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str | None:

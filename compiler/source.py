@@ -58,3 +58,17 @@ class SourceFile:
     def folder(self) -> Path:
         """The folder holding the file: user modules and relative paths are looked up there."""
         return Path(self.path).resolve().parent
+
+
+@dataclass(frozen=True)
+class TextSource(SourceFile):
+    """Program text that is not a saved file's: the REPL's statements (shown as `<repl>` in
+    errors) or an editor's document. User modules (`PYTHON 'module:fn'`) and relative paths
+    resolve in `base`: the folder of `dslc repl FILE` or of the document, else the working
+    directory or the workspace."""
+
+    base: str = "."
+
+    @property
+    def folder(self) -> Path:  # type: ignore[override]
+        return Path(self.base).resolve()

@@ -13,14 +13,18 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def _wait_for_port(port: int, timeout: float = 20.0) -> None:
+def _wait_for_service(port: int, settings: Path, service: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Until the service answers on `port`, or has written its `settings` (a port of its own)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if settings.is_file() or service.poll() is not None:
+            break
         with socket.socket() as sock:
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.1)
-    raise SystemExit(f"the example's service did not start on port {port}")
+    if not settings.is_file():
+        raise SystemExit(f"the example's service did not start (port {port}, or {settings})")
 
 
 def main(argv: list[str]) -> int:
@@ -30,14 +34,19 @@ def main(argv: list[str]) -> int:
         return 2
     folder = HERE / argv[0]
     service = None
+    # a service on a port of its own choosing writes its settings here (orders_db: a database)
+    settings = folder / "target" / "service.env"
+    settings.unlink(missing_ok=True)
     if (folder / "service.py").is_file():
         service = subprocess.Popen([sys.executable, str(folder / "service.py"), "8765"], cwd=folder)
-        _wait_for_port(8765)
+        _wait_for_service(8765, settings, service)
     try:
         extra = argv[1:]
-        if (folder / "secrets.env").is_file() and "--secrets" not in extra:
-            # the example's token for its own local service (a real one stays out of the repository)
-            extra = ["--secrets", str(folder / "secrets.env"), *extra]
+        for secrets in (folder / "secrets.env", settings):
+            if secrets.is_file() and "--secrets" not in extra:
+                # the example's token for its own local service (a real one stays out of the
+                # repository), or the password and port of the database it started
+                extra = ["--secrets", str(secrets), *extra]
         command = [sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"), *extra]
         return subprocess.call(command)
     finally:

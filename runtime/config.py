@@ -98,6 +98,9 @@ class ModelCall:
     system: str | None = None
     # HEADERS (name = value, ...): values may hold `${NAME}` secrets, filled on the executor
     headers: tuple[tuple[str, str], ...] = ()
+    # (column, JSON Schema keyword, value): what an EXPECT on the answers asks of them in the
+    # structured-output schema (enum, minimum, maximum, exclusiveMinimum, exclusiveMaximum)
+    limits: tuple[tuple[str, str, object], ...] = ()
 
     def __post_init__(self) -> None:
         _require(bool(self.model), "MODEL needs a model name")
@@ -153,6 +156,56 @@ class EmbeddingCall:
 
     def call_key(self, row) -> dict[str, str | None]:
         return {"input": fill_text(self.input, row)}
+
+
+@dataclass(frozen=True, slots=True)
+class SqlCall:
+    """WITH SQL db 'SELECT ...': a read-only query of a PostgreSQL database, its `{col}`
+    placeholders made bind parameters `($n::type)` of `params` (compiler/plan/sql_lookup.py). With
+    BATCH, `batch_query` answers the distinct values of `batch_key` at once (`= ANY($1)`), its rows
+    matched back by their `__dslc_key` column. `url` is as written (`${NAME}` secrets filled on the
+    executor); at most `pool` connections per Python worker (OPTIONS (pool = n))."""
+
+    database: str
+    url: str
+    query: str
+    params: tuple[str, ...] = ()
+    batch_query: str | None = None
+    batch_key: str | None = None
+    pool: int = 10
+
+    def __post_init__(self) -> None:
+        _require(self.url.startswith(("postgresql://", "postgres://")), "DATABASE needs a postgresql:// URL")
+        _require(self.pool >= 1, "OPTIONS (pool = n) needs n >= 1")
+        _require((self.batch_query is None) == (self.batch_key is None), "a batch query needs its key column")
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The columns bound to the query's parameters, in order."""
+        return self.params
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Input columns a query carries."""
+        return self.params
+
+
+@dataclass(frozen=True, slots=True)
+class DatabaseTable:
+    """A table (or, read only, a query) of a DATABASE: what SOURCE ... FROM DATABASE reads in
+    `partitions` ranges of `partition_column`, and SINK ... TO DATABASE writes (`key`: its KEY)."""
+
+    database: str
+    url: str                        # as written: `${NAME}` secrets filled by the job's driver
+    table: str | None = None
+    query: str | None = None
+    partition_column: str | None = None
+    partitions: int = 1
+    key: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _require((self.table is None) != (self.query is None), "a database relation is a TABLE or a QUERY")
+        _require(self.partitions >= 1, "PARTITION BY col (n) needs n >= 1")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,17 +266,25 @@ class Cache:
 
 @dataclass(frozen=True, slots=True)
 class Rate:
-    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE] for the whole job; `share` is this
-    task's part of it (until the job-wide limiter of the answer store holds it whole)."""
+    """RATE n PER SECOND | MINUTE [, m TOKENS PER MINUTE] for the whole job, in the unit written
+    (`calls` per `per`); `share` is this task's part of it (until the job-wide limiter of the
+    answer store holds it whole)."""
 
-    per_second: float
+    calls: float
+    per: str = "SECOND"                      # SECOND | MINUTE
     share: float = 1.0
     tokens_per_minute: float | None = None   # MODEL and EMBEDDING: tokens of prompts and answers
 
     def __post_init__(self) -> None:
-        _require(self.per_second > 0, "RATE must be > 0")
+        _require(self.calls > 0, "RATE must be > 0")
+        _require(self.per in ("SECOND", "MINUTE"), f"RATE is PER SECOND or PER MINUTE, not {self.per!r}")
         _require(0 < self.share <= 1, "RATE share must be in (0, 1]")
         _require(self.tokens_per_minute is None or self.tokens_per_minute > 0, "TOKENS PER MINUTE must be > 0")
+
+    @property
+    def per_second(self) -> float:
+        """Requests per second the whole job may make."""
+        return self.calls / 60.0 if self.per == "MINUTE" else self.calls
 
     @property
     def task_tokens_per_second(self) -> float | None:
@@ -234,6 +295,36 @@ class Rate:
     def task_rate(self) -> float:
         """Requests per second one task may make."""
         return self.per_second * self.share
+
+
+@dataclass(frozen=True, slots=True)
+class Ceiling:
+    """ON ... DEAD LETTER 'path' UP TO n% | n ROWS: the most dead letters an operator may write in
+    one run; above it the run ends with exit code 5 (runtime/spark/ceiling.py). Without UP TO the
+    ceiling is DEFAULT_CEILING."""
+
+    percent: float | None = None
+    rows: int | None = None
+
+    def __post_init__(self) -> None:
+        _require((self.percent is None) != (self.rows is None), "a ceiling is a percentage or a number of rows")
+        _require(self.percent is None or 0 <= self.percent <= 100, "UP TO n% needs 0 <= n <= 100")
+        _require(self.rows is None or self.rows >= 0, "UP TO n ROWS needs n >= 0")
+
+    def allows(self, letters: int, elements: int) -> bool:
+        """True when `letters` dead letters of `elements` elements are within the ceiling."""
+        if self.rows is not None:
+            return letters <= self.rows
+        assert self.percent is not None
+        return elements == 0 or letters * 100 <= self.percent * elements
+
+    def __str__(self) -> str:
+        return f"UP TO {self.rows} ROWS" if self.rows is not None else f"UP TO {self.percent:g}%"
+
+
+#: the ceiling of a dead-letter path without UP TO: a run that dead-lettered more than half of an
+#: operator's elements (every one, say) did not do what the pipeline says
+DEFAULT_CEILING = Ceiling(percent=50.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,7 +401,7 @@ class Enrich:
 
     name: str                       # the STREAM name, used in metrics and error messages
     line: int                       # DSL line of the statement
-    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall | SqlCall
     returns: tuple[Column, ...]
     key_columns: tuple[str, ...]    # columns that identify an element in error messages
     mode: Mode = Mode.ORDERED
@@ -336,6 +427,10 @@ class Enrich:
     tier: str = "STANDARD"          # TIER STANDARD | FLEX | BATCH (MODEL, EMBEDDING)
     price: Price | None = None      # PRICE: what a call of `tier` costs
     batch_failure: str = "BATCH"    # ON BATCH FAILURE ONLINE: a line a batch could not answer is sent online
+    ceiling: Ceiling | None = None  # DEAD LETTER 'path' UP TO ...: None is DEFAULT_CEILING
+    # calls a task judges before refused credentials or a service never answered stop the run:
+    # set by the job's driver from the tasks that run at once (core/refusals.py)
+    judged_calls: int = 10
 
     def __post_init__(self) -> None:
         _require(self.budget is None or self.store is not None, "BUDGET needs STORE (a rerun would pay again)")
@@ -354,6 +449,8 @@ class Enrich:
         if self.batch is not None and isinstance(self.call, HttpCall):
             _require(self.call.method == "POST", "BATCH needs HTTP POST (one request carries many rows)")
             _require(not self.call.placeholders, "BATCH needs a URL without placeholders (one URL for many rows)")
+        _require(self.batch is None or not isinstance(self.call, SqlCall) or self.call.batch_query is not None,
+                 "BATCH needs a query that can be batched (column = {col})")
         _require(self.batch is None or not isinstance(self.call, ModelCall),
                  "BATCH does not apply to MODEL (a chat completion answers one prompt)")
         _require(self.rate is None or self.rate.tokens_per_minute is None
@@ -381,6 +478,50 @@ class Process:
     returns: tuple[Column, ...]
     states: tuple[str, ...] = ()    # broadcast state names, passed as arguments in this order
     key_columns: tuple[str, ...] = ()
+
+
+#: EXPECT's actions, the mildest first: a row that breaks several constraints gets the strictest.
+ACTIONS: tuple[str, ...] = ("WARN", "DROP", "QUARANTINE", "FAIL")
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """One CONSTRAINT of an EXPECT: its condition as Spark SQL and, when it runs inside a chain,
+    as a Python expression over the row `r` (compiler/plan/expect_python.py); the action, and
+    QUARANTINE's folder."""
+
+    name: str
+    line: int
+    sql: str
+    action: str = "WARN"
+    path: str | None = None
+    python: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.action in ACTIONS, f"unknown action {self.action!r}")
+        _require((self.action == "QUARANTINE") == (self.path is not None), "QUARANTINE needs a path, and only it")
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """EXPECT ON name: the constraints every row of relation `name` is judged by (in a chain, an
+    operator after the one that makes `name`; elsewhere, Spark expressions)."""
+
+    name: str
+    line: int
+    constraints: tuple[Constraint, ...]
+
+    def __post_init__(self) -> None:
+        _require(bool(self.constraints), "an EXPECT needs a constraint")
+
+    @property
+    def quarantines(self) -> bool:
+        return any(c.action == "QUARANTINE" for c in self.constraints)
+
+    @property
+    def key(self) -> str:
+        """How its figures are keyed among the operators' (metrics, live progress)."""
+        return f"EXPECT {self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,7 +554,7 @@ class Chain:
     """Operators that run in one Python pass (one mapInArrow) over the rows."""
 
     name: str
-    operators: tuple[Enrich | Process, ...]
+    operators: tuple[Enrich | Process | Expect, ...]
     input_columns: tuple[Column, ...]
     output_columns: tuple[Column, ...]
     watermark: Watermark | None = None
@@ -426,4 +567,5 @@ class Chain:
     @property
     def dead_letters(self) -> bool:
         """True when the chain's output carries the dead-letter column."""
-        return any(isinstance(op, Enrich) and op.dead_letters for op in self.operators)
+        return any(isinstance(op, Enrich) and op.dead_letters or isinstance(op, Expect) and op.quarantines
+                   for op in self.operators)

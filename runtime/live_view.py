@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dslc.runtime.expect_figures import live_lines
 from dslc.runtime.metrics import extra_counters, money, percentile_ms
 
 # (key, heading) of the table, in order; counters other parts of the runtime report (answer-store
@@ -78,4 +79,5 @@ def format_line(view: dict[str, Any]) -> str:
     rows = view.get("rows") or []
     keys = [k for k, _ in COLUMNS] + extra_columns(rows)
     parts = [f"{row['operator']} " + " ".join(f"{k}={cell(row, k)}" for k in keys) for row in rows]
+    parts += live_lines(view.get("expectations") or {})
     return f"dslc: progress {format_elapsed(view.get('elapsed', 0))} " + ("; ".join(parts) or "waiting for tasks")

@@ -18,6 +18,7 @@ COUNTERS: tuple[str, ...] = (
     # rows left unanswered
     "store_hits", "store_joined", "unanswered",
     "pushed_back",   # answers that were HTTP 429 or 5xx (retried ones too): the service pushing back
+    "answered_429", "elements_5xx",   # of them: 429 answers, and elements that got a 5xx (runtime/diagnosis.py)
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
 # seconds, added up over tasks: time the chain waited for room in the window, time elements spent
@@ -25,6 +26,9 @@ _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
 # each task's wall and CPU time (the figures the diagnosis reads, runtime/diagnosis.py)
 _FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds", "latency_seconds", "rate_wait_seconds", "task_seconds",
                                   "cpu_seconds")
+
+MAX_MESSAGES = 20          # error messages counted apart per operator; the rest as OTHER_ERRORS
+OTHER_ERRORS = "(other errors)"
 
 _BASE = 2 ** 0.25          # bucket width factor
 _MIN_MS = 0.01             # bucket 0 holds everything up to 10 µs
@@ -89,11 +93,20 @@ class OperatorMetrics:
         self.latency = Histogram()
         self.first_error: str | None = None
         self.cost_usd: float | None = None     # PRICE: the money this task's calls cost (limits/money.py)
+        self.error_messages: dict[str, int] = {}    # "class: message" -> elements that ended so
 
-    def note_error(self, message: str) -> None:
-        """Keep the first error (or timeout) of this task, for the end-of-run warning."""
-        if self.first_error is None:
+    def note_error(self, message: str | None, label: str | None = None) -> None:
+        """Keep the first error (or timeout) of this task, for the end-of-run warning, and count
+        the element under `label` ("class: message" without the element's own values), for the
+        run's summary and diagnosis (at most MAX_MESSAGES labels; the rest as OTHER_ERRORS)."""
+        if message is not None and self.first_error is None:
             self.first_error = message[:500]
+        if label is not None:
+            counts = self.error_messages
+            label = label[:300]
+            if label not in counts and len(counts) >= MAX_MESSAGES:
+                label = OTHER_ERRORS
+            counts[label] = counts.get(label, 0) + 1
 
     def add(self, counter: str, n: int = 1) -> None:
         """Increment a counter."""
@@ -116,6 +129,7 @@ class OperatorMetrics:
             "latency_histogram": self.latency.to_dict(),
             **({"first_error": self.first_error} if self.first_error is not None else {}),
             **({"cost_usd": round(self.cost_usd, 9)} if self.cost_usd is not None else {}),
+            **({"error_messages": dict(self.error_messages)} if self.error_messages else {}),
         }
 
 
@@ -137,10 +151,33 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     first_error = a.get("first_error") or b.get("first_error")
     if first_error:
         out["first_error"] = first_error
+    messages = merge_messages(a.get("error_messages") or {}, b.get("error_messages") or {})
+    if messages:
+        out["error_messages"] = messages
     return out
 
 
-_KNOWN = frozenset(("operator", "latency_histogram", "first_error", *COUNTERS, *_MAX_FIELDS, *_FLOAT_FIELDS))
+def merge_messages(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+    """Two tasks' error counts by message, added up; the MAX_MESSAGES most frequent kept, the
+    others counted as OTHER_ERRORS."""
+    counts = dict(a)
+    for label, n in b.items():
+        counts[label] = counts.get(label, 0) + int(n)
+    if len(counts) <= MAX_MESSAGES:
+        return counts
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    kept = dict(ranked[:MAX_MESSAGES - 1])
+    kept[OTHER_ERRORS] = kept.get(OTHER_ERRORS, 0) + sum(n for label, n in ranked[MAX_MESSAGES - 1:])
+    return kept
+
+
+def top_errors(messages: dict[str, int], n: int = 3) -> list[tuple[str, int]]:
+    """The `n` most frequent error messages with their counts, most frequent first."""
+    return sorted(messages.items(), key=lambda item: (-item[1], item[0]))[:n]
+
+
+_KNOWN = frozenset(("operator", "latency_histogram", "first_error", "error_messages", *COUNTERS, *_MAX_FIELDS,
+                    *_FLOAT_FIELDS))
 
 
 def extra_counters(*items: dict[str, Any]) -> list[str]:
@@ -234,7 +271,7 @@ def all_failed_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
         m = metrics[name]
         elements, failed = int(m.get("elements_in") or 0), int(m.get("errors") or 0) + int(m.get("timeouts") or 0)
         if elements and failed >= elements:
-            first = m.get("first_error") or "unknown"
+            first = (m.get("first_error") or "unknown").removeprefix("error: ")
             warnings.append(f"operator '{name}' answered every element with an error: {elements} of {elements} "
                             f"(100%); first error: {first}")
     return warnings

@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .case_file import Case, CaseFileError, load
+from .case_file import Case, CaseFileError, load, read_counts
 from .harness import CaseResult, check_pipeline, run_prepared
 
 __all__ = ["CaseFileError", "CaseResult", "job_code", "physical_text", "plan_text", "run_case", "run_test_file"]
@@ -34,13 +34,16 @@ def _spark(spark):
 
 
 def run_case(pipeline: str | Path | None = None, *, sources: dict | None = None, enrich: dict | None = None,
-             expect: dict | None = None, dead_letters: dict | None = None, replay: str | Path | None = None,
+             expect: dict | None = None, dead_letters: dict | None = None, quarantine: dict | None = None,
+             constraints: dict | None = None, replay: str | Path | None = None,
              unrecorded: str = "error", latency: bool = False, ordered: bool = False, name: str = "case",
              test_file: str | Path | None = None, case: str | None = None, spark=None,
              keep: str | Path | None = None) -> CaseResult:
-    """Run one case and return its result (`.passed`, `.report()`, `.rows(sink)`).
+    """Run one case and return its result (`.passed`, `.report()`, `.rows(sink)`,
+    `.rows('quarantine:<stream>')`, `.rows('constraints:<stream>')`).
 
-    Either give the case inline (pipeline, sources, enrich, expect, ...) or name a case of a test
+    Either give the case inline (pipeline, sources, enrich, expect, dead_letters, quarantine,
+    constraints, ...) or name a case of a test
     file (`test_file=`, `case=`). A malformed case raises CaseFileError. `keep=` leaves the
     case's folder (job, inputs, outputs) there instead of a removed temporary one.
     """
@@ -58,7 +61,8 @@ def run_case(pipeline: str | Path | None = None, *, sources: dict | None = None,
         the_case = Case(name=name, sources=_rows_by_name(sources, "source"), enrich=_answers(enrich, "enrich"),
                         replay=Path(replay).resolve() if replay else None, unrecorded=unrecorded, latency=latency,
                         expect=_rows_by_name(expect, "sink"), dead_letters=_rows_by_name(dead_letters, "dead letters of"),
-                        ordered=ordered)
+                        quarantine=_rows_by_name(quarantine, "quarantine of"),
+                        constraints=read_counts(constraints, "constraints of"), ordered=ordered)
         flow = Path(pipeline)
     if the_case.problem:
         raise CaseFileError(the_case.problem)

@@ -21,6 +21,12 @@
         dead_letters:              # rows per ENRICH with a DEAD LETTER
           enriched:
             - {kind: timeout, key: {customer_id: c98}}
+        quarantine:                # rows per EXPECT (by the stream it judges) that it quarantines
+          orders:
+            - {order_id: o7, _constraints: [positive_amount]}
+        constraints:               # per EXPECT, per constraint: rows failed, or {passed: n, failed: n}
+          orders:
+            positive_amount: 1
         ordered: false             # true: rows must come in this order
 
 Only the structure is checked here; names and columns are checked against the pipeline's plan
@@ -37,7 +43,8 @@ import yaml
 
 SUFFIX = ".test.yaml"
 FILE_KEYS = ("pipeline", "cases")
-CASE_KEYS = ("name", "sources", "enrich", "replay", "unrecorded", "latency", "expect", "dead_letters", "ordered")
+CASE_KEYS = ("name", "sources", "enrich", "replay", "unrecorded", "latency", "expect", "dead_letters", "quarantine",
+             "constraints", "ordered")
 OUTCOMES = ("answer", "miss", "error", "timeout")
 
 
@@ -57,6 +64,8 @@ class Case:
     latency: bool = False
     expect: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     dead_letters: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    quarantine: dict[str, list[dict[str, Any]]] = field(default_factory=dict)      # rows per EXPECT
+    constraints: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)  # EXPECT -> constraint -> counts
     ordered: bool = False
     problem: str | None = None          # set when the case is malformed: it fails with this message
 
@@ -96,6 +105,27 @@ def _rows_by_name(value: Any, where: str) -> dict[str, list[dict[str, Any]]]:
     return result
 
 
+def read_counts(value: Any, where: str) -> dict[str, dict[str, dict[str, int]]]:
+    """`constraints:` of a case checked for shape: EXPECT → constraint → {failed[, passed]}."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CaseFileError(f"{where}: expected a mapping of EXPECT names (the streams they judge) to constraints")
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for name, constraints in value.items():
+        if not isinstance(constraints, dict):
+            raise CaseFileError(f"{where} {name}: expected a mapping of constraint names to counts")
+        out[str(name)] = {}
+        for constraint, counts in constraints.items():
+            place = f"{where} {name}, {constraint}"
+            counts = {"failed": counts} if isinstance(counts, int) and not isinstance(counts, bool) else counts
+            if not isinstance(counts, dict) or not counts or any(k not in ("passed", "failed") for k in counts) or \
+                    any(not isinstance(v, int) or isinstance(v, bool) or v < 0 for v in counts.values()):
+                raise CaseFileError(f"{place}: expected the rows it failed (a number), or {{passed: n, failed: n}}")
+            out[str(name)][str(constraint)] = dict(counts)
+    return out
+
+
 def _answers(value: Any, where: str) -> dict[str, list[dict[str, Any]]]:
     answers = _rows_by_name(value, where)
     for operator, entries in answers.items():
@@ -128,6 +158,8 @@ def _case(raw: Any, index: int, folder: Path, seen: set[str]) -> Case:
         case.enrich = _answers(raw.get("enrich"), "enrich")
         case.expect = _rows_by_name(raw.get("expect"), "sink")
         case.dead_letters = _rows_by_name(raw.get("dead_letters"), "dead letters of")
+        case.quarantine = _rows_by_name(raw.get("quarantine"), "quarantine of")
+        case.constraints = read_counts(raw.get("constraints"), "constraints of")
         if raw.get("replay") is not None:
             case.replay = (folder / str(raw["replay"])).resolve()
             if not case.replay.is_dir():
@@ -140,8 +172,9 @@ def _case(raw: Any, index: int, folder: Path, seen: set[str]) -> Case:
                 raise CaseFileError(f"{flag}: expected true or false, got {raw[flag]!r}")
         case.latency = raw.get("latency", False)
         case.ordered = raw.get("ordered", False)
-        if not case.expect and not case.dead_letters:
-            raise CaseFileError("the case checks nothing: give expect (rows per sink) or dead_letters")
+        if not (case.expect or case.dead_letters or case.quarantine or case.constraints):
+            raise CaseFileError("the case checks nothing: give expect (rows per sink), dead_letters, quarantine "
+                                "or constraints")
     except CaseFileError as exc:
         case.problem = f"case {name!r}: {exc}"
     return case

@@ -27,7 +27,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.runtime import secrets
 from dslc.runtime.wrappers import recording
 
-from . import values
+from . import expectations, values
 from .case_file import Case, CaseFileError
 from .diff import RowDiff, diff_rows
 
@@ -52,7 +52,9 @@ class CaseResult:
         return "\n".join(line for d in self.diffs if not d.ok for line in d.render())
 
     def rows(self, output: str) -> list[dict[str, Any]]:
-        """The rows a sink (by stream name) or dead-letter output (`dead_letters:<operator>`) got."""
+        """The rows a sink (by stream name), a dead-letter output (`dead_letters:<operator>`), an
+        EXPECT's quarantine (`quarantine:<stream>`) or its counts (`constraints:<stream>`: one row
+        per constraint, with passed and failed) got."""
         return self.outputs[output]
 
 
@@ -100,12 +102,18 @@ class _Prepared:
     answers: dict[str, list[dict[str, Any]]]             # operator -> recording entries
     expect: dict[str, tuple[plan.Sink, list[dict[str, Any]]]]
     dead_letters: dict[str, list[dict[str, Any]]]
+    quarantine: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)   # rows per EXPECT
+    constraints: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)  # counts per EXPECT
 
 
 def prepare(case: Case, p: plan.Plan) -> _Prepared:
     """Check a case against the plan: names, columns and value types; raise CaseFileError."""
     where_case = f"case {case.name!r}"
     sources = {n.name: n for n in p.nodes if isinstance(n, plan.Source)}
+    for state in p.nodes:      # BROADCAST ... FROM DATABASE: its table's rows under the broadcast's name
+        if isinstance(state, plan.BroadcastState) and getattr(p.node(state.source), "database", None) is not None \
+                and state.name not in sources:
+            sources[state.name] = p.node(state.source)
     enriches = {n.name: n for n in p.nodes if isinstance(n, plan.Enrich)}
     sinks: dict[str, plan.Sink] = {}
     for sink in p.sinks:
@@ -136,9 +144,10 @@ def prepare(case: Case, p: plan.Plan) -> _Prepared:
                     raise CaseFileError(f"dead letters of {node.name}, row {i}: unknown column {unknown[0]!r} "
                                         f"(columns: {', '.join(DEAD_LETTER_COLUMNS)})")
             dead[node.name] = [values.stamps_as_text(values.comparable(r)) for r in rows]
+        quarantine, constraints = expectations.prepare(case.quarantine, case.constraints, p)
     except CaseFileError as exc:
         raise CaseFileError(f"{where_case}: {exc}") from None
-    return _Prepared(typed_sources, answers, expect, dead)
+    return _Prepared(typed_sources, answers, expect, dead, quarantine, constraints)
 
 
 def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, Any]:
@@ -170,6 +179,8 @@ def _answer(node: plan.Enrich, entry: dict[str, Any], where: str) -> dict[str, A
     else:
         out["error"] = str(entry["error"])
         out["error_type"] = "CallError"
+        if entry.get("error_class") is not None:   # transient (retried, the default), credentials, request, answer
+            out["error_class"] = str(entry["error_class"])
         if entry.get("raw") is not None:    # what a model answered, for the dead letter
             out["raw"] = str(entry["raw"])
     if entry.get("latency_ms") is not None:
@@ -205,7 +216,8 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
     nodes: list = []
     for node in p.nodes:
         if isinstance(node, plan.Source):
-            node = dataclasses.replace(node, connector="PARQUET", path=str(root / "sources" / node.name), options=())
+            node = dataclasses.replace(node, connector="PARQUET", path=str(root / "sources" / node.name), options=(),
+                                       database=None)    # a database table: a file, read once as the table would be
             if streaming and node.watermark is not None:
                 node = dataclasses.replace(node, options=(("maxFilesPerTrigger", "1"),))
                 nodes.extend(_end_of_input_filter(node))
@@ -219,7 +231,7 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
                     node.store, location=str(root / "store" / "answers.db")))
         nodes.append(node)
     sinks = [dataclasses.replace(s, connector="PARQUET", path=str(root / "sinks" / f"{i}-{s.input}"), options=(),
-                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE")
+                                 partition_by=(), mode="APPEND" if streaming else "OVERWRITE", database=None)
              for i, s in enumerate(p.sinks)]
     settings = dataclasses.replace(p.settings, checkpoint=str(root / "checkpoint"),
                                    trigger="available-now" if streaming else p.settings.trigger)
@@ -298,25 +310,31 @@ def _read_dead_letters(folder: Path) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _job_settings(spark, replay: str, metrics_file: Path) -> Iterator[None]:
+def _job_settings(spark, replay: str, metrics_file: Path, verbose: bool = False) -> Iterator[None]:
+    """A case's job: answers replayed, metrics into a file, no secret needed; unless `verbose`,
+    no live progress and no table or diagnosis on the report (one line per case), and no run's
+    stop for dead letters over their ceiling (a case says which dead letters it expects)."""
+    from dslc.runtime.spark import outcome
+
     context = spark.sparkContext
-    previous = os.environ.get("DSLC_METRICS_FILE")
-    optional = os.environ.get(secrets.OPTIONAL_ENV)
+    settings = {"DSLC_METRICS_FILE": str(metrics_file),       # metrics into a file, not onto the report
+                secrets.OPTIONAL_ENV: "1"}                     # answers are replayed: no call needs a secret
+    if not verbose:
+        settings.update({"DSLC_PROGRESS": "0", "DSLC_METRICS_QUIET": "1"})
+    previous = {name: os.environ.get(name) for name in settings}
     context.setLocalProperty(recording.REPLAY_PROPERTY, replay)
-    os.environ["DSLC_METRICS_FILE"] = str(metrics_file)     # metrics into a file, not onto the report
-    os.environ[secrets.OPTIONAL_ENV] = "1"      # answers are replayed: no call needs a secret
+    os.environ.update(settings)
+    outcome.begin(checks_ceiling=False)
     try:
         yield
     finally:
+        outcome.discard()
         context.setLocalProperty(recording.REPLAY_PROPERTY, None)
-        if optional is None:
-            os.environ.pop(secrets.OPTIONAL_ENV, None)
-        else:
-            os.environ[secrets.OPTIONAL_ENV] = optional
-        if previous is None:
-            os.environ.pop("DSLC_METRICS_FILE", None)
-        else:
-            os.environ["DSLC_METRICS_FILE"] = previous
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 _ERROR_LINE = re.compile(r"^(?:\w+\.)*(\w*(?:Error|Exception|Failure|NotRecorded)): (.+)$")
@@ -334,7 +352,7 @@ def short_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first.strip()}"
 
 
-def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
+def run_prepared(spark, p: plan.Plan, case: Case, root: Path, verbose: bool = False) -> CaseResult:
     """Run one case of plan `p` inside `root` and compare its outputs; CaseFileError when the
     case does not fit the pipeline (unknown name or column, a value its type cannot hold)."""
     from dslc.compiler.pipeline import lower_plan
@@ -342,14 +360,14 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
     started = time.perf_counter()
     prepared = prepare(case, p)          # a malformed case raises CaseFileError
     root.mkdir(parents=True, exist_ok=True)
-    sandboxed = sandbox(p, root)
+    sandboxed = expectations.sandboxed(sandbox(p, root), root)
     _write_sources(spark, sandboxed, prepared.sources, root)
     answers = _replay_folder(case, prepared, root)
     job = root / "job.py"
     job.write_text(lower_plan(sandboxed, job_folder=str(root), trigger=sandboxed.settings.trigger))
     setting = recording.setting_json(answers, unrecorded=case.unrecorded, latency=case.latency)
     try:
-        with _job_settings(spark, setting, root / "metrics.json"):
+        with _job_settings(spark, setting, root / "metrics.json", verbose):
             namespace = runpy.run_path(str(job), run_name="dslc_test_job")
             namespace["main"]()
     except Exception as exc:  # noqa: BLE001 - a failing job is a failing case, reported briefly
@@ -367,6 +385,8 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path) -> CaseResult:
     for name, rows in prepared.dead_letters.items():
         result.diffs.append(diff_rows(f"dead letters of {name}", rows, result.outputs[f"dead_letters:{name}"],
                                       ordered=case.ordered))
+    result.diffs += expectations.diffs(sandboxed, root / "metrics.json", prepared.quarantine, prepared.constraints,
+                                       case.ordered, result.outputs)
     result.passed = all(d.ok for d in result.diffs)
     result.seconds = time.perf_counter() - started
     return result

@@ -114,6 +114,7 @@ class OpenAIService:
         self.stats: dict[str, Any] = {
             "chat_calls": 0, "embedding_calls": 0, "embedding_inputs": 0, "rejected": 0, "bad_requests": 0,
             "prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0, "prompts": [],
+            "schemas": [],                          # the structured-output schema of every chat request
             "embedded": [],                         # every input embedded, in order
             "first_at": None, "last_at": None,     # wall clock of the first and last answered request
             "max_in_flight": 0,
@@ -232,12 +233,15 @@ class OpenAIService:
             self.stats["first_at"] = now
         self.stats["last_at"] = now
 
-    def record_chat(self, text: str, usage: dict[str, int], tier: str = "default") -> int:
-        """Count an answered chat completion; its number."""
+    def record_chat(self, text: str, usage: dict[str, int], tier: str = "default",
+                    schema: dict[str, Any] | None = None) -> int:
+        """Count an answered chat completion (its text, its tier and the schema its answer was asked
+        to fit); its number."""
         self._stamp()
         self.stats["chat_calls"] += 1
         self.stats["prompts"].append(text)
         self.stats["tiers"].append(tier)
+        self.stats["schemas"].append(schema)
         for k, v in usage.items():
             self.stats[k] += v
         return self.stats["chat_calls"]
@@ -300,7 +304,8 @@ class OpenAIService:
 
     async def get_stats(self, request: web.Request) -> web.Response:
         return web.json_response({k: v for k, v in self.stats.items()
-                                  if k not in ("prompts", "embedded", "tiers", "batch_custom_ids", "batch_prompts")})
+                                  if k not in ("prompts", "embedded", "schemas", "tiers", "batch_custom_ids",
+                                               "batch_prompts")})
 
     async def post_reset(self, request: web.Request) -> web.Response:
         self.reset()

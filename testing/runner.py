@@ -7,7 +7,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import Callable, TextIO
 
 from .case_file import CaseFileError, TestFile, find, load
 from .harness import CaseResult, check_pipeline, run_prepared
@@ -69,8 +69,9 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text)[:40] or "case"
 
 
-def run_file(test_file: TestFile, spark, work: Path, only: str | None = None) -> list[CaseResult]:
-    """Every case of one test file (or the one named `only`)."""
+def run_file(test_file: TestFile, spark, work: Path, only: str | None = None, verbose: bool = False,
+             done: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+    """Every case of one test file (or the one named `only`); `done` is told of each as it ends."""
     cases = [c for c in test_file.cases if only is None or c.name == only]
     if only is not None and not cases:
         names = ", ".join(repr(c.name) for c in test_file.cases)
@@ -79,12 +80,15 @@ def run_file(test_file: TestFile, spark, work: Path, only: str | None = None) ->
     results = []
     for index, case in enumerate(cases):
         if case.problem:
-            results.append(CaseResult(case.name, False, error=case.problem))
-            continue
-        try:
-            results.append(run_prepared(spark, plan, case, work / f"{index:03d}-{_slug(case.name)}"))
-        except CaseFileError as exc:
-            results.append(CaseResult(case.name, False, error=str(exc)))
+            result = CaseResult(case.name, False, error=case.problem)
+        else:
+            try:
+                result = run_prepared(spark, plan, case, work / f"{index:03d}-{_slug(case.name)}", verbose)
+            except CaseFileError as exc:
+                result = CaseResult(case.name, False, error=str(exc))
+        results.append(result)
+        if done is not None:
+            done(result)
     return results
 
 
@@ -96,9 +100,10 @@ def _print_result(result: CaseResult, out: TextIO) -> None:
             print(f"        {line}", file=out)
 
 
-def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, spark=None) -> int:
-    """Find and run test files; print each case and the summary line; 0 when all passed.
-    `spark`: the session to use (the REPL's); default: the active one or a new local one."""
+def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, spark=None, verbose: bool = False) -> int:
+    """Find and run test files; print one line per case as it ends, and the summary line; 0 when
+    all passed. `verbose`: each case's live progress, metrics table and diagnosis too. `spark`:
+    the session to use (the REPL's); default: the active one or a new local one."""
     try:
         files = find(paths or ["."])
     except CaseFileError as exc:
@@ -107,33 +112,35 @@ def run_paths(paths: list[str], out: TextIO = sys.stdout, keep: bool = False, sp
     if not files:
         print(f"dslc: error: no *.test.yaml files under {', '.join(paths or ['.'])}", file=out)
         return 1
-    passed = failed = 0
-    errors = False
+    counts = {"passed": 0, "failed": 0, "errors": False}
+
+    def done(result: CaseResult) -> None:
+        _print_result(result, out)
+        counts["passed"] += result.passed
+        counts["failed"] += not result.passed
+        counts["errors"] = counts["errors"] or bool(result.error)
+        out.flush()
+
     log = spark_log() if spark is None else None
     work = Path(tempfile.mkdtemp(prefix="dslc-test-"))
     try:
         for index, path in enumerate(files):
             print(path, file=out)
+            out.flush()
             try:
                 test_file = load(path)
                 spark = spark or session(log)
-                results = run_file(test_file, spark, work / f"{index:03d}-{_slug(path.stem)}")
+                run_file(test_file, spark, work / f"{index:03d}-{_slug(path.stem)}", verbose=verbose, done=done)
             except CaseFileError as exc:
                 print(f"  ERROR {exc}", file=out)
-                failed += 1
+                counts["failed"] += 1
                 continue
-            for result in results:
-                _print_result(result, out)
-                passed += result.passed
-                failed += not result.passed
-                errors = errors or bool(result.error)
-            out.flush()
     finally:
         if keep:
             print(f"dslc: case folders kept in {work}", file=out)
         else:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed", file=out)
-    if errors and log is not None and log.is_file() and log.stat().st_size:
+    print(f"{counts['passed']} passed, {counts['failed']} failed", file=out)
+    if counts["errors"] and log is not None and log.is_file() and log.stat().st_size:
         print(f"dslc: Spark's full log: {log}", file=out)
-    return 0 if failed == 0 else 1
+    return 0 if counts["failed"] == 0 else 1

@@ -46,74 +46,108 @@ def _timestamp(value: Any) -> dt.datetime:
     return stamp.replace(tzinfo=dt.timezone.utc) if stamp.tzinfo is None else stamp.astimezone(dt.timezone.utc)
 
 
-def typed(value: Any, data_type: T.DataType) -> Any:  # noqa: C901 - to be split (#42)
-    """`value` as Spark holds a `data_type` value; raise DoesNotFit when it cannot."""
+def typed(value: Any, data_type: T.DataType) -> Any:
+    """`value` as Spark holds a `data_type` value; raise DoesNotFit when it cannot. Each type has
+    its rule in `_TYPED` (a type none has, VARIANT say, takes the value as it is)."""
     if value is None:
         return None
+    rule = next((_TYPED[kind] for kind in type(data_type).__mro__ if kind in _TYPED), None)
+    return value if rule is None else rule(value, data_type)
+
+
+def _string(value: Any, data_type: T.StringType) -> str:
+    if isinstance(value, bool):
+        raise DoesNotFit(f"{value!r} is not a STRING (quote it: YAML reads yes/no/true/false as booleans)")
+    if isinstance(value, (dict, list)):
+        raise DoesNotFit(f"{value!r} is not a STRING")
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+def _integer(value: Any, data_type: T.IntegralType) -> int:
     name = _type_name(data_type)
-    if isinstance(data_type, T.StringType):
-        if isinstance(value, bool) or isinstance(value, (dict, list)):
-            raise DoesNotFit(f"{value!r} is not a STRING (quote it: YAML reads yes/no/true/false as booleans)"
-                             if isinstance(value, bool) else f"{value!r} is not a STRING")
-        if isinstance(value, dt.datetime):
-            return value.isoformat(sep=" ")
-        return str(value)
-    if type(data_type) in _INT_RANGE:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                value = int(value)
-            else:
-                raise DoesNotFit(f"{value!r} is not an integer ({name})")
-        bits = _INT_RANGE[type(data_type)]
-        if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
-            raise DoesNotFit(f"{value} is out of the range of {name}")
-        return value
-    if isinstance(data_type, (T.DoubleType, T.FloatType)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise DoesNotFit(f"{value!r} is not a number ({name})")
-        return float(value)
-    if isinstance(data_type, T.DecimalType):
-        if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
-            raise DoesNotFit(f"{value!r} is not a number ({name})")
-        try:
-            return Decimal(str(value))
-        except InvalidOperation:
-            raise DoesNotFit(f"{value!r} is not a number ({name})") from None
-    if isinstance(data_type, T.BooleanType):
-        if not isinstance(value, bool):
-            raise DoesNotFit(f"{value!r} is not a BOOLEAN (write true or false)")
-        return value
-    if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
-        stamp = _timestamp(value)
-        return stamp.replace(tzinfo=None) if isinstance(data_type, T.TimestampNTZType) else stamp
-    if isinstance(data_type, T.DateType):
-        if isinstance(value, dt.datetime):
-            return value.date()
-        if isinstance(value, dt.date):
-            return value
-        try:
-            return dt.date.fromisoformat(str(value))
-        except ValueError:
-            raise DoesNotFit(f"{value!r} is not a DATE (write 2024-05-01)") from None
-    if isinstance(data_type, T.ArrayType):
-        if not isinstance(value, list):
-            raise DoesNotFit(f"{value!r} is not a list ({name})")
-        return [typed(v, data_type.elementType) for v in value]
-    if isinstance(data_type, T.MapType):
-        if not isinstance(value, dict):
-            raise DoesNotFit(f"{value!r} is not a mapping ({name})")
-        return {typed(k, data_type.keyType): typed(v, data_type.valueType) for k, v in value.items()}
-    if isinstance(data_type, T.StructType):
-        if not isinstance(value, dict):
-            raise DoesNotFit(f"{value!r} is not a mapping ({name})")
-        fields = {f.name: f for f in data_type.fields}
-        unknown = sorted(set(value) - set(fields))
-        if unknown:
-            raise DoesNotFit(f"field {unknown[0]!r} is not in {name}")
-        return {f.name: typed(value.get(f.name), f.dataType) for f in data_type.fields}
-    if isinstance(data_type, T.BinaryType):
-        return value.encode() if isinstance(value, str) else bytes(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise DoesNotFit(f"{value!r} is not an integer ({name})")
+    bits = _INT_RANGE[type(data_type)]
+    if not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1):
+        raise DoesNotFit(f"{value} is out of the range of {name}")
     return value
+
+
+def _floating(value: Any, data_type: T.FractionalType) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DoesNotFit(f"{value!r} is not a number ({_type_name(data_type)})")
+    return float(value)
+
+
+def _decimal(value: Any, data_type: T.DecimalType) -> Decimal:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str, Decimal)):
+        raise DoesNotFit(f"{value!r} is not a number ({_type_name(data_type)})")
+    try:
+        return Decimal(str(value))
+    except InvalidOperation:
+        raise DoesNotFit(f"{value!r} is not a number ({_type_name(data_type)})") from None
+
+
+def _boolean(value: Any, data_type: T.BooleanType) -> bool:
+    if not isinstance(value, bool):
+        raise DoesNotFit(f"{value!r} is not a BOOLEAN (write true or false)")
+    return value
+
+
+def _stamp(value: Any, data_type: T.DataType) -> dt.datetime:
+    stamp = _timestamp(value)
+    return stamp.replace(tzinfo=None) if isinstance(data_type, T.TimestampNTZType) else stamp
+
+
+def _date(value: Any, data_type: T.DateType) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise DoesNotFit(f"{value!r} is not a DATE (write 2024-05-01)") from None
+
+
+def _array(value: Any, data_type: T.ArrayType) -> list:
+    if not isinstance(value, list):
+        raise DoesNotFit(f"{value!r} is not a list ({_type_name(data_type)})")
+    return [typed(v, data_type.elementType) for v in value]
+
+
+def _map(value: Any, data_type: T.MapType) -> dict:
+    if not isinstance(value, dict):
+        raise DoesNotFit(f"{value!r} is not a mapping ({_type_name(data_type)})")
+    return {typed(k, data_type.keyType): typed(v, data_type.valueType) for k, v in value.items()}
+
+
+def _struct(value: Any, data_type: T.StructType) -> dict:
+    if not isinstance(value, dict):
+        raise DoesNotFit(f"{value!r} is not a mapping ({_type_name(data_type)})")
+    fields = {f.name: f for f in data_type.fields}
+    unknown = sorted(set(value) - set(fields))
+    if unknown:
+        raise DoesNotFit(f"field {unknown[0]!r} is not in {_type_name(data_type)}")
+    return {f.name: typed(value.get(f.name), f.dataType) for f in data_type.fields}
+
+
+def _binary(value: Any, data_type: T.BinaryType) -> bytes:
+    return value.encode() if isinstance(value, str) else bytes(value)
+
+
+# Spark type -> how a YAML value becomes the value Spark holds for it (see typed).
+_TYPED = {
+    T.StringType: _string, **dict.fromkeys(_INT_RANGE, _integer), T.DoubleType: _floating,
+    T.FloatType: _floating, T.DecimalType: _decimal, T.BooleanType: _boolean, T.TimestampType: _stamp,
+    T.TimestampNTZType: _stamp, T.DateType: _date, T.ArrayType: _array, T.MapType: _map, T.StructType: _struct,
+    T.BinaryType: _binary,
+}
 
 
 def comparable(value: Any) -> Any:

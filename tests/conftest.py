@@ -37,6 +37,8 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.log.level", "WARN")
+               # PostgreSQL's JDBC driver (Debian's libpostgresql-jdbc-java) for the database tests
+               .config("spark.jars", os.environ.get("DSLC_JDBC_JAR", "/usr/share/java/postgresql.jar"))
                .getOrCreate())
     yield session
     session.stop()
@@ -163,3 +165,17 @@ def redis_server(_redis_session: RedisServer) -> Iterator[RedisServer]:
     _redis_session.flush()
     yield _redis_session
     _redis_session.flush()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator:
+    """A private PostgreSQL cluster (Debian's server, a temporary folder, a free port, password
+    authentication) for the whole run of this worker; it logs and counts every statement
+    (dslc.testing.postgres). Each test uses tables of its own names, or drops what it made."""
+    from dslc.testing.postgres import LocalPostgres
+
+    server = LocalPostgres().start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from dslc.compiler.pipeline import compile_file
-from dslc.runtime import secrets
+from dslc.runtime import exit_codes, secrets
 from dslc.runtime.metrics import format_table
 from dslc.runtime.spark import analysis_errors, failure
 
@@ -57,17 +57,34 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("dslc: --remote runs the job through Spark Connect: --master and spark-submit arguments "
               "after '--' do not apply (the server has its own master; use SET in the .flow file)", file=sys.stderr)
         return 2
+    from dslc.compiler.pipeline import check_source
+    from dslc.compiler.source import SourceFile
+
+    source = SourceFile.read(args.file)
+    checked = check_source(source, mode=args.mode)      # a CompileError: exit 2 (main)
+    if not remote and not _writable(source, checked):
+        return exit_codes.WRONG
+    _moved_store(checked, Path(_flow_folder(source)))
     calls = _record_replay_env(args)
     log = _run_log(Path(args.file))
     calls = {**calls, failure.LOG_ENV: str(log)}
-    secrets_env = _secrets_env(args, optional=bool(getattr(args, "replay", None)))
+    secrets_env = _secrets_env(args, checked, optional=bool(getattr(args, "replay", None)))
     if secrets_env is None:
-        return 2
+        return exit_codes.WRONG
     calls.update(secrets_env)
     with tempfile.TemporaryDirectory(prefix="dslc-run-") as folder:
         job = Path(folder) / (Path(args.file).stem + "_job.py")
-        job.write_text(compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger))
+        text = compile_file(args.file, job_folder=folder, mode=args.mode, trigger=trigger)
+        job.write_text(text)
+        jars = _jdbc_jars(args, text, remote)
+        if jars is None:
+            return 2
         watch = _watch_env(args, Path(folder))
+        summary = getattr(args, "summary_json", None)
+        if summary:
+            from dslc.runtime.spark.outcome import SUMMARY_ENV
+            Path(summary).unlink(missing_ok=True)       # a file left by an earlier run says nothing of this one
+            watch[SUMMARY_ENV] = str(Path(summary).resolve())
         report = getattr(args, "report", None)
         if report:
             from dslc.compiler.optimizer.explain import render_physical
@@ -79,9 +96,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             env = {**os.environ, "SPARK_REMOTE": remote, "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
                    analysis_errors.FLOW_ENV: str(Path(args.file).resolve()),
                    **calls, **watch}
-            code = _call([sys.executable, str(job)], env)
+            code = _call([sys.executable, str(job)], env, where=f"Spark Connect {remote}")
         else:
-            code = _submit(args, job, calls, log, watch)
+            code = _submit(args, job, calls, log, watch, jars)
         if report:
             written = Path(folder) / "metrics.path"
             if written.is_file():
@@ -89,8 +106,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 print("dslc: no report: the job wrote no metrics (it has no ENRICH or PROCESS, or it failed)",
                       file=sys.stderr)
-    if code not in (0, 130, 143):
+    if code == exit_codes.FAILED:
         print(f"dslc: the run failed (exit status {code}); Spark's full log: {log}", file=sys.stderr)
+    elif code not in (exit_codes.DONE, exit_codes.INTERRUPTED, exit_codes.TERMINATED):
+        print(f"dslc: the run ended with exit status {code} ({exit_codes.meaning(code)}); Spark's full log: {log}",
+              file=sys.stderr)
     if getattr(args, "record", None):
         from dslc.runtime.wrappers.recording import consolidate
         written = consolidate(args.record)
@@ -111,8 +131,22 @@ def _run_log(flow: Path) -> Path:
     return path
 
 
+def _jdbc_jars(args: argparse.Namespace, job_text: str, remote: str | None) -> list[str] | None:
+    """spark-submit's `--jars` for a job that uses Spark's JDBC source or sink (None: the driver is
+    missing, said on stderr); nothing for other jobs, or on Spark Connect (the server has its jars)."""
+    from dslc.compiler.cli import jdbc_jar
+
+    if remote or not jdbc_jar.needs_driver(job_text):
+        return []
+    try:
+        return ["--jars", jdbc_jar.find(getattr(args, "jars", None))]
+    except jdbc_jar.MissingDriver as exc:
+        print(f"dslc: error: {exc}", file=sys.stderr)
+        return None
+
+
 def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Path,
-            watch: dict[str, str]) -> int:
+            watch: dict[str, str], jars: list[str] = ()) -> int:
     """spark-submit the job with dslc's defaults and the arguments after '--'. spark-submit's own
     stderr (Spark's log, executors' Python tracebacks) goes to `log`; its stdout (the job's
     Python: the metrics table, dslc's lines) to the terminal."""
@@ -120,7 +154,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
     master = args.master or "local[*]"
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     command = spark_submit() + ["--master", master, "--conf", "spark.log.level=WARN", *_daemon(master, extra, python),
-                                *_driver_python(extra), *extra, str(job)]
+                                *_driver_python(extra), *jars, *extra, str(job)]
     env = {**os.environ, "PYSPARK_PYTHON": python,
            "DSLC_FLOW_FOLDER": str(Path(args.file).resolve().parent),
            analysis_errors.FLOW_ENV: str(Path(args.file).resolve()), **watch}
@@ -131,7 +165,7 @@ def _submit(args: argparse.Namespace, job: Path, calls: dict[str, str], log: Pat
         command[-1:-1] = [a for k, v in calls.items() if k not in _DRIVER_ONLY
                           for a in ("--conf", f"spark.executorEnv.{k}={v}")]
     with open(log, "a", encoding="utf-8") as spark_log:
-        return _call(command, env, stderr=spark_log)
+        return _call(command, env, stderr=spark_log, where=master)
 
 
 def _daemon(master: str, extra: list[str], python: str) -> list[str]:
@@ -151,7 +185,39 @@ def _daemon(master: str, extra: list[str], python: str) -> list[str]:
 _DRIVER_ONLY = (secrets.FILE_ENV, secrets.OPTIONAL_ENV, failure.LOG_ENV)
 
 
-def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | None:
+def _writable(source, checked) -> bool:
+    """Every SINK folder and dead-letter path can be written (compiler/plan/writable.py), else
+    the diagnostics are printed: before Spark starts, so before any call is paid for."""
+    from dslc.compiler.diagnostics import CompileError
+    from dslc.compiler.plan.writable import unwritable
+
+    problems = unwritable(checked, Path(_flow_folder(source)), source.text)
+    if problems:
+        print(CompileError(source, problems).render(), file=sys.stderr)
+    return not problems
+
+
+def _moved_store(checked, folder: Path) -> None:
+    """Say so when the pipeline's answer store is still where it was before it moved under
+    target/ (compiler/plan/answer_store.py): its answers are not used until it is moved."""
+    from dslc.compiler.plan import answer_store
+
+    legacy = answer_store.legacy_location(checked.settings)
+    if legacy is None or not any(getattr(n, "store", None) for n in checked.nodes):
+        return
+    old, new = folder / legacy, folder / answer_store.DEFAULT_LOCATION
+    if old.is_file() and not new.exists():
+        print(f"dslc: note: the answer store of a pipeline without ANSWERS is now {new} (one for BATCH and "
+              f"STREAMING runs); the answers kept in {old} are not used: move it (with its -wal and -shm "
+              f"files) there, or name it with ANSWERS '{legacy}'", file=sys.stderr)
+
+
+def _flow_folder(source) -> str:
+    """The folder of the .flow file, against which its paths are resolved."""
+    return str(Path(source.path).resolve().parent)
+
+
+def _secrets_env(args: argparse.Namespace, checked, optional: bool) -> dict[str, str] | None:
     """Check, before Spark starts, that every `${NAME}` secret of the pipeline is set (in
     --secrets FILE or this process's environment); the job's driver reads them again itself.
     None (after printing which secret and where it was looked for) when one is missing."""
@@ -162,14 +228,13 @@ def _secrets_env(args: argparse.Namespace, optional: bool) -> dict[str, str] | N
             print(f"dslc: error: --secrets: no file {file}", file=sys.stderr)
             return None
         env[secrets.FILE_ENV] = str(Path(file).resolve())
+        os.environ[secrets.FILE_ENV] = env[secrets.FILE_ENV]   # compiling may read a database's columns
     if optional:
         env[secrets.OPTIONAL_ENV] = "1"      # replayed: no call is sent, no secret is needed
         return env
     from dslc.compiler.codegen.lower import pipeline_secrets
-    from dslc.compiler.pipeline import check_source
-    from dslc.compiler.source import SourceFile
 
-    names = pipeline_secrets(check_source(SourceFile.read(args.file), mode=args.mode))
+    names = pipeline_secrets(checked)
     try:
         secrets.read(names, file=env.get(secrets.FILE_ENV))
     except secrets.MissingSecret as exc:
@@ -221,7 +286,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     """dslc test [PATH ...]."""
     from dslc.testing.runner import run_paths
-    return run_paths(args.paths, keep=args.keep)
+    return run_paths(args.paths, keep=args.keep, verbose=getattr(args, "verbose", False))
 
 
 def _driver_python(extra: list[str]) -> list[str]:
@@ -241,16 +306,18 @@ def _watch_env(args: argparse.Namespace, folder: Path) -> dict[str, str]:
     return {}
 
 
-def _call(command: list[str], env: dict[str, str], stderr=None) -> int:
+def _call(command: list[str], env: dict[str, str], stderr=None, where: str = "local[*]") -> int:
     """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143.
     `stderr`: where spark-submit's stderr goes (the run's log). With live progress on a terminal,
-    its output passes through the live table (live.py)."""
+    its output passes through the live table (live.py), which says that Spark is starting on
+    `where` until the job's first figures; otherwise one line says so."""
     from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
     progress = env.get(PROGRESS_FILE_ENV)
     if progress is None:
+        print(f"dslc: starting Spark ({where})…", file=sys.stderr, flush=True)
         return _wait(subprocess.Popen(command, env=env, stderr=stderr))
     from dslc.compiler.cli.live import LiveProgress, pass_through
-    with LiveProgress(Path(progress)) as live:
+    with LiveProgress(Path(progress), where=where) as live:
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
                                    stderr=stderr if stderr is not None else subprocess.STDOUT)
         copier = pass_through(process.stdout, live)
@@ -306,7 +373,7 @@ def cmd_repl(args: argparse.Namespace) -> int:
 def cmd_lsp(args: argparse.Namespace) -> int:
     """dslc lsp: the language server for editors, over stdin/stdout."""
     from dslc.compiler.lsp.server import main as serve
-    return serve(spark=getattr(args, "spark", False))
+    return serve(spark=getattr(args, "spark", False), db=getattr(args, "db", False))
 
 
 EXTRA_COMMANDS = {"compile": cmd_compile, "run": cmd_run, "repl": cmd_repl, "test": cmd_test, "lsp": cmd_lsp,

@@ -3,6 +3,7 @@ a traceback only ever means a bug in dslc."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
@@ -20,14 +21,19 @@ def cmd_check(args: argparse.Namespace) -> int:
     from dslc.compiler.pipeline import check_source
     from dslc.compiler.source import SourceFile
     source = SourceFile.read(args.file)
+    if getattr(args, "secrets", None):      # the DATABASE URLs' secrets (--db, a SOURCE without SCHEMA)
+        from dslc.runtime.secrets import FILE_ENV
+        os.environ[FILE_ENV] = str(Path(args.secrets).resolve())
     mode = getattr(args, "mode", None)
     if not getattr(args, "spark", False):
-        check_source(source, mode=mode)
+        checked = check_source(source, mode=mode)
+        _check_databases(args, source, checked)
+        _say_remarks(checked, source)
         print(f"{args.file}: ok")
         return 0
     # --spark: Spark's analyzer on every statement that checked, even when others did not, so
     # one run reports all (a misspelt column in one query, a GROUP BY mistake in another)
-    from dslc.compiler.cli.repl_spark import SparkRunner
+    from dslc.compiler.interactive.spark_runner import SparkRunner
     from dslc.compiler.pipeline import check_partial
     from dslc.compiler.plan.dry_run import dry_run
     checked, fast = check_partial(source, mode=mode)
@@ -39,8 +45,26 @@ def cmd_check(args: argparse.Namespace) -> int:
               "(Spark's are what the job gets; please report this to dslc)", file=sys.stderr)
     if fast or problems:
         raise CompileError(source, fast + problems)
+    _check_databases(args, source, checked)
+    _say_remarks(checked, source)
     print(f"{args.file}: ok")
     return 0
+
+
+def _check_databases(args: argparse.Namespace, source, checked) -> None:
+    """--db: every query, source and sink against the live databases (compiler/plan/database_check.py)."""
+    if not getattr(args, "db", False):
+        return
+    from dslc.compiler.plan.database_check import check
+    problems = check(source, checked)
+    if problems:
+        raise CompileError(source, problems)
+
+
+def _say_remarks(plan, source) -> None:
+    """The plan's notes (things to know that are not errors), on stderr."""
+    for remark in plan.remarks:
+        print(remark.render(source), file=sys.stderr)
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -61,8 +85,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 def _commands() -> dict[str, Callable[[argparse.Namespace], int]]:
     from dslc.compiler.cli.commands import EXTRA_COMMANDS  # compile/run/repl: loaded only when a command runs
+    from dslc.compiler.cli.replay_command import cmd_replay_dead_letters
     from dslc.compiler.cli.store_command import cmd_store
-    return {"check": cmd_check, "explain": cmd_explain, "store": cmd_store, **EXTRA_COMMANDS}
+    return {"check": cmd_check, "explain": cmd_explain, "store": cmd_store,
+            "replay-dead-letters": cmd_replay_dead_letters, **EXTRA_COMMANDS}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="check the file as run in this mode (default: its PIPELINE's MODE)")
     check.add_argument("--spark", action="store_true",
                        help="also run every query through Spark's analyzer on empty tables (starts a JVM)")
+    check.add_argument("--db", action="store_true",
+                       help="also check every SQL query, database source and sink against the live DATABASEs")
+    check.add_argument("--secrets", metavar="FILE", help="NAME=value lines: the DATABASE URLs' ${NAME} secrets "
+                                                         "(else the environment)")
     explain = sub.add_parser("explain", help="print the plan of a .flow file")
     explain.add_argument("file")
     explain.add_argument("--physical", action="store_true", help="show chains and optimiser passes")
@@ -112,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME=value lines: the ${NAME} secrets of the calls (else the environment)")
     run.add_argument("--replay-latency", action="store_true", help="wait as long as each recorded call took")
     run.add_argument("--report", metavar="FILE.html", help="write the run's report: one self-contained HTML page")
+    run.add_argument("--summary-json", metavar="FILE",
+                     help="write the run's outcome as JSON (rows read and written, dead letters, answers, "
+                          "exit code), for schedulers")
+    run.add_argument("--jars", metavar="PATH", default=None,
+                     help="PostgreSQL's JDBC driver jar (DATABASE sources and sinks); default $DSLC_JDBC_JAR, "
+                          "else /usr/share/java/postgresql.jar")
     run.epilog = "arguments after '--' go to spark-submit unchanged: dslc run FILE --master URL -- --conf k=v"
     report = sub.add_parser("report", help="write the HTML report of a run's metrics file")
     report.add_argument("file", metavar="METRICS.json")
@@ -119,8 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     test = sub.add_parser("test", help="run the cases of *.test.yaml files on local Spark")
     test.add_argument("paths", nargs="*", metavar="PATH", help="test files or folders (default: .)")
     test.add_argument("--keep", action="store_true", help="keep each case's folder (job, inputs, outputs)")
+    test.add_argument("-v", "--verbose", action="store_true",
+                      help="each case's live progress, metrics table and diagnosis too (default: one line per case)")
     from dslc.compiler.cli.store_command import add_parser as add_store_parser
     add_store_parser(sub)
+    from dslc.compiler.cli.replay_command import add_parser as add_replay_parser
+    add_replay_parser(sub)
     repl = sub.add_parser("repl", help="explore a pipeline interactively")
     repl.add_argument("file", nargs="?")
     repl.add_argument("--no-spark", action="store_true",
@@ -131,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     lsp.add_argument("--spark", action="store_true",
                      help="after the fast diagnostics, also Spark's analyzer's (and its types on hover), from a JVM "
                           "started in the background (same as the initialization option spark: true)")
+    lsp.add_argument("--db", action="store_true",
+                     help="also check SQL queries, database sources and sinks against the live DATABASEs, as dslc "
+                          "check --db does (same as the initialization option db: true)")
     return parser
 
 
@@ -142,7 +185,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = parser.parse_args(argv[:cut])
     args.spark_args = argv[cut + 1:]
-    if cut < len(argv) and args.command != "run":
+    if cut < len(argv) and args.command not in ("run", "replay-dead-letters"):
         parser.error("'--' passes arguments to spark-submit; only 'dslc run' takes them")
     return args
 
@@ -158,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return command(args)
     except CompileError as exc:
         print(exc.render(), file=sys.stderr)
-        return 1
+        # a run's exit codes: runtime/exit_codes.py
+        return 2 if args.command in ("run", "replay-dead-letters") else 1
     except ToolError as exc:
         print(f"dslc: error: {exc}", file=sys.stderr)
         return 1

@@ -18,11 +18,11 @@ from typing import Callable, Iterable, TextIO
 from prompt_toolkit.completion import Completer, Completion
 from prompt_toolkit.document import Document
 
-from dslc.compiler.cli.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
 from dslc.compiler.cli.repl_session import Session, SparkUnavailable, statement_kind
-from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
 from dslc.compiler.diagnostics import CompileError
 from dslc.compiler.frontend.lexical import split_statements
+from dslc.compiler.interactive.completion import KEYWORDS, complete, stream_names  # noqa: F401 (KEYWORDS: old import path)
+from dslc.compiler.interactive.spark_runner import Interrupted, SparkRunner
 
 PROMPT = "flow> "
 CONTINUATION = "  ... "
@@ -36,6 +36,7 @@ COMMANDS = {
     ":load": ":load FILE      add the statements of a .flow file",
     ":test": ":test [FILE]    run the cases of NAME.test.yaml beside the loaded NAME.flow (docs/testing.md)",
     ":spark": ":spark [on|off]  Spark's analyzer checks each statement and gives its types (on unless --no-spark)",
+    ":db": ":db [on|off]     also check SQL queries, database sources and sinks against the live DATABASEs",
     ":reset": "forget every statement",
     ":help": "this help",
     ":quit": "leave (Ctrl-D too)",
@@ -64,7 +65,7 @@ _COMMAND_WORD = re.compile(r"^\s*(:[a-z]*)$", re.I)
 
 
 class FlowCompleter(Completer):
-    """prompt_toolkit's view of dslc.compiler.cli.completion over the session; plus command names
+    """prompt_toolkit's view of dslc.compiler.interactive.completion over the session; plus command names
     after ':', and only stream and source names after `:schema`/`:show`."""
 
     def __init__(self, session: Session):
@@ -205,6 +206,25 @@ class Repl:
                     self.session.spark = self.session.analyze(self.session.statements, plan)
                 except CompileError:
                     self.session.spark_check = False
+                    raise
+        self.say(f"checks: {self.session.checked_by}")
+
+    def cmd_db(self, args: list[str]) -> None:
+        """:db [on|off]: the live databases' check (dslc check --db); turning it on checks the
+        statements kept so far, with the databases as they are now."""
+        if len(args) > 1 or (args and args[0].lower() not in ("on", "off")):
+            raise ValueError("usage: :db [on|off]")
+        if args:
+            from dslc.compiler.plan import live_database
+
+            live_database.forget()
+            self.session.db_check = args[0].lower() == "on"
+            if self.session.db_check and self.session.statements:
+                plan = self.session.plan or self.session.check(self.session.statements)
+                try:
+                    self.session.check_databases(self.session.statements, plan)
+                except CompileError:
+                    self.session.db_check = False
                     raise
         self.say(f"checks: {self.session.checked_by}")
 

@@ -1,5 +1,5 @@
 """The REPL's session state, without any terminal: accepted statements, the current plan, and
-the jobs `:show` runs. `dslc.compiler.repl` puts prompt_toolkit around it."""
+the jobs `:show` runs. `dslc.compiler.cli.repl` puts prompt_toolkit around it."""
 from __future__ import annotations
 
 import os
@@ -15,25 +15,13 @@ from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.pipeline import check_source, lower_plan
 from dslc.compiler.plan import subset
 from dslc.compiler.plan.logical import Plan
-from dslc.compiler.source import SourceFile
+from dslc.compiler.source import TextSource
 
 if TYPE_CHECKING:
-    from dslc.compiler.cli.repl_spark import SparkRunner
+    from dslc.compiler.interactive.spark_runner import SparkRunner
     from dslc.compiler.plan.dry_run import SparkAnalysis
 
 REPL_PATH = "<repl>"
-
-
-@dataclass(frozen=True)
-class ReplSource(SourceFile):
-    """Program text shown as `<repl>` in errors, with relative paths and user modules looked up
-    in `base` (the folder of `dslc repl FILE`, or the working directory)."""
-
-    base: str = "."
-
-    @property
-    def folder(self) -> Path:  # type: ignore[override]
-        return Path(self.base).resolve()
 
 
 _LEADING = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$))*")
@@ -82,6 +70,7 @@ class Session:
     runner: "SparkRunner | None" = field(default=None, repr=False)
     spark_check: bool = False
     spark: "SparkAnalysis | None" = field(default=None, repr=False)   # of the accepted statements
+    db_check: bool = False     # `:db on`: queries, sources and sinks checked against the live DATABASEs
 
     # ---- checking
     def program(self, statements: list[str] | None = None) -> str:
@@ -94,8 +83,8 @@ class Session:
             text += _terminated(statement, text)
         return text + "\n" if text else text
 
-    def _source(self, statements: list[str], path: str = REPL_PATH) -> ReplSource:
-        return ReplSource(path, self.program(statements), base=str(self.folder))
+    def _source(self, statements: list[str], path: str = REPL_PATH) -> TextSource:
+        return TextSource(path, self.program(statements), base=str(self.folder))
 
     def check(self, statements: list[str], *, require_sink: bool = False, mode: str | None = None,
               path: str = REPL_PATH) -> Plan:
@@ -106,7 +95,20 @@ class Session:
     @property
     def checked_by(self) -> str:
         """Which check the errors and schemas come from, as the REPL says it."""
-        return "the fast check, then Spark's analyzer" if self.spark_check else "the fast check only"
+        found = "the fast check, then Spark's analyzer" if self.spark_check else "the fast check only"
+        return found + (", then the live databases" if self.db_check else "")
+
+    def check_databases(self, statements: list[str], plan: Plan) -> None:
+        """With `db_check`, the statements against the live DATABASEs (dslc check --db); raises
+        CompileError with what they refuse."""
+        if not self.db_check:
+            return
+        from dslc.compiler.plan.database_check import check
+
+        source = self._source(statements)
+        problems = check(source, plan)
+        if problems:
+            raise CompileError(source, problems)
 
     def analyze(self, statements: list[str], plan: Plan, path: str = REPL_PATH) -> "SparkAnalysis | None":
         """Spark's analyzer on the statements (None when it is off): raises CompileError with
@@ -114,7 +116,7 @@ class Session:
         Interrupted on Ctrl-C while it waits for the JVM."""
         if not self.spark_check:
             return None
-        from dslc.compiler.cli.repl_spark import Interrupted, SparkRunner
+        from dslc.compiler.interactive.spark_runner import Interrupted, SparkRunner
         from dslc.compiler.plan.dry_run import analyze_with_spark
 
         if self.runner is None:
@@ -139,6 +141,7 @@ class Session:
         candidate = [*self.statements, statement]
         plan = self.check(candidate)
         found = self.analyze(candidate, plan)
+        self.check_databases(candidate, plan)
         self.statements = candidate
         self.plan = plan
         self.spark = found
@@ -167,6 +170,7 @@ class Session:
         try:
             plan = self.check([*self.statements, *statements], path=shown_as)
             found = self.analyze([*self.statements, *statements], plan, shown_as)
+            self.check_databases([*self.statements, *statements], plan)
         except BaseException:
             self.folder = previous_folder
             raise
@@ -269,7 +273,7 @@ class Session:
              runner: "SparkRunner | None" = None) -> ShowResult:
         """Run `name`'s job in this process and render `rows` of its rows (or of the dead letters
         its ENRICHes held back). Nothing is written: not the SINKs, not the dead letters."""
-        from dslc.compiler.cli.repl_spark import SparkRunner
+        from dslc.compiler.interactive.spark_runner import SparkRunner
 
         runner = runner or self.runner or SparkRunner()
         self.runner = runner

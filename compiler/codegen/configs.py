@@ -13,6 +13,7 @@ import dataclasses
 from dslc.compiler.codegen.emitter import Code
 from dslc.compiler.plan import logical as plan
 from dslc.runtime import config as C
+from dslc.runtime.store.base import is_redis
 
 #: The job's folder, a name in the generated job: user modules are looked up there first.
 FOLDER = Code("FOLDER")
@@ -27,6 +28,13 @@ def _in_job_folder(call: C.HttpCall | C.PythonCall) -> C.HttpCall | C.PythonCall
     return call
 
 
+def _store_in_job_folder(store: C.Store | None) -> C.Store | None:
+    """The answer store's file beside the .flow file, as every other path (a Redis server as it is)."""
+    if store is None or is_redis(store.location):
+        return store
+    return dataclasses.replace(store, location=Code(f"resolve(FOLDER, {store.location!r})"))
+
+
 def enrich(node: plan.Enrich) -> C.Enrich:
     """ENRICH as its async operator's configuration."""
     return C.Enrich(
@@ -35,7 +43,8 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         capacity=node.capacity, adaptive=node.adaptive, timeout_s=node.timeout_s,
         retry=node.retry, cache=node.cache, rate=node.rate, batch=node.batch,
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
-        paths=node.paths, outage=node.outage, store=node.store, budget=node.budget,
+        paths=node.paths, outage=node.outage, store=_store_in_job_folder(node.store), budget=node.budget,
+        ceiling=node.ceiling,
         tier=node.tier, price=node.price, batch_failure=node.batch_failure,
     )
 
@@ -46,3 +55,11 @@ def process(node: plan.Process, upstream: plan.PlanNode) -> C.Process:
     return C.Process(name=node.name, line=node.line, call=_in_job_folder(node.call),
                      returns=node.schema,     # PROCESS emits its RETURNS columns only
                      states=node.states, key_columns=(upstream.schema[0].name,) if upstream.schema else ())
+
+
+def expect(node) -> C.Expect:
+    """EXPECT (compiler/plan/expectations.Expect) as the runtime judges it: each condition as
+    the Spark SQL written and, when it has one, its Python form for a chain."""
+    return C.Expect(name=node.on, line=node.line, constraints=tuple(
+        C.Constraint(name=c.name, line=c.line, sql=c.condition, action=c.action, path=c.path,
+                     python=c.python.python) for c in node.constraints))

@@ -16,11 +16,13 @@ WIDTH = 100     # generated lines longer than this are broken (calls, chains, li
 
 
 class Emitter:
-    """Collects generated lines; `with indent():` nests them."""
+    """Collects generated lines; `with indent():` nests them. The one place generated lines are
+    broken: calls, chains, string literals and the runtime's configuration values (`value`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, width: int = WIDTH) -> None:
         self._lines: list[str] = []
         self._depth = 0
+        self.width = width
 
     def line(self, text: str = "") -> None:
         """One line at the current indentation (blank lines stay blank); a line too long for
@@ -66,7 +68,7 @@ class Emitter:
 
     def room(self) -> int:
         """Characters left on a line at the current indentation."""
-        return WIDTH - 4 * self._depth
+        return self.width - 4 * self._depth
 
     def append(self, text: str) -> None:
         """Add `text` at the end of the last line (a comma after a multi-line value)."""
@@ -100,7 +102,7 @@ class Emitter:
         """`head(arg, ...)tail` on one line when it fits in WIDTH characters, else one argument a
         line (each argument is already Python text)."""
         one = f"{head}({', '.join(args)}){tail}"
-        if not args or len("    " * self._depth + one) <= WIDTH:
+        if not args or len(one) <= self.room():
             self.line(one)
             return
         self.line(f"{head}(")
@@ -114,7 +116,7 @@ class Emitter:
         in parentheses with one call a line, as Spark's own examples write readers and writers
         (a call of one long string argument broken into adjacent literals)."""
         one = head + "".join(map(str, calls))
-        if len("    " * self._depth + one) <= WIDTH:
+        if len(one) <= self.room():
             self.line(one)
             return
         assign, _, receiver = head.rpartition(" = ")
@@ -135,6 +137,29 @@ class Emitter:
                 self.line(call.before)
             self.lines(wrapped(call.value, self.room()))
         self.line(")")
+
+    def value(self, value: object, label: str = "", tail: str = "", prefix: str = "C.") -> None:
+        """`label` then the source that rebuilds `value` (see `construct`), then `tail`: on one
+        line when it fits, else one field (or item) a line, each the same way one level deeper,
+        and a string too long for its line as adjacent literals in parentheses."""
+        one = label + _inline(value, prefix) + tail
+        parts = _parts(value, prefix)
+        if len(one) <= self.room():
+            self.line(one)
+        elif parts is not None:
+            head, items, close = parts
+            self.line(label + head)
+            with self.indent():
+                for item_label, item in items:
+                    self.value(item, item_label, ",", prefix)
+            self.line(close + tail)
+        elif isinstance(value, str):
+            self.line(f"{label}(")
+            with self.indent():
+                self.lines(wrapped(value, self.room()))
+            self.line(")" + tail)
+        else:
+            self.line(one)
 
     @contextmanager
     def indent(self) -> Iterator[None]:
@@ -232,19 +257,10 @@ class Code(str):
 def construct(value: object, width: int = WIDTH, prefix: str = "C.") -> list[str]:
     """Source lines that rebuild `value`: a dataclass as a keyword constructor call (fields at
     their default left out), an enum as its member, tuples of those, else a literal; on one line
-    when it fits in `width` characters, else one field (or item) a line."""
-    one = _inline(value, prefix)
-    parts = _parts(value, prefix)
-    if len(one) <= width or parts is None:
-        return [one]
-    head, items, close = parts
-    lines = [head]
-    for label, item in items:
-        sub = construct(item, width - 5 - len(label), prefix)     # 4 of indentation, 1 for the comma
-        lines.append("    " + label + sub[0])
-        lines += ["    " + line for line in sub[1:]]
-        lines[-1] += ","
-    return lines + [close]
+    when it fits in `width` characters, else broken as `Emitter.value` breaks it."""
+    out = Emitter(width)
+    out.value(value, prefix=prefix)
+    return out.text().splitlines()
 
 
 def _fields(value: object) -> list[tuple[str, object]]:

@@ -75,11 +75,14 @@ class ColumnDef:
 
 @dataclass(frozen=True, slots=True)
 class Connector:
-    """`JSON 'path'`, `RATE`, `PYTHON 'module:Class'`."""
+    """`JSON 'path'`, `RATE`, `PYTHON 'module:Class'`, `TABLE 'name'`; `DATABASE db TABLE 't'` or
+    `DATABASE db QUERY 'SELECT ...'` (kind DATABASE, `database` its name, `relation` TABLE | QUERY)."""
 
     kind: Name
     arg: Str | None
     span: Span
+    database: Name | None = None
+    relation: Name | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +123,8 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Broadcast:
-    """BROADCAST name FROM source KEY k [OP o] | USING PYTHON 'm:f'."""
+    """BROADCAST name FROM source KEY k [OP o] | USING PYTHON 'm:f'; FROM DATABASE db TABLE 't'
+    KEY k [REFRESH EVERY d] (`database`; `source` is then the database's name)."""
 
     name: Name
     source: Name
@@ -128,6 +132,9 @@ class Broadcast:
     op: Name | None
     using: Str | None
     span: Span
+    database: Connector | None = None
+    refresh: Num | None = None
+    schema: Opt | None = None      # FROM DATABASE ... SCHEMA (...): else read from the database
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +170,16 @@ class PythonCall:
 
 
 @dataclass(frozen=True, slots=True)
+class SqlCall:
+    """WITH SQL db 'SELECT ...' [OPTIONS (pool = n)]."""
+
+    database: Name
+    query: Str
+    span: Span
+    options: Opt | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelCall:
     """WITH MODEL 'name' AT 'base-url' [SYSTEM '...'] PROMPT '...'."""
 
@@ -191,7 +208,7 @@ class Enrich:
 
     name: Name
     input: Name
-    call: HttpCall | PythonCall | ModelCall | EmbeddingCall
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall | SqlCall
     returns: tuple[ColumnDef, ...]
     options: tuple[Opt, ...]
     span: Span
@@ -231,7 +248,47 @@ class Sink:
     span: Span
 
 
-Statement = Union[Pipeline, SetConf, Source, Broadcast, Select, Enrich, Match, Process, Sink]
+@dataclass(frozen=True, slots=True)
+class Database:
+    """DATABASE name AT 'postgresql://...': a database the pipeline reads, looks up or writes."""
+
+    name: Name
+    url: Str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """ON VIOLATION WARN | DROP | FAIL | QUARANTINE 'path'."""
+
+    action: Word                # WARN, DROP, FAIL or QUARANTINE
+    path: Str | None            # QUARANTINE's folder
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    """CONSTRAINT name CHECK (condition) [ON VIOLATION ...]: `check` keeps the parentheses."""
+
+    name: Name
+    check: Sql
+    span: Span
+    violation: Violation | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """EXPECT ON name CONSTRAINT ... [ON VIOLATION default]: `repeated` holds a second default
+    (reported by the checker)."""
+
+    target: Name
+    constraints: tuple[Constraint, ...]
+    default: Violation | None
+    span: Span
+    repeated: tuple[Violation, ...] = ()
+
+
+Statement = Union[Pipeline, SetConf, Source, Broadcast, Select, Enrich, Match, Process, Sink, Database, Expect]
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from dslc.compiler.frontend.lexical import Chunk, leading_space, split_statement
 from dslc.compiler.source import SourceFile, Span
 from dslc.grammar import grammar_text
 
-STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK")
+STATEMENT_KEYWORDS = ("PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK", "DATABASE", "EXPECT")
 
 # How Lark's terminal names read in a message.
 _TERMINAL_WORDS = {
@@ -24,7 +24,7 @@ _TERMINAL_WORDS = {
     "CONF_KEY": "a configuration key", "SQL_QUERY": "a SELECT query",
     "SQL_PREDICATE": "a condition", "LPAR": "'('", "RPAR": "')'", "COMMA": "','",
     "EQUAL": "'='", "LESSTHAN": "'<'", "MORETHAN": "'>'", "COLON": "':'", "MINUS": "'-'",
-    "$END": "';'", "RETRY_KW": "'RETRY'",
+    "$END": "';'", "RETRY_KW": "'RETRY'", "CHECK_EXPR": "a condition in parentheses",
 }
 
 # The SQL terminals match almost anything, so Lark's fallback lexer reports a whole run of text
@@ -110,6 +110,8 @@ def _syntax_error(exc: UnexpectedInput, chunk: Chunk) -> Diagnostic:
         hint = did_you_mean(text, keywords)
         if hint is None and keywords and text.upper() in STATEMENT_KEYWORDS:
             hint = "did you forget ';' after the previous statement?"
+        if "CHECK_EXPR" in _expected(exc):
+            hint = "put the condition in parentheses: CHECK (amount > 0)"
         if text.upper() == "ADAPTIVE":
             hint = "ADAPTIVE follows CAPACITY n: CAPACITY 64 ADAPTIVE (the limit moves between 1 and 64)"
         if text.upper() == "BY" and re.search(r"\bUNORDERED\s*$", chunk.text[:token.start_pos], re.I):
@@ -258,6 +260,9 @@ class _ToAst(Transformer):
     def outage_word(self, span, word): return (self._word(word),)
     def opt_sink_mode(self, span, mode): return ast.Opt("mode", (mode,), span)
     def opt_partition_by(self, span, *columns): return ast.Opt("partition_by", columns, span)
+    def opt_key(self, span, *columns): return ast.Opt("key", columns, span)
+    def opt_partition_column(self, span, column, count):
+        return ast.Opt("partition_column", (column, self._num(count)), span)
 
     def opt_batch(self, span, size, within=None):
         return ast.Opt("batch", (self._num(size),) + ((self._num(within),) if within is not None else ()), span)
@@ -292,8 +297,14 @@ class _ToAst(Transformer):
     def outcome(self, span, word):
         return self._word(word)
 
-    def dead_letter(self, span, path):
-        return ast.Opt("dead_letter", (path,), span)
+    def dead_letter(self, span, path, ceiling=None):
+        return ast.Opt("dead_letter", (path,) + ((ceiling,) if ceiling is not None else ()), span)
+
+    def ceiling_percent(self, span, number, _percent):
+        return ast.Opt("ceiling", (self._num(number), ast.Word("%", self._tok(_percent))), span)
+
+    def ceiling_rows(self, span, number, _rows):
+        return ast.Opt("ceiling", (self._num(number), ast.Word("ROWS", self._tok(_rows))), span)
 
     def options(self, span, *pairs):
         return ast.Opt("options", pairs, span)
@@ -323,8 +334,34 @@ class _ToAst(Transformer):
     def apply_python(self, span, ref):
         return {"key": None, "op": None, "using": ref}
 
-    def broadcast(self, span, name, source, how):
-        return ast.Broadcast(name, source, span=span, **how)
+    def broadcast(self, span, name, source, *rest):
+        parts = list(rest)
+        schema = parts.pop(0) if isinstance(parts[0], ast.Opt) else None
+        how = parts.pop(0)
+        refresh = parts.pop(0) if parts else None
+        if isinstance(source, ast.Connector):     # FROM DATABASE db TABLE 't' | QUERY '...'
+            return ast.Broadcast(name, source.database, span=span, database=source, refresh=refresh,
+                                 schema=schema, **how)
+        return ast.Broadcast(name, source, span=span, refresh=refresh, **how)
+
+    def broadcast_schema(self, span, *columns): return ast.Opt("schema", columns, span)
+
+    def broadcast_refresh(self, span, every):
+        return self._num(every)
+
+    # ---- databases
+    def database(self, span, name, url):
+        return ast.Database(name, url, span)
+
+    def database_connector(self, span, name, relation):
+        word, arg = relation
+        return ast.Connector(ast.Name("DATABASE", span.sub(0, 8)), arg, span, database=name, relation=word)
+
+    def relation(self, span, word, arg):
+        return ast.Name(str(word).upper(), self._tok(word)), arg
+
+    def sql_call(self, span, database, query, options=None):
+        return ast.SqlCall(database, query, span, options)
 
     # A stream's body is the statement without its name: `stream` gives it name and span.
     def select(self, span, query):
@@ -389,6 +426,38 @@ class _ToAst(Transformer):
 
     def sink(self, span, input_, connector, *options):
         return ast.Sink(input_, connector, options, span)
+
+    # ---- EXPECT
+    def constraint(self, span, name, check):
+        return ast.Constraint(name, _sql(check, self.offset), span)
+
+    def on_violation(self, span, violation):
+        return ast.Violation(violation[0], violation[1], span)
+
+    def violation_word(self, span, word):
+        return (self._word(word), None)
+
+    def quarantine(self, span, path):
+        return (ast.Word("QUARANTINE", span.sub(0, len("QUARANTINE"))), path)
+
+    def expect(self, span, target, *parts):
+        """An ON VIOLATION right after a constraint without one is its own; any other is the
+        statement's default (a second default is kept in `repeated` for the checker)."""
+        constraints: list[ast.Constraint] = []
+        default, repeated, previous = None, [], None
+        for part in parts:
+            if isinstance(part, ast.Constraint):
+                constraints.append(part)
+            elif isinstance(previous, ast.Constraint) and previous.violation is None:
+                constraints[-1] = previous = ast.Constraint(previous.name, previous.check,
+                                                            Span(previous.span.start, part.span.end), part)
+                continue
+            elif default is None:
+                default = part
+            else:
+                repeated.append(part)
+            previous = part
+        return ast.Expect(target, tuple(constraints), default, span, tuple(repeated))
 
 
 def parse_text(text: str, path: str = "<input>") -> ast.Program:

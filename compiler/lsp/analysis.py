@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic
 from dslc.compiler.frontend import ast
@@ -25,7 +24,7 @@ from dslc.compiler.lsp.incremental import EditorCache
 from dslc.compiler.pipeline import collector_paused
 from dslc.compiler.plan.logical import Plan
 from dslc.compiler.plan.planner import to_partial_plan
-from dslc.compiler.source import SourceFile, Span
+from dslc.compiler.source import Span, TextSource
 
 # Larger files are not checked as the user types (a check is 0.6-2 ms of CPU a statement, and a
 # file this big is generated, not typed): the editor says so and `dslc check` still works.
@@ -34,23 +33,11 @@ _SALVAGE_ROUNDS = 8
 _BLANK = re.compile(r"[^\r\n]")
 
 
-@dataclass(frozen=True)
-class DocumentSource(SourceFile):
-    """Editor text under the document's path; user modules (`PYTHON 'module:fn'`) and relative
-    paths resolve in `base`: the file's folder, or the workspace's for an unsaved document."""
-
-    base: str = "."
-
-    @property
-    def folder(self) -> Path:  # type: ignore[override]
-        return Path(self.base).resolve()
-
-
 @dataclass
 class Analysis:
     """The checked state of one document version."""
 
-    source: DocumentSource
+    source: TextSource
     diagnostics: list[Diagnostic]
     too_large: bool = False
     failure: str | None = None      # a bug in dslc stopped the check: what to tell the user
@@ -127,16 +114,17 @@ class Analysis:
         with self._cache.checking(current):
             yield
 
-    def _with_text(self, text: str) -> DocumentSource:
-        return DocumentSource(self.source.path, text, base=self.source.base)
+    def _with_text(self, text: str) -> TextSource:
+        return TextSource(self.source.path, text, base=self.source.base)
 
 
-def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -> Analysis:
+def analyze(text: str, path: str, base: str, cache: EditorCache | None = None, *, db: bool = False) -> Analysis:
     """Check a document as `dslc check` does: the same diagnostics, in the same order. With a
     `cache` (the document's, kept from version to version), what an edit left unchanged is
     taken from it (compiler/lsp/incremental.py); it may raise Superseded when the cache says a
-    newer version is waiting."""
-    source = DocumentSource(path, text, base=base)
+    newer version is waiting. `db` (dslc lsp --db): a document the fast check passes is also
+    checked against its live DATABASEs, as `dslc check --db` does (answers kept a minute)."""
+    source = TextSource(path, text, base=base)
     if len(text) > MAX_CHECKED_CHARS:
         return Analysis(source, [], too_large=True)
     try:
@@ -146,10 +134,13 @@ def analyze(text: str, path: str, base: str, cache: EditorCache | None = None) -
         return Analysis(source, exc.diagnostics, _cache=cache)
     with collector_paused():
         checked, problems = to_partial_plan(program, source, require_sink=True, sql=cache and cache.sql)
+    if db and not problems and checked.databases:
+        from dslc.compiler.plan.database_check import check as check_databases
+        problems = check_databases(source, checked)
     return Analysis(source, problems, _program=program, _plan=checked, _parsed_text=text, _cache=cache)
 
 
-def _parse(source: DocumentSource, cache: EditorCache | None) -> ast.Program:
+def _parse(source: TextSource, cache: EditorCache | None) -> ast.Program:
     if cache is None:
         return parse(source)
     with cache.parsing():

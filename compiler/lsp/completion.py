@@ -1,11 +1,11 @@
-"""textDocument/completion: the REPL's completer (dslc.compiler.cli.completion) on the text of
+"""textDocument/completion: the REPL's completer (dslc.compiler.interactive.completion) on the text of
 the statement before the cursor, with the columns of the relations that statement reads."""
 from __future__ import annotations
 
 from lsprotocol import types
 
-from dslc.compiler.cli.completion import complete
 from dslc.compiler.frontend.lexical import split_statements
+from dslc.compiler.interactive.completion import complete
 from dslc.compiler.lsp.analysis import MAX_CHECKED_CHARS, Analysis
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.scope import Scope, kind_of

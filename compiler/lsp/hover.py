@@ -1,11 +1,13 @@
 """textDocument/hover: on a stream, source or broadcast name, the line of the statement that
 defines it and its inferred schema; on a column, its type; on an ENRICH (the keyword or any of
-its option keywords), every option with its value, the defaults marked."""
+its option keywords), every option with its value, the defaults marked; on an EXPECT (its
+keywords, a constraint's name), each constraint's action, where it runs and what the model is asked."""
 from __future__ import annotations
 
 from lsprotocol import types
 
 from dslc.compiler.frontend import ast
+from dslc.compiler.lsp import expect_hover
 from dslc.compiler.lsp.analysis import Analysis, definition_name, word_at
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.scope import Scope, kind_of
@@ -36,6 +38,8 @@ def hover(analysis: Analysis, index: LineIndex, offset: int,
     statement = _statement_at(analysis.program, at)
     if isinstance(statement, ast.Enrich) and word.upper() in _ENRICH_WORDS and not _is_name_in(statement, span, edit):
         return _markdown(_enrich_text(statement), index, span)
+    if expect_hover.wants(statement, word):
+        return _markdown(expect_hover.text(statement, analysis.plan), index, span)
     chunk = analysis.chunk_at(at)
     scope = Scope(analysis, chunk.text if chunk else "")
     text = _name_text(word, analysis, scope, index, spark, edit)

@@ -12,7 +12,7 @@ _IDENT = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class Scope:
-    """`dslc.compiler.cli.completion.Names` for one statement of one document."""
+    """`dslc.compiler.interactive.completion.Names` for one statement of one document."""
 
     def __init__(self, analysis: Analysis, statement_text: str = ""):
         self.analysis = analysis

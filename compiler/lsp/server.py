@@ -29,10 +29,11 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from dslc.compiler.lsp import completion, diagnostics, hover, lenses, symbols
-from dslc.compiler.lsp.analysis import Analysis, DocumentSource, analyze
+from dslc.compiler.lsp.analysis import Analysis, analyze
 from dslc.compiler.lsp.incremental import ENTRIES, EditorCache, Superseded
 from dslc.compiler.lsp.positions import LineIndex
 from dslc.compiler.lsp.spark_check import SparkChecker, SparkUnavailable
+from dslc.compiler.source import TextSource
 
 DEBOUNCE_S = 0.04        # how long typing must pause before a check starts
 COMPLETION_WAIT_S = 0.15  # completion waits this long for the newest version's names, then uses the last ones
@@ -61,8 +62,9 @@ class FlowServer(LanguageServer):
     checks every version from scratch, as the server did before it kept a cache (the bench
     compares both, bench/lsp_latency.py)."""
 
-    def __init__(self, incremental: bool = True, spark: bool = False) -> None:
+    def __init__(self, incremental: bool = True, spark: bool = False, db: bool = False) -> None:
         self.incremental = incremental
+        self.db = db        # dslc lsp --db: also the live DATABASEs' check
         self.spark = SparkChecker(spark)
         try:
             release = version("dslc")
@@ -131,7 +133,7 @@ class FlowServer(LanguageServer):
             encoding = self.workspace.position_encoding or types.PositionEncodingKind.Utf16
             future = asyncio.get_running_loop().run_in_executor(
                 self.checker, _check, text, path, doc.base, encoding, doc.cache,
-                lambda wanted=number: doc.newest <= wanted)
+                lambda wanted=number: doc.newest <= wanted, self.db)
             doc.running = (number, future)
         running = doc.running
         started = time.monotonic()
@@ -224,7 +226,7 @@ class FlowServer(LanguageServer):
 
 
 def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
-           current: Callable[[], bool]) -> tuple[Analysis, LineIndex] | None:
+           current: Callable[[], bool], db: bool = False) -> tuple[Analysis, LineIndex] | None:
     """Runs on the checking thread; None when a newer version arrived before it ended (`current`
     turned False). A compiler bug becomes one diagnostic, not a dead server."""
     if not current():
@@ -232,7 +234,7 @@ def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
         return None
     try:
         with cache.checking(current):
-            analysis = analyze(text, path, base, cache)
+            analysis = analyze(text, path, base, cache, db=db)
         return analysis, LineIndex(text, encoding)
     except Superseded:
         log.debug("a check of %s stopped: a newer version is waiting", path)
@@ -246,7 +248,7 @@ def _check(text: str, path: str, base: str, encoding: str, cache: EditorCache,
 
 
 def _internal(text: str, path: str, base: str, message: str) -> Analysis:
-    return Analysis(DocumentSource(path, text, base=base), [], failure=message)
+    return Analysis(TextSource(path, text, base=base), [], failure=message)
 
 
 def _salvage(analysis: Analysis, current: Callable[[], bool]) -> bool:
@@ -308,15 +310,27 @@ def _document_request(server: FlowServer, method: str, options=None, *, analyzed
     return register
 
 
-def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  # noqa: C901 - to be split (#42)
-    """A server with every feature registered; `spark`: Spark's analyzer on from the start."""
-    server = FlowServer(incremental, spark)
+def build_server(incremental: bool = True, spark: bool = False, db: bool = False) -> FlowServer:
+    """A server with every feature registered; `spark`: Spark's analyzer on from the start; `db`:
+    the live DATABASEs' check (also the initialization option db: true)."""
+    server = FlowServer(incremental, spark, db)
+    _settings(server)
+    _document_sync(server)
+    _requests(server)
+    _commands(server)
+    return server
+
+
+def _settings(server: FlowServer) -> None:
+    """initialize and workspace/didChangeConfiguration: whether Spark's analyzer runs."""
 
     @server.feature(types.INITIALIZE)
     def initialize(ls: FlowServer, params: types.InitializeParams) -> None:
         options = params.initialization_options
         if isinstance(options, dict) and isinstance(options.get("spark"), bool):
             ls.spark.enabled = options["spark"]
+        if isinstance(options, dict) and isinstance(options.get("db"), bool):
+            ls.db = options["db"]
         ls.spark.start()        # the JVM starts now, in the background, when the check is on
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
@@ -328,6 +342,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             for doc in list(ls.documents.values()):     # publish again: with Spark's, or without
                 doc.spark = None
                 ls.schedule(doc, 0)
+
+
+def _document_sync(server: FlowServer) -> None:
+    """didOpen, didChange, didSave, didClose: each schedules a check, or forgets the document."""
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: FlowServer, params: types.DidOpenTextDocumentParams) -> None:
@@ -356,6 +374,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             doc.timer.cancel()
         ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(params.text_document.uri, []))
 
+
+def _requests(server: FlowServer) -> None:
+    """The requests answered from a document's analysis."""
+
     @_document_request(server, types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]),
                        analyzed=_recent)
     def complete(doc: Document, analysis: Analysis, index: LineIndex, params: types.CompletionParams):
@@ -377,6 +399,10 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
     def on_code_lens(doc: Document, analysis: Analysis, index: LineIndex, params: types.CodeLensParams):
         return lenses.code_lenses(analysis, index, doc.uri, doc.path)
 
+
+def _commands(server: FlowServer) -> None:
+    """The code lenses' commands: explain the plan, run the tests beside the file."""
+
     @server.command(lenses.EXPLAIN)
     async def explain(ls: FlowServer, uri: str) -> dict:
         doc = ls.opened(uri)
@@ -392,15 +418,13 @@ def build_server(incremental: bool = True, spark: bool = False) -> FlowServer:  
             return {"ok": False, "text": "save the file first: dslc test runs the test files beside it"}
         return await lenses.run_tests(Path(path))
 
-    return server
 
-
-def main(incremental: bool = True, spark: bool = False) -> int:
+def main(incremental: bool = True, spark: bool = False, db: bool = False) -> int:
     """Serve over stdin/stdout until the client says exit. Anything printed by mistake goes to
     stderr: stdout carries the protocol only."""
     logging.basicConfig(level=os.environ.get("DSLC_LSP_LOG", "WARNING").upper(), stream=sys.stderr,
                         format="dslc lsp: %(levelname)s %(message)s")
     protocol_out = sys.stdout.buffer
     sys.stdout = sys.stderr
-    build_server(incremental, spark).start_io(sys.stdin.buffer, protocol_out)
+    build_server(incremental, spark, db).start_io(sys.stdin.buffer, protocol_out)
     return 0

@@ -8,7 +8,7 @@ in the background, the first time it is wanted) and the server publishes the fas
 plus Spark's for that version. A version that is no longer the newest is skipped, or abandoned
 at its next statement, and its result is dropped: Spark's diagnostics never land on newer text.
 A version with syntax errors gets none (as `dslc check --spark` stops at them).
-The JVM's own output goes to a log file (repl_spark.SparkRunner), never to stdout (the protocol).
+The JVM's own output goes to a log file (interactive/spark_runner.SparkRunner), never to stdout (the protocol).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from dslc.compiler.cli.repl_spark import SparkRunner
+from dslc.compiler.interactive.spark_runner import SparkRunner
 from dslc.compiler.lsp.analysis import Analysis
 from dslc.compiler.plan.dry_run import SparkAnalysis, analyze_with_spark
 

@@ -70,15 +70,16 @@ def _python_definition(analysis: Analysis, ref: ast.Str) -> list[types.Location]
 _KINDS = {ast.Source: types.SymbolKind.Class, ast.Broadcast: types.SymbolKind.Struct,
           ast.Select: types.SymbolKind.Variable, ast.Enrich: types.SymbolKind.Function,
           ast.Match: types.SymbolKind.Variable, ast.Process: types.SymbolKind.Function,
-          ast.Sink: types.SymbolKind.Event, ast.Pipeline: types.SymbolKind.Module}
+          ast.Sink: types.SymbolKind.Event, ast.Pipeline: types.SymbolKind.Module,
+          ast.Expect: types.SymbolKind.Interface}
 _DETAIL = {ast.Source: "SOURCE", ast.Broadcast: "BROADCAST", ast.Select: "STREAM = SELECT",
            ast.Enrich: "STREAM = ENRICH", ast.Match: "STREAM = MATCH", ast.Process: "STREAM = PROCESS",
-           ast.Sink: "SINK", ast.Pipeline: "PIPELINE"}
+           ast.Sink: "SINK", ast.Pipeline: "PIPELINE", ast.Expect: "EXPECT ON"}
 
 
 def document_symbols(analysis: Analysis, index: LineIndex) -> list[types.DocumentSymbol]:
-    """One symbol per PIPELINE, SOURCE, BROADCAST, STREAM and SINK statement that parses; a
-    stream's symbol lists its columns when its statement checks."""
+    """One symbol per PIPELINE, SOURCE, BROADCAST, STREAM, SINK and EXPECT statement that parses;
+    a stream's symbol lists its columns when its statement checks, an EXPECT's its constraints."""
     plan = analysis.plan
     first = analysis.defined
     symbols = []
@@ -86,10 +87,17 @@ def document_symbols(analysis: Analysis, index: LineIndex) -> list[types.Documen
         kind = _KINDS.get(type(statement))
         if kind is None:
             continue
-        name = statement.input if isinstance(statement, ast.Sink) else statement.name
-        label = f"→ {name.value}" if isinstance(statement, ast.Sink) else name.value
+        name = statement.input if isinstance(statement, ast.Sink) else \
+            statement.target if isinstance(statement, ast.Expect) else statement.name
+        label = f"→ {name.value}" if isinstance(statement, ast.Sink) else \
+            f"✓ {name.value}" if isinstance(statement, ast.Expect) else name.value
         children = None
-        if plan is not None and first.get(name.value.lower()) is statement:
+        if isinstance(statement, ast.Expect):       # its constraints
+            children = [types.DocumentSymbol(c.name.value, types.SymbolKind.Boolean, detail=c.check.text[:60],
+                                             range=index.range(c.span.start, c.span.end),
+                                             selection_range=index.range(c.name.span.start, c.name.span.end))
+                        for c in statement.constraints]
+        elif plan is not None and first.get(name.value.lower()) is statement:
             try:
                 node = plan.node(name.value)
             except KeyError:

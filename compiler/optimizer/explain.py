@@ -7,7 +7,7 @@ import shutil
 import subprocess
 
 from dslc.compiler.diagnostics import ToolError
-from dslc.compiler.optimizer import physical, queries
+from dslc.compiler.optimizer import expect_placement, physical, queries
 from dslc.compiler.optimizer.optimize import Options, optimize
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.explain import _describe
@@ -34,9 +34,20 @@ def _step_line(step: physical.Step, p: plan.Plan) -> str:
         where = "line" if len(step.operators) == 1 else "lines"
         return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- {where} {lines}"
     node = step.node
+    if isinstance(step, physical.Nearest):
+        return f"{step.name}: index probe {_describe(node)}  -- line {node.line}\n      index: {index_kind(node)}"
     kind = _match_kind(step, p) if isinstance(step, physical.MatchJoin) else \
         {physical.Read: "read", physical.State: "state", physical.Sql: "sql"}[type(step)]
     return f"{step.name}: {kind} {_describe(node)}  -- line {node.line}"
+
+
+def index_kind(node: plan.NearestJoin) -> str:
+    """The index a NEAREST BY step builds, as runtime/vectors/index.py decides it (its size and
+    build time are known when the job builds it: printed then, and in the metrics file)."""
+    natural = (node.function == "vector_l2_distance") != node.similarity
+    if node.approx and natural and node.function != "vector_inner_product":
+        return "hnsw (faiss), M=32, efSearch 256, re-ranked by Spark's FLOATs"
+    return "exact (NumPy): one product of matrices, re-ranked by Spark's FLOATs"
 
 
 def _kept_where(phys: physical.Physical) -> str:
@@ -62,6 +73,7 @@ def render_text(phys: physical.Physical) -> str:
             kept = phys.kept_reason(step.name)
             if kept:
                 out.append(f"      kept: computed once, then read back from {_kept_where(phys)} ({kept})")
+        out += expect_placement.physical_lines(phys, step)
     for sink in phys.plan.sinks:
         out.append(f"  sink {sink.input} -> {sink.connector}" + (f" {sink.path!r}" if sink.path else "")
                    + f"  -- line {sink.line}")
@@ -84,6 +96,8 @@ def render_json(phys: physical.Physical) -> str:
         steps.append(item)
     data = {"passes": [{"pass": n, "note": t} for n, t in phys.passes], "steps": steps,
             "sinks": [{"input": s.input, "connector": s.connector, "path": s.path} for s in phys.plan.sinks]}
+    if phys.plan.expects:
+        data["expects"] = expect_placement.as_json(phys)
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 

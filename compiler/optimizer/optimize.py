@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dslc.compiler.optimizer import physical
-from dslc.compiler.optimizer.rules import chaining, pushdown, sharing
+from dslc.compiler.optimizer.rules import chaining, nearest, pushdown, sharing
 from dslc.compiler.plan import logical as plan
 
 Rule = Callable[[plan.Plan], plan.Plan]
@@ -13,6 +13,7 @@ Rule = Callable[[plan.Plan], plan.Plan]
 # Logical rules, each `rule(plan) -> plan` noting what it did on the plan, in the order they run.
 RULES: tuple[Rule, ...] = (
     pushdown.pushdown_filters,   # first: it changes which rows, and which relation, reach a chain
+    nearest.index_nearest,       # NEAREST BY over a bounded right side: an index, not a cross product
 )
 
 
@@ -23,6 +24,7 @@ class Options:
     chaining: bool = True
     pushdown: bool = True
     pruning: bool = True
+    nearest: bool = True
 
     def enabled(self, rule: Rule) -> bool:
         """False for a rule switched off (each option is named after the rule's module)."""

@@ -54,6 +54,7 @@ class Chain:
     input_columns: tuple[str, ...] | None
     starts_because: str
     ends_because: str
+    expects: tuple[str, ...] = ()   # operators whose EXPECT runs inside the chain, right after them
 
     def __post_init__(self) -> None:
         if not self.operators:
@@ -72,7 +73,14 @@ class MatchJoin(_NodeStep):
     node: plan.Match
 
 
-Step = Union[Read, State, Sql, Chain, MatchJoin]
+@dataclass(frozen=True, slots=True)
+class Nearest(_NodeStep):
+    """NEAREST BY: the right side indexed once, the left side probed per partition."""
+
+    node: plan.NearestJoin
+
+
+Step = Union[Read, State, Sql, Chain, MatchJoin, Nearest]
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,8 @@ def streaming_queries(phys: physical.Physical) -> list[StreamingQuery]:
     for step in phys.steps:
         if isinstance(step, physical.State):
             node = step.node
+            if getattr(p.node(node.source), "database", None) is not None:
+                continue        # a database table, read by the driver itself (refreshed_state.py): no query
             found.append(StreamingQuery(f"state/{node.name}/query", f"BROADCAST {node.name} (line {node.line})",
                                         _reads(phys, node.source, stages),
                                         f"CHECKPOINT/state/{node.name} (a snapshot per applied rules batch)"))

@@ -10,8 +10,12 @@ from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.enrich_options import EnrichOptions
 from dslc.runtime.config import Store
 
-#: The answer store's file when STORE is used without ANSWERS: under the CHECKPOINT, else target/.
+#: The answer store's file when STORE is used without ANSWERS: one per pipeline folder, the same in
+#: BATCH and STREAMING and with or without CHECKPOINT, so no run of the file pays for an answer
+#: another run received. (Before, a pipeline with CHECKPOINT kept it at LEGACY under it.)
 DEFAULT_FILE = "answers.db"
+DEFAULT_LOCATION = "target/" + DEFAULT_FILE
+LEGACY = "{checkpoint}/answers/" + DEFAULT_FILE
 
 
 def location(text: ast.Str, problems: list[Diagnostic]) -> str | None:
@@ -41,10 +45,16 @@ def location(text: ast.Str, problems: list[Diagnostic]) -> str | None:
 
 
 def default_location(settings: plan.Settings) -> str:
-    """The store of a pipeline without ANSWERS: under its CHECKPOINT, else under target/."""
-    if settings.checkpoint:
-        return settings.checkpoint.rstrip("/") + "/answers/" + DEFAULT_FILE
-    return "target/" + DEFAULT_FILE
+    """The store of a pipeline without ANSWERS: target/answers.db beside the .flow file, in
+    both modes (its CHECKPOINT, which only STREAMING needs, does not move it)."""
+    return DEFAULT_LOCATION
+
+
+def legacy_location(settings: plan.Settings) -> str | None:
+    """Where a pipeline without ANSWERS kept its store before it moved to DEFAULT_LOCATION."""
+    if settings.answers or not settings.checkpoint:
+        return None
+    return LEGACY.format(checkpoint=settings.checkpoint.rstrip("/"))
 
 
 def store(checked: EnrichOptions, settings: plan.Settings) -> Store | None:

@@ -27,6 +27,8 @@ SOURCES: dict[str, SourceKind] = {
         Column("partition", "INT"), Column("offset", "BIGINT"), Column("timestamp", "TIMESTAMP"),
         Column("timestampType", "INT")), ("kafka.bootstrap.servers",)),
     "PYTHON": SourceKind(True, True),
+    "DATABASE": SourceKind(True, True),     # DATABASE db TABLE 't' | QUERY '...' (compiler/plan/databases.py)
+    "TABLE": SourceKind(True, False),       # a table of Spark's catalog (compiler/plan/catalog_tables.py)
 }
 
 
@@ -47,7 +49,9 @@ SINKS: dict[str, SinkKind] = {
     "CONSOLE": SinkKind(False, False, False),
     "KAFKA": SinkKind(False, False, True, ("kafka.bootstrap.servers", "topic")),
     "PYTHON": SinkKind(True, False, True),
+    "DATABASE": SinkKind(True, False, True),
+    "TABLE": SinkKind(True, False, True),
 }
 
-SINK_MODES = ("APPEND", "OVERWRITE", "COMPLETE")
+SINK_MODES = ("APPEND", "OVERWRITE", "COMPLETE", "UPSERT")
 PIPELINE_MODES = ("BATCH", "STREAMING")

@@ -1,6 +1,6 @@
 """`dslc check --spark`: Spark's own analyzer as the last word on every query, before any data.
 
-The fast check (sqlglot, compiler/plan/sql.py) knows tables, columns, SQL syntax and Spark's
+The fast check (sqlglot, compiler/sparksql/sql.py) knows tables, columns, SQL syntax and Spark's
 output names and types; it does not know every function's signature, type rule or aggregation
 rule. This pass runs each STREAM's query through Spark's analyzer over empty tables with the
 declared schemas (a dry run, as Spark Declarative Pipelines' `dry-run` does), in statement
@@ -61,7 +61,7 @@ def analyze_with_spark(checked: plan.Plan, source: SourceFile, spark,
                        reported: list[Diagnostic] = (), current=lambda: True) -> SparkAnalysis:
     """`dry_run`, keeping Spark's schema of each relation too. `current()` turning False (a newer
     version of an editor's document arrived) stops it at the next statement with what it has."""
-    from dslc.compiler.plan.sqltypes import canonical
+    from dslc.compiler.sparksql.sqltypes import canonical
 
     session = spark.newSession()            # its own temp views; same JVM
     for key, value in dict(checked.settings.conf).items():

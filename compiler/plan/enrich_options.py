@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import options, tiers, values
-from dslc.runtime.config import Batch, Budget, Cache, Mode, Outage, Outcome, Price, Rate, Retry
+from dslc.runtime.config import Batch, Budget, Cache, Ceiling, Mode, Outage, Outcome, Price, Rate, Retry
 
 
 @dataclass
@@ -26,6 +26,7 @@ class EnrichOptions:
     on_timeout: Outcome = Outcome.FAIL
     on_error: Outcome = Outcome.FAIL
     dead_letter: str | None = None
+    ceiling: Ceiling | None = None          # DEAD LETTER 'path' UP TO n% | n ROWS
     outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
     store: bool = False                     # STORE [TTL d]
     store_ttl_s: float | None = None
@@ -36,48 +37,16 @@ class EnrichOptions:
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
-def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:  # noqa: C901 - to be split (#42)
+def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> EnrichOptions:
     """Interpret the option clauses of one ENRICH statement."""
     result = EnrichOptions()
     seen = options.first_of_each(opts, problems)
     dead_letters: list[tuple[str, ast.Str]] = []
     for opt in seen.values():
-        if opt.key == "async":
-            if opt.args:
-                result.mode = Mode(opt.args[0].value)
-                result.order_by = tuple(opt.args[1:])
-        elif opt.key == "capacity":
-            result.capacity = values.whole(opt.args[0], "CAPACITY", problems, minimum=1) or result.capacity
-            result.adaptive = len(opt.args) > 1
-        elif opt.key == "timeout":
-            result.timeout_s = values.duration(opt.args[0], problems) or result.timeout_s
-        elif opt.key == "retry":
-            result.retry = _retry(opt, problems)
-        elif opt.key == "cache":
-            size = values.whole(opt.args[0], "CACHE", problems, minimum=1)
-            ttl = values.duration(opt.args[1], problems)
-            if size and ttl:
-                result.cache = Cache(size, ttl)
-        elif opt.key == "rate":
-            result.rate = _rate(opt, problems)
-        elif opt.key == "store":
-            result.store = True
-            result.store_ttl_s = values.duration(opt.args[0], problems) if opt.args else None
-        elif opt.key == "budget":
-            unit = opt.args[1].value
-            amount = values.positive(opt.args[0], "BUDGET ... USD", problems) if unit == "USD" else \
-                values.whole(opt.args[0], "BUDGET", problems, minimum=1)
-            result.budget = Budget(amount, unit) if amount else None
-        elif opt.key in tiers.KEYS:
-            tiers.read_option(result, opt, problems)
-        elif opt.key == "batch":
-            size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
-            within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
-            if size and within is not None:
-                result.batch = Batch(size, within)
-        elif opt.key == "on_outage":
-            result.outage = _outage(opt, problems)
-        else:
+        reader = _READERS.get(opt.key)
+        if reader is not None:
+            reader(result, opt, problems)
+        else:                               # ON MISS / ON TIMEOUT / ON ERROR
             outcome = _outcome(opt, problems, dead_letters)
             if outcome:
                 setattr(result, opt.key, outcome)
@@ -85,7 +54,97 @@ def read_options(opts: tuple[ast.Opt, ...], problems: list[Diagnostic]) -> Enric
     _check_contradictions(result, seen, dead_letters, problems)
     if dead_letters:
         result.dead_letter = dead_letters[0][1].value
+        result.ceiling = _ceiling(seen, problems)
     return result
+
+
+def _read_async(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    if opt.args:
+        result.mode = Mode(opt.args[0].value)
+        result.order_by = tuple(opt.args[1:])
+
+
+def _read_capacity(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.capacity = values.whole(opt.args[0], "CAPACITY", problems, minimum=1) or result.capacity
+    result.adaptive = len(opt.args) > 1
+
+
+def _read_timeout(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.timeout_s = values.duration(opt.args[0], problems) or result.timeout_s
+
+
+def _read_cache(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    size = values.whole(opt.args[0], "CACHE", problems, minimum=1)
+    ttl = values.duration(opt.args[1], problems)
+    if size and ttl:
+        result.cache = Cache(size, ttl)
+
+
+def _read_store(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.store = True
+    result.store_ttl_s = values.duration(opt.args[0], problems) if opt.args else None
+
+
+def _read_budget(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    unit = opt.args[1].value
+    amount = values.positive(opt.args[0], "BUDGET ... USD", problems) if unit == "USD" else \
+        values.whole(opt.args[0], "BUDGET", problems, minimum=1)
+    result.budget = Budget(amount, unit) if amount else None
+
+
+def _read_batch(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    size = values.whole(opt.args[0], "BATCH", problems, minimum=1)
+    within = values.duration(opt.args[1], problems) if len(opt.args) > 1 else 0.0
+    if size and within is not None:
+        result.batch = Batch(size, within)
+
+
+def _read_retry(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.retry = _retry(opt, problems)
+
+
+def _read_rate(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.rate = _rate(opt, problems)
+
+
+def _read_outage(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
+    result.outage = _outage(opt, problems)
+
+
+# option key -> what reads it into EnrichOptions (the ON MISS / TIMEOUT / ERROR outcomes aside)
+_READERS = {"async": _read_async, "capacity": _read_capacity, "timeout": _read_timeout, "retry": _read_retry,
+            "cache": _read_cache, "rate": _read_rate, "store": _read_store, "budget": _read_budget,
+            "batch": _read_batch, "on_outage": _read_outage,
+            **{key: tiers.read_option for key in tiers.KEYS}}
+
+
+def _ceiling(seen: dict[str, ast.Opt], problems: list[Diagnostic]) -> Ceiling | None:
+    """The UP TO of the ENRICH's DEAD LETTER outcomes (one path: at most one ceiling)."""
+    written = [arg.args[1] for key in ("on_miss", "on_timeout", "on_error") if key in seen
+               for arg in seen[key].args[:1] if isinstance(arg, ast.Opt) and len(arg.args) > 1]
+    written.sort(key=lambda opt: opt.span.start)
+    ceilings = []
+    for opt in written:
+        number, unit = opt.args
+        if unit.value == "%":
+            try:
+                percent = float(number.text)
+            except ValueError:
+                percent = -1.0
+            if not 0 <= percent <= 100:
+                problems.append(error("E0302", number.span, option="UP TO n%", rule="a number from 0 to 100",
+                                      text=number.text))
+                continue
+            ceilings.append((opt, Ceiling(percent=percent)))
+        else:
+            rows = values.whole(number, "UP TO n ROWS", problems)
+            if rows is not None:
+                ceilings.append((opt, Ceiling(rows=rows)))
+    if len({c for _, c in ceilings}) > 1:
+        (_, first), (opt, other) = ceilings[0], ceilings[-1]
+        problems.append(error("E0304", opt.span, first=str(other), second=f"{first} of the same DEAD LETTER path",
+                              hint="one dead-letter path has one ceiling; write UP TO once"))
+    return ceilings[0][1] if ceilings else None
 
 
 def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:
@@ -95,7 +154,7 @@ def _rate(opt: ast.Opt, problems: list[Diagnostic]) -> Rate | None:
     tokens = values.positive(opt.args[2], "TOKENS PER MINUTE", problems) if len(opt.args) > 2 else None
     if not count or (len(opt.args) > 2 and not tokens):
         return None
-    return Rate(count / 60.0 if per_minute else count, tokens_per_minute=tokens)
+    return Rate(count, per="MINUTE" if per_minute else "SECOND", tokens_per_minute=tokens)
 
 
 def _retry(opt: ast.Opt, problems: list[Diagnostic]) -> Retry | None:

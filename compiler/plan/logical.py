@@ -21,7 +21,9 @@ from dslc.runtime.config import (
     Batch,
     Budget,
     Cache,
+    Ceiling,
     Column,
+    DatabaseTable,
     EmbeddingCall,
     HttpCall,
     Mode,
@@ -32,6 +34,7 @@ from dslc.runtime.config import (
     PythonCall,
     Rate,
     Retry,
+    SqlCall,
     Store,
     Watermark,
 )
@@ -68,6 +71,8 @@ class Source(Node):
     path: str | None
     options: tuple[tuple[str, str], ...]
     watermark: Watermark | None = None
+    database: DatabaseTable | None = None     # FROM DATABASE db TABLE | QUERY
+    read_once: bool = False   # a table: STREAMING reads it when the job starts (dslc test's stand-in too)
 
     def __post_init__(self) -> None:
         _check_unique(self.schema, self.name)
@@ -85,6 +90,7 @@ class BroadcastState:
     schema: Schema            # the columns of one state entry
     line: int
     span: Span
+    refresh_s: float | None = None   # REFRESH EVERY d: a database source re-read every d (STREAMING)
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -117,7 +123,7 @@ class Enrich(Node):
     """Call an external function per row; append its RETURNS columns."""
 
     input: str
-    call: HttpCall | PythonCall | ModelCall | EmbeddingCall   # PYTHON's search_path empty: the job adds its folder
+    call: HttpCall | PythonCall | ModelCall | EmbeddingCall | SqlCall   # PYTHON's search_path empty: the job adds its folder
     returns: Schema
     mode: Mode
     capacity: int
@@ -130,6 +136,7 @@ class Enrich(Node):
     on_error: Outcome
     dead_letter: str | None   # path of the dead-letter sink
     key_columns: tuple[str, ...]
+    ceiling: Ceiling | None = None   # DEAD LETTER 'path' UP TO n% | n ROWS (None: the default)
     order_by: tuple[str, ...] = ()   # ASYNC ORDERED BY: input order per value of these columns
     adaptive: bool = False           # CAPACITY n ADAPTIVE
     batch: Batch | None = None   # BATCH n WITHIN d
@@ -184,6 +191,28 @@ class Process(Node):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NearestJoin(Node):
+    """NEAREST BY run with an index (optimizer/rules/nearest.py): `left`'s rows, each with its k
+    best rows of `right` (read once, indexed) as a struct column named `right_alias`, and the
+    right columns `left` lacks under their own names; the query that wrote the join reads this."""
+
+    left: str
+    right: str
+    right_alias: str
+    left_vector: str            # left column holding the query vectors
+    right_vector: str           # right column indexed
+    function: str               # vector_l2_distance | vector_cosine_similarity | vector_inner_product
+    similarity: bool            # BY SIMILARITY: the largest values are the best
+    approx: bool
+    k: int
+    outer: bool                 # LEFT OUTER
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (self.left, self.right)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sink:
     """Write a stream to a connector."""
 
@@ -191,17 +220,18 @@ class Sink:
     connector: str
     path: str | None
     options: tuple[tuple[str, str], ...]
-    mode: str                 # APPEND | OVERWRITE | COMPLETE
+    mode: str                 # APPEND | OVERWRITE | COMPLETE | UPSERT
     partition_by: tuple[str, ...]
     line: int
     span: Span
+    database: DatabaseTable | None = None     # TO DATABASE db TABLE 't' [KEY (...)]
 
     @property
     def inputs(self) -> tuple[str, ...]:
         return (self.input,)
 
 
-PlanNode = Union[Source, BroadcastState, Query, Enrich, Match, Process]
+PlanNode = Union[Source, BroadcastState, Query, Enrich, Match, Process, NearestJoin]
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,13 +255,21 @@ class Plan:
     nodes: tuple[PlanNode, ...]
     sinks: tuple[Sink, ...]
     folder: str = field(default="", compare=False)
+    # DATABASE statements: (name, URL as written, `${NAME}` secrets unfilled)
+    databases: tuple[tuple[str, str], ...] = ()
     # (rule name, what it did), in the order the optimiser's rules ran; empty before optimize()
     notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # what `dslc check` says that is not an error (diagnostics of severity "note")
+    remarks: tuple = field(default=(), compare=False)
+    # EXPECT statements (compiler/plan/expectations.Expect), each beside the relation it judges
+    expects: tuple = ()
     # indexes built once, so that lookups do not make compile time quadratic
     _by_name: dict = field(init=False, repr=False, compare=False, hash=False)
     _readers: dict = field(init=False, repr=False, compare=False, hash=False)
+    _expects: dict = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "_expects", {e.on.lower(): e for e in self.expects})
         by_name = {n.name.lower(): n for n in reversed(self.nodes)}    # the first of a name wins
         readers: dict[str, list] = {}
         for reader in (*self.nodes, *self.sinks):
@@ -262,6 +300,10 @@ class Plan:
             yield node
             if not stop(node):
                 stack.extend(i.lower() for i in node.inputs)
+
+    def expectation(self, name: str):
+        """The EXPECT on relation `name` (None: none); its readers read only the rows that pass."""
+        return self._expects.get(name.lower())
 
     def consumers(self, name: str) -> list[PlanNode | Sink]:
         """Nodes and sinks that read `name`."""

@@ -7,6 +7,7 @@ so that one mistake is reported once, not again at every statement downstream.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.machinery
 import re
 import sys
@@ -15,13 +16,27 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import CompileError, Diagnostic, did_you_mean, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import answer_store, format_options, options, streaming, tiers, values
+from dslc.compiler.plan import (
+    answer_store,
+    catalog_tables,
+    database_rules,
+    database_streaming,
+    databases,
+    expect_model,
+    expectations,
+    format_options,
+    options,
+    streaming,
+    tiers,
+    values,
+)
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
 from dslc.compiler.plan.service_calls import ServiceChecks
-from dslc.compiler.plan.sql import (
+from dslc.compiler.source import SourceFile, Span
+from dslc.compiler.sparksql.sql import (
     analyze_condition,
     analyze_query,
     duplicate_columns,
@@ -29,8 +44,7 @@ from dslc.compiler.plan.sql import (
     parse_sql,
     relations,
 )
-from dslc.compiler.plan.sqltypes import UNKNOWN, canonical, is_timestamp
-from dslc.compiler.source import SourceFile, Span
+from dslc.compiler.sparksql.sqltypes import UNKNOWN, canonical, is_timestamp
 from dslc.runtime.calls.url import placeholders
 
 _PYTHON_REF = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$")
@@ -87,6 +101,7 @@ class _Planner:
         self.settings = plan.Settings()
         self._repeated: dict[str, dict[str, Span]] = {}   # query → its repeated output names
         self._reported: set[str] = set()                  # queries whose repeated names were reported
+        self.databases: dict[str, databases.Database] = {}  # DATABASE statements by lower-case name
 
     def line(self, span: Span) -> int:
         return self.source.line_col(span.start)[0]
@@ -97,6 +112,7 @@ class _Planner:
     # ---- driver
     def build(self, program: ast.Program, *, require_sink: bool) -> plan.Plan:
         sinks_ast: list[ast.Sink] = []
+        expects_ast: list[ast.Expect] = []
         conf: list[tuple[str, str]] = []
         pipeline_seen = False
         for stmt in program.statements:
@@ -109,6 +125,10 @@ class _Planner:
                 conf.append((stmt.key.value, values.literal_text(stmt.value)))
             elif isinstance(stmt, ast.Sink):
                 sinks_ast.append(stmt)
+            elif isinstance(stmt, ast.Database):
+                databases.define(stmt, self.source, self.databases, self.problems)
+            elif isinstance(stmt, ast.Expect):
+                expects_ast.append(stmt)
             else:
                 self._define(stmt)
         self.settings = plan.Settings(self.settings.name, self.mode_override or self.settings.mode,
@@ -121,11 +141,30 @@ class _Planner:
         if require_sink and not sinks_ast:
             where = program.statements[-1].span.sub(0, 1) if program.statements else Span(0, 0)
             self.add(error("E0208", where, hint="add e.g. SINK <stream> TO CONSOLE;"))
+        expects = self._expects(expects_ast, sinks)
         ordered = tuple(n for n in self.nodes.values() if n is not None)
-        result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder))
+        result = plan.Plan(self.source.path, self.settings, ordered, sinks, str(self.source.folder),
+                           databases=tuple((d.name, d.url) for d in self.databases.values()),
+                           expects=expects)
         sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
         self.problems.extend(streaming.check(result, checked, sql_of))
-        return result
+        self.problems.extend(database_streaming.static_only(result, [(c.sink, c.span) for c in checked]))
+        return dataclasses.replace(result, remarks=tuple(database_streaming.notes(result)))
+
+    def _expects(self, statements: list[ast.Expect], sinks: tuple[plan.Sink, ...]) -> tuple:
+        """The EXPECTs that check; a MODEL's answers are asked to keep what they can say
+        (expect_model.py: the ENRICH's call carries the limits)."""
+        taken = {s.path.rstrip("/"): f"SINK {s.input}" for s in sinks if s.path}
+        taken.update({n.dead_letter.rstrip("/"): f"the dead letters of '{n.name}'" for n in self.nodes.values()
+                      if isinstance(n, plan.Enrich) and n.dead_letter})
+        checked = expectations.check_all(self, statements, taken)
+        for expect in checked:
+            node = self.nodes.get(expect.on.lower())
+            limits = expect_model.limits(expect_model.pushable(expect, node)) if isinstance(node, plan.Enrich) else ()
+            if limits:
+                self.nodes[expect.on.lower()] = dataclasses.replace(
+                    node, call=dataclasses.replace(node.call, limits=limits))
+        return checked
 
     def _sinks(self, statements: list[ast.Sink]) -> tuple[list[plan.Sink], list[streaming.Checked]]:
         """The SINKs that check, and every SINK that reads a known stream through a known connector
@@ -159,7 +198,7 @@ class _Planner:
         if isinstance(stmt, ast.Source):
             return []
         if isinstance(stmt, ast.Broadcast):
-            return [stmt.source]
+            return [stmt.source] if stmt.database is None else []
         if isinstance(stmt, ast.Select):
             return self._sql_tables(stmt.sql)
         if isinstance(stmt, ast.Match):
@@ -299,21 +338,10 @@ class _Planner:
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
         opts = options.first_of_each(stmt.options, self.problems)
-        schema: plan.Schema = kind.fixed_schema
-        schema_known = True
-        if "schema" in opts:
-            if kind.fixed_schema:
-                self.add(error("E0304", opts["schema"].span, first="SCHEMA",
-                               second=f"{kind_name} source (its columns are fixed: "
-                                      + ", ".join(f.name for f in kind.fixed_schema) + ")"))
-            else:
-                schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
-                if len({f.name.lower() for f in schema}) != len(schema):
-                    return None     # a repeated column: no Source node can hold it
-        elif kind.needs_schema:
-            self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
-                           what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
-            schema_known = False
+        found = self._source_schema(stmt, kind, opts)
+        if found is None:
+            return None     # a repeated column: no Source node can hold it
+        schema, schema_known = found
         pairs = self._options(stmt.connector, kind_name, kind.required_options, "SOURCE", opts.get("options"))
         watermark = None
         if "watermark" in opts:
@@ -330,12 +358,39 @@ class _Planner:
                                hint="CAST it in a STREAM query, or declare it TIMESTAMP"))
             elif seconds is not None:
                 watermark = plan.Watermark(field.name, seconds)
-        if not schema_known:
+        table = databases.source_table(self, stmt, schema)
+        if not schema_known or table is False:
             return None
         schema = _with_corrupt_record(kind_name, schema, pairs)
         return plan.Source(name=stmt.name.value, schema=schema, line=self.line(stmt.span), span=stmt.span,
                            connector=kind_name, path=stmt.connector.arg.value if stmt.connector.arg else None,
-                           options=pairs, watermark=watermark)
+                           options=pairs, watermark=watermark, database=table, read_once=table is not None)
+
+    def _source_schema(self, stmt: ast.Source, kind, opts: dict) -> tuple[plan.Schema, bool] | None:
+        """A source's columns and whether they are known: its SCHEMA clause, its connector's
+        fixed columns, or a database's own; None when the SCHEMA repeats a column."""
+        kind_name = stmt.connector.kind.value.upper()
+        if kind_name == "TABLE" and not catalog_tables.check_name(self, stmt.connector):
+            return (), False
+        if kind_name == "TABLE" and "schema" not in opts:     # the local catalog's own columns
+            found = catalog_tables.source_schema(self, stmt)
+            return found or (), found is not None
+        if "schema" in opts:
+            if kind.fixed_schema:
+                self.add(error("E0304", opts["schema"].span, first="SCHEMA",
+                               second=f"{kind_name} source (its columns are fixed: "
+                                      + ", ".join(f.name for f in kind.fixed_schema) + ")"))
+                return kind.fixed_schema, True
+            schema = self._columns(opts["schema"].args, f"SCHEMA of '{stmt.name.value}'")
+            return (schema, True) if len({f.name.lower() for f in schema}) == len(schema) else None
+        if stmt.connector.database is not None:      # read from the database itself
+            live = databases.live_schema(self, stmt.connector, f"SOURCE {stmt.name.value}")
+            return live or (), live is not None
+        if kind.needs_schema:
+            self.add(error("E0310", stmt.connector.span, connector=kind_name, role="SOURCE",
+                           what="a SCHEMA (...) clause", hint="add SCHEMA (col TYPE, ...)"))
+            return kind.fixed_schema, False
+        return kind.fixed_schema, True
 
     def _options(self, connector: ast.Connector, kind_name: str, required: tuple[str, ...], role: str,
                  opt: ast.Opt | None) -> tuple[tuple[str, str], ...]:
@@ -360,6 +415,8 @@ class _Planner:
                            second=f"{kind} {role} (it takes no path)", hint="use OPTIONS (...)"))
 
     def _broadcast(self, stmt: ast.Broadcast) -> plan.BroadcastState | None:
+        if stmt.database is not None:
+            return database_rules.broadcast(self, stmt)
         src = self._lookup(stmt.source, "source or stream", (ast.Source, ast.Select, ast.Enrich,
                                                              ast.Process, ast.Match), "BROADCAST")
         if src is False:
@@ -375,10 +432,11 @@ class _Planner:
                                    hint=_column_hint(column.value, [f.name for f in src.schema], src.name)))
             op = stmt.op.value.lower() if stmt.op else None
             schema = tuple(f for f in src.schema if f.name.lower() != op)
+        refresh = database_rules.refresh_of_source(self, stmt, src)
         return plan.BroadcastState(name=stmt.name.value, source=src.name if src else stmt.source.value,
                                    key=stmt.key.value if stmt.key else None, op=stmt.op.value if stmt.op else None,
                                    using=stmt.using.value if stmt.using else None, schema=schema,
-                                   line=self.line(stmt.span), span=stmt.span)
+                                   line=self.line(stmt.span), span=stmt.span, refresh_s=refresh or None)
 
     def _schemas(self) -> Mapping[str, plan.Schema | None]:
         """Schemas of the relations a query may read, looked up on demand (None: not built yet,
@@ -446,6 +504,8 @@ class _Planner:
         tiers.check(self, stmt, checked)
         if isinstance(stmt.call, (ast.ModelCall, ast.EmbeddingCall)):
             call, key_columns = model_call(self, stmt, upstream, returns, checked)
+        elif isinstance(stmt.call, ast.SqlCall):
+            call, key_columns = databases.sql_call(self, stmt, upstream, returns, checked)
         elif isinstance(stmt.call, ast.HttpCall):
             method = values.choice(stmt.call.method, ("GET", "POST"), "HTTP method", self.problems)
             url = stmt.call.url.value
@@ -477,10 +537,10 @@ class _Planner:
             well_formed = self._python_ref(stmt.call.ref) or _PYTHON_REF.match(stmt.call.ref.value)
             call = plan.PythonCall(stmt.call.ref.value) if well_formed else None
             key_columns = (upstream.schema[0].name,) if upstream is not None and upstream.schema else ()
-        paths = self._paths(stmt)
+        paths = self._paths(stmt) if not isinstance(stmt.call, ast.SqlCall) else ()
         if (checked.budget is not None and checked.budget.unit == "TOKENS"
-                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall))):
-            kind = "HTTP" if isinstance(stmt.call, ast.HttpCall) else "PYTHON"    # MODEL, EMBEDDING: counted
+                and isinstance(stmt.call, (ast.HttpCall, ast.PythonCall, ast.SqlCall))):
+            kind = {ast.HttpCall: "HTTP", ast.PythonCall: "PYTHON"}.get(type(stmt.call), "SQL")  # MODEL, EMBEDDING: counted
             self.add(error("E0304", checked.clauses["budget"].span, first="BUDGET ... TOKENS",
                            second=f"WITH {kind} (tokens are counted from a model's answers)",
                            hint=f"count calls: BUDGET {checked.budget.amount} CALLS"))
@@ -505,7 +565,8 @@ class _Planner:
                            timeout_s=checked.timeout_s,
                            retry=checked.retry, cache=checked.cache, rate=checked.rate,
                            on_miss=checked.on_miss, on_timeout=checked.on_timeout, on_error=checked.on_error,
-                           dead_letter=checked.dead_letter, key_columns=key_columns, batch=checked.batch,
+                           dead_letter=checked.dead_letter, ceiling=checked.ceiling, key_columns=key_columns,
+                           batch=checked.batch,
                            paths=paths, outage=checked.outage,
                            store=answer_store.store(checked, self.settings), budget=checked.budget,
                            tier=checked.tier, price=checked.price, batch_failure=checked.batch_failure)
@@ -657,9 +718,11 @@ class _Planner:
         self._connector_arg(stmt.connector, kind.takes_arg, "SINK")
         if kind_name == "PYTHON" and stmt.connector.arg is not None:
             self._python_ref(stmt.connector.arg)
-        mode, partition_by, given = "APPEND", (), None
+        mode, partition_by, given, key_opt = "APPEND", (), None, None
         for opt in options.first_of_each(stmt.options, self.problems).values():
-            if opt.key == "mode":
+            if opt.key == "key":
+                key_opt = opt
+            elif opt.key == "mode":
                 mode = values.choice(opt.args[0], SINK_MODES, "SINK MODE", self.problems) or mode
                 self._sink_mode(mode, opt)
             elif opt.key == "partition_by":
@@ -667,9 +730,13 @@ class _Planner:
             else:
                 given = opt
         pairs = self._options(stmt.connector, kind_name, kind.required_options, "SINK", given)
+        table = databases.sink_table(self, stmt, upstream, mode, key_opt)
+        if kind_name == "TABLE":
+            catalog_tables.sink_checks(self, stmt, mode)
         return plan.Sink(input=self.defs[key].name.value, connector=kind_name,
                          path=stmt.connector.arg.value if stmt.connector.arg else None, options=pairs,
-                         mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span)
+                         mode=mode, partition_by=partition_by, line=self.line(stmt.span), span=stmt.span,
+                         database=table)
 
     def _sink_mode(self, mode: str, opt: ast.Opt) -> None:
         """MODE COMPLETE in BATCH; MODE OVERWRITE in STREAMING is streaming.check's (its hint

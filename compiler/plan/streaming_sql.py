@@ -1,7 +1,7 @@
 """Spark's rules on the SQL of a streaming query (its UnsupportedOperationChecker), reported by
 `dslc check` in STREAMING with Spark's own words and a way out.
 
-Each rule was seen refused by PySpark 4.3 when the query starts (tests/sql/test_streaming_sql_rules.py
+Each rule was seen refused by PySpark 4.3 when the query starts (tests/sql/test_streaming_rules.py
 starts each shape on real Spark and compares the messages):
 
 - an outer or semi join of two streams needs a watermarked column among the equality keys, or a
@@ -26,8 +26,10 @@ from sqlglot import exp
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan.sql import extent
+from dslc.compiler.plan.nearest_shape import lowerable
 from dslc.compiler.source import Span
+from dslc.compiler.sparksql.nearest import nearest_joins
+from dslc.compiler.sparksql.sql import extent
 
 _CORRECTNESS_CONF = "spark.sql.streaming.statefulOperator.checkCorrectness.enabled"
 _SPARK_JOIN = {("LEFT", ""): "LeftOuter", ("LEFT", "OUTER"): "LeftOuter", ("RIGHT", ""): "RightOuter",
@@ -58,7 +60,17 @@ def _relation(table: exp.Expression, p: plan.Plan) -> str | None:
     if not isinstance(table, exp.Table) or not table.name:
         return None
     node = next((n for n in p.nodes if n.name.lower() == table.name.lower()), None)
-    return None if node is None or isinstance(node, plan.BroadcastState) else node.name
+    if node is None or isinstance(node, plan.BroadcastState) or _static(p, node.name):
+        return None
+    return node.name
+
+
+def _static(p: plan.Plan, name: str) -> bool:
+    """True when every source `name` reads is a table read once (database_streaming.py): a static
+    side, which Spark joins to each micro-batch of a stream without state."""
+    sources = [n for n in p.upstream([name], stop=lambda n: isinstance(n, plan.BroadcastState))
+               if isinstance(n, plan.Source)]
+    return bool(sources) and all(s.read_once for s in sources)
 
 
 def _spark_type(join: exp.Join) -> str:
@@ -313,6 +325,25 @@ def complete_problems(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]]) -> list
     return problems
 
 
+def nearest_problems(query: plan.Query, sql: ast.Sql, p: plan.Plan) -> list[Diagnostic] | None:
+    """A NEAREST BY join in STREAMING: none when dslc runs it with an index (optimizer/rules/
+    nearest.py), else Spark's refusal and the ways out; None when the query has no such join."""
+
+    joins = nearest_joins(query.tree)
+    if not joins:
+        return None
+    if lowerable(p, query) is not None:
+        return []
+    return [_problem(extent(join, sql), "a NEAREST BY join whose right side is not a SOURCE read once",
+                     "[NEAREST_BY_JOIN.STREAMING_NOT_SUPPORTED] Nearest-by join is not supported with streaming "
+                     "DataFrames/Datasets",
+                     "dslc runs it with an index when the right side is a SOURCE (JSON, CSV, PARQUET, TEXT or "
+                     "KAFKA: read once when the job starts) named in the FROM, the left side a SOURCE or STREAM, "
+                     "the query's only join, and the ranking vector_l2_distance, vector_cosine_similarity or "
+                     "vector_inner_product of a left column and a right column; or run it in BATCH")
+            for join in joins]
+
+
 def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]], sql_of: dict[str, ast.Sql], marks: dict) -> list[Diagnostic]:
     """Spark's rules on the SQL of a STREAMING plan."""
     problems: list[Diagnostic] = []
@@ -320,7 +351,11 @@ def check(p: plan.Plan, sinks: list[tuple[plan.Sink, Span]], sql_of: dict[str, a
         sql = sql_of.get(node.name.lower())
         if not isinstance(node, plan.Query) or sql is None:
             continue
-        problems += join_problems(node.name, node.tree, sql, p, marks)
+        nearest = nearest_problems(node, sql, p)
+        if nearest is None:
+            problems += join_problems(node.name, node.tree, sql, p, marks)
+        else:
+            problems += nearest
         problems += query_problems(node.name, node.tree, sql, p)
         problems += order_problems(node, sql, p)
     return problems + complete_problems(p, sinks)

@@ -1,12 +1,14 @@
 """One self-contained HTML page of a run (`dslc run --report`, `dslc report`): the diagnosis, the
 plan picture with each operator's figures, a table of every figure, latency histograms, in
-flight and throughput over time, dead letters and their first error, STREAMING micro-batches.
+flight and throughput over time, dead letters and their first error, each EXPECT's constraints
+(the worst first), STREAMING micro-batches.
 Everything is inline (CSS, SVG); the page loads nothing."""
 from __future__ import annotations
 
 from html import escape
 from typing import Any
 
+from dslc.runtime.expect_figures import worst_first
 from dslc.runtime.live_view import extra_columns
 from dslc.runtime.metrics import money
 
@@ -23,7 +25,8 @@ h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1
 table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 7px; }
 td.n { text-align: right; } .diagnosis { padding: 8px 12px; margin: 6px 0; border-left: 6px solid #888; background: #f5f5f5; }
 .diagnosis.capacity { border-color: #e69b00; } .diagnosis.service { border-color: #c62828; }
-.diagnosis.rate { border-color: #6a4fc7; } .diagnosis.provider { border-color: #00838f; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
+.diagnosis.rate { border-color: #6a4fc7; } .diagnosis.provider { border-color: #ef6c00; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
+.diagnosis.expectation { border-color: #00838f; } h3 { font-size: 14px; margin-bottom: 4px; }
 .cause { font-weight: bold; text-transform: uppercase; } .plan svg { max-width: 100%; height: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; } .warning { color: #b71c1c; } .wide { overflow-x: auto; }
 """
@@ -104,6 +107,48 @@ def _money_section(operators: dict[str, dict[str, Any]]) -> str:
         ["operator", "spent (at PRICE)", "tokens", "online calls", "batch lines answered", "batch lines failed"], rows))
 
 
+def _outcome(outcome: dict[str, Any] | None) -> list[str]:
+    """The run's outcome (runtime/spark/outcome.py): how it ended, rows read and written, dead
+    letters with their top errors, answers by origin."""
+    if not outcome:
+        return []
+    code = outcome.get("exit_code")
+    parts = [f'<h2 id="outcome">Outcome: exit code {escape(str(code))} ({escape(str(outcome.get("ended", "")))}) '
+             f'after {float(outcome.get("duration_s") or 0):.1f} s</h2>']
+    if outcome.get("error"):
+        parts.append(f'<p class="warning">{escape(outcome["error"])}</p>')
+    rows = [["read", name, read.get("rows"), ""] for name, read in (outcome.get("sources") or {}).items()]
+    rows += [["wrote", f"{s['stream']} (line {s['line']})", s.get("rows"), s.get("path") or ""]
+             for s in outcome.get("sinks") or []]
+    rows += [["dead letters", ", ".join(d["operators"]), d.get("rows"),
+              "; ".join([d["path"]] + [f"{e['count']} × {e['error']}" for e in d.get("top_errors") or []])]
+             for d in outcome.get("dead_letters") or []]
+    answers = outcome.get("answers") or {}
+    if answers.get("by_operator"):
+        rows.append(["answers", "all ENRICH", None, ", ".join(f"{answers.get(k, 0)} {k}" for k in
+                                                             ("calls", "cache", "store", "replay"))])
+    if rows:
+        parts.append(_table(["", "what", "rows", "where"], rows))
+    return parts
+
+
+def _expectations(section: dict[str, dict[str, Any]]) -> list[str]:
+    """One table per EXPECT (by the stream it judges): each constraint, the worst first, with its
+    action and its passed and failed rows."""
+    if not section:
+        return []
+    parts = ['<h2 id="expectations">Expectations</h2>']
+    for name, figures in section.items():
+        parts.append(f"<h3>EXPECT ON {escape(name)} (line {figures['line']})</h3>"
+                     f"<p>{figures['rows']} rows judged: {figures['passed']} passed, {figures['dropped']} dropped, "
+                     f"{figures['quarantined']} quarantined</p>")
+        rows = [[c["name"], c["line"], f"QUARANTINE '{c['path']}'" if c.get("path") else c["action"], c["passed"],
+                 c["failed"], f"{100.0 * c['failed'] / figures['rows']:.1f}%" if figures["rows"] else "-"]
+                for c in worst_first(figures["constraints"])]
+        parts.append(_table(["constraint", "line", "action", "passed", "failed", "failed share"], rows))
+    return parts
+
+
 def render(document: dict[str, Any]) -> str:
     """The page of one metrics document (runtime/spark/metrics.publish)."""
     operators: dict[str, dict[str, Any]] = document.get("operators") or {}
@@ -116,6 +161,7 @@ def render(document: dict[str, Any]) -> str:
              f"<h1>{escape(title)}</h1>",
              f"<p>finished {escape(str(document.get('finished_at', '?')))}, application "
              f"{escape(str(document.get('application_id') or '-'))}</p>"]
+    parts += _outcome(document.get("outcome"))
     parts.append('<h2 id="diagnosis">What limits each ENRICH</h2>')
     if diagnoses:
         for d in diagnoses:
@@ -147,6 +193,7 @@ def render(document: dict[str, Any]) -> str:
             for name, m in sorted(operators.items()) if m.get("dead_letters") or m.get("errors") or m.get("timeouts")]
     parts.append(_table(["operator", "dead letters", "errors", "timeouts", "first error"], rows) if rows
                  else "<p>None: every element was answered.</p>")
+    parts += _expectations(document.get("expectations") or {})
     batches = document.get("micro_batches") or []
     if batches:
         parts.append('<h2 id="micro-batches">STREAMING micro-batches</h2>')

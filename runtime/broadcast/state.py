@@ -51,7 +51,32 @@ def _freeze(name: str, value: Any) -> Any:
     return value
 
 
-class _ReadOnlyMapping(Mapping[Any, Any]):
+class _KeysOf:
+    """Iteration, size and membership of the dict a view reads (`_data`): its keys as they are,
+    for the read-only views and the read-write one alike."""
+
+    __slots__ = ()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+
+class _Refuses:
+    """The data side's mutators: each raises BroadcastStateError naming the state (`_name`)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        _read_only(self._name)
+
+
+class _ReadOnlyMapping(_KeysOf, _Refuses, Mapping[Any, Any]):
     """Mapping over a live dict: values frozen on access, every mutator raises."""
 
     __slots__ = ("_name", "_data")
@@ -63,47 +88,16 @@ class _ReadOnlyMapping(Mapping[Any, Any]):
     def __getitem__(self, key: Any) -> Any:
         return _freeze(self._name, self._data[key])
 
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
-
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._name!r}, {self._data!r})"
 
-    def __setitem__(self, key: Any, value: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def __delitem__(self, key: Any) -> NoReturn:
-        _read_only(self._name)
+    __setitem__ = __delitem__ = pop = popitem = clear = update = setdefault = __ior__ = _Refuses._refuse
 
     def __setattr__(self, attr: str, value: Any) -> None:
         if attr in _ReadOnlyMapping.__slots__ and not hasattr(self, attr):
             object.__setattr__(self, attr, value)
         else:
             _read_only(self._name)
-
-    def pop(self, *args: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def popitem(self) -> NoReturn:
-        _read_only(self._name)
-
-    def clear(self) -> NoReturn:
-        _read_only(self._name)
-
-    def update(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def setdefault(self, *args: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def __ior__(self, other: Any) -> NoReturn:
-        _read_only(self._name)
 
     def copy(self) -> dict[Any, Any]:
         """A private, mutable deep copy (changing it does not change the state)."""
@@ -126,7 +120,7 @@ class FrozenDict(_ReadOnlyMapping):
     __slots__ = ()
 
 
-class FrozenList(Sequence[Any]):
+class FrozenList(_Refuses, Sequence[Any]):
     """A nested list inside a state value as seen from the data side."""
 
     __slots__ = ("_name", "_data")
@@ -153,41 +147,8 @@ class FrozenList(Sequence[Any]):
     def __repr__(self) -> str:
         return f"FrozenList({self._data!r})"
 
-    def __setattr__(self, attr: str, value: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def __setitem__(self, index: Any, value: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def __delitem__(self, index: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def __iadd__(self, other: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def append(self, value: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def extend(self, values: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def insert(self, index: int, value: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def remove(self, value: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def pop(self, *args: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def clear(self) -> NoReturn:
-        _read_only(self._name)
-
-    def sort(self, *args: Any, **kwargs: Any) -> NoReturn:
-        _read_only(self._name)
-
-    def reverse(self) -> NoReturn:
-        _read_only(self._name)
+    __setattr__ = __setitem__ = __delitem__ = __iadd__ = _Refuses._refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _Refuses._refuse
 
     def copy(self) -> list[Any]:
         """A private, mutable deep copy."""
@@ -208,7 +169,7 @@ def thaw(value: Any) -> Any:
 # -- the read-write side -------------------------------------------------------------------------
 
 
-class ReadWriteView(MutableMapping[Any, Any]):
+class ReadWriteView(_KeysOf, MutableMapping[Any, Any]):
     """The BROADCAST side's view of one named state; every put/remove bumps the state's version."""
 
     def __init__(self, state: BroadcastState, name: str) -> None:
@@ -228,15 +189,6 @@ class ReadWriteView(MutableMapping[Any, Any]):
     def __delitem__(self, key: Any) -> None:
         del self._data[key]
         self._state.version += 1
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._data
 
     def put(self, key: Any, value: Any) -> None:
         """Flink's BroadcastState.put."""

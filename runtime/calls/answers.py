@@ -20,7 +20,7 @@ from jmespath import visitor
 
 from dslc.runtime.config import Enrich
 
-from .base import BadItem, CallError, check_result_types
+from .base import BadItem, CallError, answer_error, check_result_types
 
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 
@@ -73,12 +73,12 @@ class AnswerShape:
             return self._checked(self._columns(value))
         if isinstance(value, list):
             return [self._checked(self._columns(item, index)) for index, item in enumerate(value)]
-        raise CallError(f"{self._where()} found {_a(value)} where an object or a list of objects is needed")
+        raise answer_error(f"{self._where()} found {_a(value)} where an object or a list of objects is needed")
 
     def _columns(self, item: Any, index: int | None = None) -> dict[str, Any]:
         if not isinstance(item, dict):
             at = f" at index {index}" if index is not None else ""
-            raise CallError(f"{self._where()} found a list holding {_a(item)}{at} where objects are needed")
+            raise answer_error(f"{self._where()} found a list holding {_a(item)}{at} where objects are needed")
         if not self.paths:
             return item
         row = {column: item.get(column) for column in self.plain}
@@ -93,7 +93,7 @@ class AnswerShape:
             message = str(exc)
             for column, path in self.path_of.items():     # name the path the value came from
                 message = message.replace(f"field '{column}'", f"field '{column}' (PATH '{path}')", 1)
-            raise CallError(message) from None
+            raise answer_error(message) from None
 
     def batch(self, answer: Any, rows: int) -> list[Any]:
         """BATCH: ANSWER applies to the whole answer and must find the array of per-element answers."""

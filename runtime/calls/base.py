@@ -20,20 +20,36 @@ from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.schema import results as result_types
 
+from .errors import ANSWER, REQUEST, TRANSIENT, status_class
+
 
 class CallError(RuntimeError):
     """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...).
     An HTTP status that is not an answer carries `status`; 429 and 503 say the service is
     overloaded (`overload`) and may say when to come back (`retry_after_s`, from Retry-After).
     `raw` keeps what the service answered when that answer was the problem (a model's content
-    that does not parse or fit, a refusal): its dead letter carries it."""
+    that does not parse or fit, a refusal): its dead letter carries it. `error_class` (calls/
+    errors.py) says whether RETRY may call again: given by the call (`answer` for an answer that
+    does not fit), else read from the status."""
+
+    #: the message with the request as written (`{col}` placeholders), not this element's: what
+    #: errors of many elements have in common, counted together in the run's summary
+    general: str | None = None
 
     def __init__(self, message: str, status: int | None = None, retry_after_s: float | None = None,
-                 raw: str | None = None) -> None:
+                 raw: str | None = None, error_class: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
         self.raw = raw
+        self._class = error_class
+
+    @property
+    def error_class(self) -> str:
+        """The class of this error (calls/errors.py)."""
+        if self._class is not None:
+            return self._class
+        return status_class(self.status) if self.status is not None else TRANSIENT
 
     @property
     def overload(self) -> bool:
@@ -43,6 +59,15 @@ class CallError(RuntimeError):
 
 class UnsendableRequest(CallError):
     """The element itself cannot make a request (a null placeholder, a dot segment): retrying cannot help."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, error_class=REQUEST)
+
+
+def answer_error(message: str, raw: str | None = None) -> CallError:
+    """The error of an answer that does not fit RETURNS (a type, the shape, not JSON, a model's
+    refusal): the same request would get it again, so RETRY does not call again."""
+    return CallError(message, raw=raw, error_class=ANSWER)
 
 
 def check_result_types(result: Any, check: Callable[[Mapping[str, Any]], str | None] | None) -> Any:
@@ -55,14 +80,14 @@ def check_result_types(result: Any, check: Callable[[Mapping[str, Any]], str | N
     if type(result) is dict:              # the usual answer: one object
         problem = check(result)
         if problem:
-            raise CallError(f"answer {problem}")
+            raise answer_error(f"answer {problem}")
         return result
     items = result if isinstance(result, list) else (result,)
     for item in items:
         if isinstance(item, dict):        # the operator reports shapes it cannot use
             problem = check(item)
             if problem:
-                raise CallError(f"answer {problem}")
+                raise answer_error(f"answer {problem}")
     return result
 
 
@@ -183,7 +208,7 @@ class EnrichCall:
         """One row's item of a `call_batch` answer as that row's result (CallError: its error):
         its RETURNS types checked; a `BadItem` (a kind could not make it a result) is the error."""
         if type(answer) is BadItem:
-            raise CallError(answer.message)
+            raise answer_error(answer.message)
         return check_result_types(answer, self.result_check)
 
     async def aclose_clients(self) -> None:

@@ -9,7 +9,7 @@ from dslc.runtime.config import EmbeddingCall, Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.tokens import text_tokens
 
-from .base import CallError, UnsendableRequest
+from .base import CallError, UnsendableRequest, answer_error
 from .openai_api import OpenAICompatibleCall
 
 
@@ -69,7 +69,7 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
         when the answer does not have exactly one vector of numbers per input."""
         data = answer.get("data")
         if not isinstance(data, list):
-            raise CallError("the embeddings answer has no data list")
+            raise answer_error("the embeddings answer has no data list")
         by_index: dict[int, list[float]] = {}
         for item in data:
             index = item.get("index") if isinstance(item, dict) else None
@@ -78,7 +78,7 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
                 raise CallError(f"the embeddings answer has an item with index {index!r} for {count} inputs")
             if not isinstance(vector, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                        for v in vector):
-                raise CallError(f"the embedding at index {index} is not a list of numbers")
+                raise answer_error(f"the embedding at index {index} is not a list of numbers")
             by_index[index] = [float(v) for v in vector]
         if len(by_index) != count:
             raise CallError(f"the embeddings answer has {len(by_index)} vectors for {count} inputs")

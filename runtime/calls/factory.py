@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, PythonCall
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, PythonCall, SqlCall
 from dslc.runtime.wrappers import provider_batch, recording
 
 from .base import EnrichCall
@@ -15,12 +15,14 @@ from .embedding import EmbeddingEnrichCall
 from .http import HttpEnrichCall
 from .model import ModelEnrichCall
 from .python import PythonEnrichCall
+from .sql import SqlEnrichCall
 
 KINDS: dict[type, Callable[[Enrich], EnrichCall]] = {
     PythonCall: PythonEnrichCall,
     HttpCall: HttpEnrichCall,
     ModelCall: ModelEnrichCall,
     EmbeddingCall: EmbeddingEnrichCall,
+    SqlCall: SqlEnrichCall,
 }
 
 

@@ -26,6 +26,7 @@ from .base import (
     EnrichCall,
     UnsendableRequest,
     _json_value,
+    answer_error,
     check_batch_answer,
     check_result_types,
     hashable_key,
@@ -113,7 +114,7 @@ class HttpEnrichCall(EnrichCall):
         if value is None:
             return None         # JSON null: no result, a miss (as None from a Python function)
         if not isinstance(value, (dict, list)):
-            raise CallError(f"response body is JSON {type(value).__name__}, expected an object or array")
+            raise answer_error(f"response body is JSON {type(value).__name__}, expected an object or array")
         return check_result_types(value, self.result_check)
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
@@ -140,8 +141,10 @@ class HttpEnrichCall(EnrichCall):
                 return 404, b""
             if not 200 <= response.status < 300:
                 text = (await response.content.read(200)).decode("utf-8", "replace")
-                raise CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
-                                      retry_after_s(response.headers.get("Retry-After")))
+                error = CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
+                                  retry_after_s(response.headers.get("Retry-After")))
+                error.general = f"HTTP {response.status} from {redact_url(self.url)}: {text}"
+                raise error
             return response.status, await sessions.read_body(response)
 
     async def aclose_clients(self) -> None:
@@ -156,7 +159,7 @@ def _parse(body: bytes) -> Any:
     try:
         return json.loads(body)
     except ValueError as exc:
-        raise CallError(f"response body is not JSON: {exc}") from None
+        raise answer_error(f"response body is not JSON: {exc}") from None
 
 
 def fill(template: str, row: Row) -> str:

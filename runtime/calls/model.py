@@ -3,8 +3,9 @@ JSON that fits RETURNS (structured output: `response_format` of type `json_schem
 
 The answer's message content is parsed and checked against the schema. A refusal, a truncated
 answer (`finish_reason` `length`), content that is not JSON or does not fit RETURNS is a
-CallError that keeps the content (`raw`), so ON ERROR decides and a dead letter shows what the
-model said. Empty content with no refusal is an error too; a model has no "miss".
+CallError of class `answer` (calls/errors.py: not retried, the same prompt would be paid again
+for the same answer) that keeps the content (`raw`), so ON ERROR decides and a dead letter shows
+what the model said. Empty content with no refusal is an error too; a model has no "miss".
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.tokens import message_tokens
 from dslc.runtime.schema.json_schema import mismatch, returns_schema
 
-from .base import CallError, check_result_types
+from .base import answer_error, check_result_types
 from .openai_api import OpenAICompatibleCall
 
 
@@ -33,7 +34,7 @@ class ModelEnrichCall(OpenAICompatibleCall):
         assert isinstance(config.call, ModelCall)
         super().__init__(config)
         self.call = config.call
-        self.schema = returns_schema(config.returns)
+        self.schema = returns_schema(config.returns, config.call.limits)
         self.response_format = {"type": "json_schema", "json_schema": {
             "name": schema_name(config.name), "strict": True, "schema": self.schema}}
 
@@ -65,28 +66,28 @@ class ModelEnrichCall(OpenAICompatibleCall):
         return check_result_types(self.result(answer), self.result_check)
 
     def result(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """The RETURNS values of a chat completion, else CallError keeping the content."""
+        """The RETURNS values of a chat completion, else an `answer` CallError keeping the content."""
         choices = answer.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise CallError("the answer has no choices")
+            raise answer_error("the answer has no choices")
         choice = choices[0]
         message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
         content = message.get("content")
         refusal = message.get("refusal")
         if refusal:
-            raise CallError(f"the model refused: {str(refusal)[:200]}", raw=str(refusal))
+            raise answer_error(f"the model refused: {str(refusal)[:200]}", raw=str(refusal))
         finish = choice.get("finish_reason")
         if finish == "length":
-            raise CallError("the model's answer was cut short (finish_reason length)", raw=content)
+            raise answer_error("the model's answer was cut short (finish_reason length)", raw=content)
         if finish == "content_filter":
-            raise CallError("the model's answer was withheld (finish_reason content_filter)", raw=content)
+            raise answer_error("the model's answer was withheld (finish_reason content_filter)", raw=content)
         if not isinstance(content, str) or not content.strip():
-            raise CallError("the model answered no content", raw=content if isinstance(content, str) else None)
+            raise answer_error("the model answered no content", raw=content if isinstance(content, str) else None)
         try:
             value = json.loads(content)
         except ValueError as exc:
-            raise CallError(f"the model's content is not JSON: {exc}", raw=content) from None
+            raise answer_error(f"the model's content is not JSON: {exc}", raw=content) from None
         problem = mismatch(value, self.schema)
         if problem:
-            raise CallError(f"the model's content does not fit RETURNS: {problem}", raw=content)
+            raise answer_error(f"the model's content does not fit RETURNS: {problem}", raw=content)
         return value

@@ -31,7 +31,7 @@ from dslc.runtime.limits.tokens import TokenLimiter, retry_after
 from dslc.runtime.secrets import Secrets
 
 from . import sessions
-from .base import CallError, EnrichCall, UnsendableRequest, hashable_key, to_json
+from .base import CallError, EnrichCall, UnsendableRequest, answer_error, hashable_key, to_json
 from .prompt import UnfillableText, fill
 from .url import placeholders, redact_url
 
@@ -172,9 +172,9 @@ class OpenAICompatibleCall(EnrichCall):
             answer = json.loads(raw)
         except ValueError as exc:
             limiter.settle(estimate, None, None)
-            raise CallError(f"response body is not JSON: {exc}") from None
+            raise answer_error(f"response body is not JSON: {exc}") from None
         if not isinstance(answer, dict):
-            raise CallError(f"response body is JSON {type(answer).__name__}, expected an object")
+            raise answer_error(f"response body is JSON {type(answer).__name__}, expected an object")
         prompt, completion = self.count_usage(answer.get("usage"))
         self.count_cost(prompt, completion)
         limiter.settle(estimate, prompt, completion if completes else 0)

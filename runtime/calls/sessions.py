@@ -16,7 +16,7 @@ import aiohttp
 
 from dslc.runtime.config import HttpCall
 
-from .base import CallError
+from .base import answer_error
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 
@@ -77,11 +77,11 @@ async def close_all_sessions() -> None:
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:
-    """The whole body of an answer, at most MAX_BODY_BYTES (more is a CallError)."""
+    """The whole body of an answer, at most MAX_BODY_BYTES (more is an `answer` CallError: not retried)."""
     length = response.content_length
     if length is not None:      # the usual case: one read of a body of known size
         if length > MAX_BODY_BYTES:
-            raise CallError(f"response body of {length} bytes exceeds {MAX_BODY_BYTES}")
+            raise answer_error(f"response body of {length} bytes exceeds {MAX_BODY_BYTES}")
         return await response.read()
     body = await response.content.read(MAX_BODY_BYTES + 1)
     while len(body) <= MAX_BODY_BYTES:
@@ -90,5 +90,5 @@ async def read_body(response: aiohttp.ClientResponse) -> bytes:
             break
         body += more
     if len(body) > MAX_BODY_BYTES:
-        raise CallError(f"response body exceeds {MAX_BODY_BYTES} bytes")
+        raise answer_error(f"response body exceeds {MAX_BODY_BYTES} bytes")
     return body

@@ -48,9 +48,16 @@ def _build_enrich(op: C.Enrich, views: Mapping[str, ReadOnlyView]) -> Operator:
     return EnrichOperator(op)
 
 
+def _build_expect(op: C.Expect, views: Mapping[str, ReadOnlyView]) -> Operator:
+    from dslc.runtime.core.expect_operator import ExpectOperator
+
+    return ExpectOperator(op)
+
+
 _FACTORIES: dict[type, Callable[[Any, Mapping[str, ReadOnlyView]], Operator]] = {
     C.Process: _build_process,
     C.Enrich: _build_enrich,
+    C.Expect: _build_expect,
 }
 
 
@@ -183,13 +190,16 @@ class ChainFunction:
         operators = build_operators(self.chain, state_views(self.chain, self.states))
         chain = OperatorChain(operators)
         generator = WatermarkGenerator(self.chain.watermark, self.clock) if self.chain.watermark else None
-        started = (time.perf_counter(), busy_seconds())
+        # the task's clock (wall, CPU) starts with its first input batch: what came before (opening
+        # the operators, Spark handing over the first rows) is start-up, not what limits the chain
+        started = [time.perf_counter(), busy_seconds()]
         reporter = None
         if self.progress:
             from dslc.runtime.progress import TaskReporter
             reporter = TaskReporter(self.progress, self.chain.name, lambda: task_figures(chain, started)).start()
         failed = False
         joined: list[pa.RecordBatch] = []     # rows with joined answers, in order with the chain's output
+        batches = _clocked(batches, started)
         chunks = self._chunks(batches, generator) if self.chain.joined is None else \
             self._joined_chunks(batches, operators[0], joined)
         try:
@@ -277,7 +287,7 @@ class ChainFunction:
         for start in range(0, len(rows), size):
             yield rows_to_batch(rows[start:start + size], self.schema, self.chain.name)
 
-    def _report(self, chain: OperatorChain, failed: bool, started: tuple[float, float]) -> None:
+    def _report(self, chain: OperatorChain, failed: bool, started: list[float]) -> None:
         if self.metrics_sink is None:
             return
         try:
@@ -285,6 +295,16 @@ class ChainFunction:
         except Exception:
             if not failed:
                 raise  # after a failure, the original error matters more than the metrics
+
+
+def _clocked(batches: Iterable[pa.RecordBatch], started: list[float]) -> Iterator[pa.RecordBatch]:
+    """`batches`, setting `started` (wall, CPU) when the first one arrives."""
+    first = True
+    for batch in batches:
+        if first:
+            first = False
+            started[:] = [time.perf_counter(), busy_seconds()]
+        yield batch
 
 
 def busy_seconds() -> float:
@@ -301,9 +321,10 @@ def busy_seconds() -> float:
     return total
 
 
-def task_figures(chain: OperatorChain, started: tuple[float, float]) -> dict[str, dict[str, Any]]:
-    """Each operator's metrics with the task's wall and CPU seconds so far (the Python worker runs
-    one task at a time, so its process CPU time is this task's; `cpu` in runtime/diagnosis.py)."""
+def task_figures(chain: OperatorChain, started: list[float]) -> dict[str, dict[str, Any]]:
+    """Each operator's metrics with the task's wall and CPU seconds so far, from its first input
+    batch (the Python worker runs one task at a time, so its process CPU time is this task's;
+    `cpu` in runtime/diagnosis.py)."""
     wall, cpu = time.perf_counter() - started[0], busy_seconds() - started[1]
     return {name: {**m, "task_seconds": round(wall, 6), "cpu_seconds": round(cpu, 6)}
             for name, m in chain.metrics().items()}

@@ -172,6 +172,7 @@ class EnrichOperator:
         self.backlog: collections.deque[Row | Watermark] = collections.deque()
         self._progress: Callable[[], None] | None = None
         self._starts_at_once = False
+        self._resolver.on_admits_changed = self._admits_changed
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -278,9 +279,13 @@ class EnrichOperator:
         the loop thread. Nothing blocks there: an element that finds the queue full waits in
         the backlog, and `progress` is called when something may leave."""
         self._progress = progress
-        self._starts_at_once = not self._resolver.admits and self._batching is None
+        self._admits_changed()
         self.process_element = self._process_on_loop   # type: ignore[method-assign]
         self.process_watermark = self._watermark_on_loop   # type: ignore[method-assign]
+
+    def _admits_changed(self) -> None:
+        """Whether an element's call starts at once (nothing has to admit it) or in a call task."""
+        self._starts_at_once = self._progress is not None and not self._resolver.admits and self._batching is None
 
     @property
     def busy(self) -> bool:
@@ -382,8 +387,13 @@ class EnrichOperator:
         self._stop_if_spent()
 
     def _stop_if_spent(self) -> None:
-        """BUDGET in STREAMING: a task that left rows unanswered fails, so its micro-batch does not
-        commit without them (a rerun replays it and finds the answers received in the store)."""
+        """At the end of the task's input: refused credentials or a service that never answered
+        stop the run (core/refusals.py). BUDGET in STREAMING: a task that left rows unanswered
+        fails, so its micro-batch does not commit without them (a rerun replays it and finds the
+        answers received in the store)."""
+        guard = self._resolver.guard
+        if guard is not None:
+            guard.at_end()
         budget = self.config.budget
         unanswered = self._metrics.counters["unanswered"]
         if budget is not None and budget.stop_task and unanswered:

@@ -14,12 +14,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
-from dslc.runtime.calls.base import CallError, EnrichCall, UnsendableRequest
+from dslc.runtime.calls import errors
+from dslc.runtime.calls.base import CallError, EnrichCall, answer_error
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
+from dslc.runtime.core.refusals import RUN_STOPS, RefusalGuard, guard_for
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for
 from dslc.runtime.limits.job_rate import JobRate
@@ -137,9 +139,9 @@ def normalize(result: Any) -> list[dict[str, Any]]:
     if isinstance(result, (list, tuple)):
         for item in result:
             if not isinstance(item, dict):
-                raise TypeError(f"result list holds a {type(item).__name__}, expected objects")
+                raise answer_error(f"result list holds a {type(item).__name__}, expected objects")
         return list(result)
-    raise TypeError(f"result is a {type(result).__name__}, expected an object, a list of objects or None")
+    raise answer_error(f"result is a {type(result).__name__}, expected an object, a list of objects or None")
 
 
 class ElementResolver:
@@ -168,12 +170,25 @@ class ElementResolver:
         # ON OUTAGE PAUSE | FAIL: told of every call's outcome; holds elements during an outage
         self.breaker: OutageBreaker | None = breaker_for(config.outage, config.name, config.line)
         self._holding: dict[int, int] = {}     # id(row) -> breaker.answered when it began to hold
-        self.admits = self.bucket is not None or limit is not None or self.breaker is not None
+        # HTTP, MODEL, EMBEDDING: refused credentials or a service never answered stop the run;
+        # until a first answer, its gate admits elements (then `on_admits_changed` is called)
+        self.guard: RefusalGuard | None = guard_for(config)
+        self._admits = self.bucket is not None or limit is not None or self.breaker is not None
+        self.admits = self._admits or self.guard is not None
+        self.on_admits_changed: Callable[[], None] | None = None
+        if self.guard is not None:
+            self.guard.on_open = self._gate_opened
         self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
         # nothing comes between an element and its call; `start` then steps the first attempt
         # itself if the call may answer at once (which the call knows once it is open)
         self._inline = self.cache is None and not self.admits and not self.batched and self.stored is None
+
+    def _gate_opened(self) -> None:
+        """The guard's gate opened (a first answer): elements need no admission for it any more."""
+        self.admits = self._admits
+        if self.on_admits_changed is not None:
+            self.on_admits_changed()
 
     async def resolve(self, row: Row) -> Resolution:
         """The whole contract for one element on the running loop (TIMEOUT by asyncio.timeout)."""
@@ -199,6 +214,8 @@ class ElementResolver:
             await self.limit.acquire()
         if self.breaker is not None and self.breaker.open:
             await self.breaker.admit()
+        if self.guard is not None and self.guard.gated:
+            await self.guard.admit()
 
     def start(self, row: Row, attempts: list[int]) -> Resolution | Coroutine[Any, Any, Resolution]:
         """Start the element's calls (it is admitted): its resolution when the first attempt
@@ -240,6 +257,7 @@ class ElementResolver:
         limit = self.limit
         breaker = self.breaker
         held = 0        # extra tries while a failure may be the service's (ON OUTAGE)
+        met_5xx = False  # this element got a 5xx answer (counted once, for the diagnosis)
         rejoin = None   # a held element: what to wait for before it sends again (outside its ADAPTIVE
                         # slot), then RATE and ADAPTIVE admit it as a first attempt
         while True:
@@ -255,6 +273,8 @@ class ElementResolver:
                         await asyncio.sleep(delay)
                 if attempts[0] > 1 or rejoin is not None:
                     rejoin = None
+                    if self.guard is not None:
+                        self.guard.check()
                     if self.bucket is not None:
                         await self.bucket.acquire()
                     if limit is not None:
@@ -272,12 +292,23 @@ class ElementResolver:
             except asyncio.CancelledError:
                 raise
             except BudgetSpent:
+                if self.guard is not None:
+                    self.guard.not_sent()
                 self.metrics.add("unanswered")
                 return UNANSWERED
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
+                error_class = errors.error_class(exc)
+                if self.guard is not None:
+                    self.guard.failed_call(error_class, exc)    # raises the run's stop when it is due
                 status = exc.status if isinstance(exc, CallError) else None
                 if status is not None and (status == 429 or status >= 500):
-                    self.metrics.counters["pushed_back"] += 1
+                    counters = self.metrics.counters
+                    counters["pushed_back"] += 1
+                    if status == 429:
+                        counters["answered_429"] += 1
+                    elif not met_5xx:       # elements, not calls: one key's 500s are not an overload
+                        met_5xx = True
+                        counters["elements_5xx"] += 1
                 overload = isinstance(exc, CallError) and exc.overload
                 asked = (exc.retry_after_s or 0.0) if overload else 0.0
                 if overload and limit is not None:
@@ -291,7 +322,7 @@ class ElementResolver:
                             continue
                     else:
                         breaker.succeeded()     # the service answered, with an error of the element
-                if attempts[0] <= retries and not isinstance(exc, UnsendableRequest):
+                if attempts[0] <= retries and error_class in errors.RETRIED:
                     continue
                 self.metrics.add("errors")
                 return self.policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
@@ -303,6 +334,8 @@ class ElementResolver:
                 self._holding.pop(id(row), None)
             if limit is not None:
                 limit.succeeded()
+            if self.guard is not None:
+                self.guard.succeeded_call()
             if results:
                 return self.answered(row, results)
             if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
@@ -353,6 +386,8 @@ class ElementResolver:
         """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT.
         With ON OUTAGE a timeout may be the service's: the element is held and tried again (under
         a TIMEOUT of its own), up to the breaker's threshold of times while it is not open."""
+        if self.guard is not None:
+            self.guard.timed_out()
         breaker = self.breaker
         if breaker is not None:
             holding = self._holding.pop(id(row), None)
@@ -422,31 +457,42 @@ class ElementResolver:
         """What a miss, timeout or error becomes under `outcome`. The error's text goes through
         `secrets.scrub` (secret values, a URL's user:password and credential-like query values)
         before it reaches a metric, a dead letter or a task failure, and an original exception
-        whose text held one is not passed on."""
-        secrets = self.config.secrets
+        whose text held one is not passed on. Its class (calls/errors.py; `timeout` and `miss`
+        for those) goes with it into the metrics and the dead letter."""
+        if kind == "error":
+            error_class = errors.error_class(cause) if cause is not None else errors.TRANSIENT
+        else:
+            error_class = kind
         if kind != "miss":
+            secrets = self.config.secrets
             error = scrub(error, secrets)
+            general = getattr(cause, "general", None)   # the message without this element's values
+            self.metrics.note_error(f"{kind}: {error}", f"{error_class}: " + (
+                scrub(f"{type(cause).__name__}: {general}", secrets) if general else error))
             if cause is not None:
                 text = f"{type(cause).__name__}: {cause}"
                 if secrets or scrub(text) != text:
-                    masked = CallError(scrub(text, secrets))
+                    masked = CallError(scrub(text, secrets), error_class=error_class)
                     masked.__suppress_context__ = True
                     cause = masked
-        if kind != "miss":
-            self.metrics.note_error(f"{kind}: {error}")
+        elif outcome is Outcome.DEAD_LETTER:
+            self.metrics.note_error(None, f"miss: {error}")
         if outcome is Outcome.NULL or outcome is Outcome.RETRY:  # RETRY exhausted -> NULL
             return Rows([self.output_row(row, {})])
         if outcome is Outcome.DROP:
             return DROP
         if outcome is Outcome.DEAD_LETTER:
             letter = {
-                "operator": self.name, "line": self.config.line, "kind": kind, "error": error,
-                "attempts": attempts, "key": self.key(row), "row": dict(row),
+                "operator": self.name, "line": self.config.line, "kind": kind, "error_class": error_class,
+                "error": error, "attempts": attempts, "key": self.key(row), "row": dict(row),
             }
             raw = getattr(cause, "raw", None)
             if raw is not None:     # what the service answered (a model's content): kept to look at
                 letter["answer"] = raw
             return DeadLetter(letter)
+        guard = self.guard
+        if error_class == errors.CREDENTIALS and guard is not None and not guard.succeeded:
+            cause = guard.credentials()     # ON ERROR FAIL on a refusal with none answered: say why
         return Fail(self.failure(row, cause if cause is not None else f"{kind}: {error}"))
 
     def key(self, row: Row) -> dict[str, Any]:
@@ -455,6 +501,8 @@ class ElementResolver:
 
     def failure(self, row: Row, cause: BaseException | str) -> ElementFailure:
         """The task failure of this element (its text through `secrets.scrub` when that changes it)."""
+        if isinstance(cause, RUN_STOPS):      # their messages show secrets as written only
+            return ElementFailure(self.name, self.config.line, self.key(row), cause)
         secrets = self.config.secrets
         text = cause if isinstance(cause, str) else f"{type(cause).__name__}: {cause}"
         if secrets or scrub(text) != text:

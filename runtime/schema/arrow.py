@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import pyarrow as pa
 
 from dslc.runtime.config import Column
-from dslc.runtime.schema.type_names import BOOLEANS, FLOAT_BITS, INTEGER_BITS, STRINGS
+from dslc.runtime.schema.type_names import BOOLEANS, FLOAT_BITS, INTEGER_BITS, STRINGS, type_arguments
 
 _SIMPLE: dict[str, pa.DataType] = {
     **dict.fromkeys(STRINGS, pa.string()),
@@ -23,21 +23,6 @@ _SIMPLE: dict[str, pa.DataType] = {
 
 _DECIMAL = re.compile(r"^(?:DECIMAL|DEC|NUMERIC)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
 _SIZED_STRING = re.compile(r"^(?:VARCHAR|CHAR)\s*\(\s*\d+\s*\)$")
-
-
-def _split_top_level(text: str) -> list[str]:
-    """Split on commas that are not inside <...> or (...)."""
-    parts, depth, start = [], 0, 0
-    for index, char in enumerate(text):
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif char == "," and depth == 0:
-            parts.append(text[start:index])
-            start = index + 1
-    parts.append(text[start:])
-    return [part.strip() for part in parts]
 
 
 def to_arrow_type(spark_type: str) -> pa.DataType:
@@ -56,13 +41,13 @@ def to_arrow_type(spark_type: str) -> pa.DataType:
     if upper.startswith("ARRAY<") and upper.endswith(">"):
         return pa.list_(to_arrow_type(text[6:-1]))
     if upper.startswith("MAP<") and upper.endswith(">"):
-        parts = _split_top_level(text[4:-1])
+        parts = type_arguments(text[4:-1])
         if len(parts) != 2:
             raise ValueError(f"MAP needs a key and a value type: {spark_type!r}")
         return pa.map_(to_arrow_type(parts[0]), to_arrow_type(parts[1]))
     if upper.startswith("STRUCT<") and upper.endswith(">"):
         fields = []
-        for part in _split_top_level(text[7:-1]):
+        for part in type_arguments(text[7:-1]):
             match = re.match(r"^`?([A-Za-z_][A-Za-z0-9_]*)`?\s*:?\s*(.+)$", part)
             if not match:
                 raise ValueError(f"bad STRUCT field {part!r} in {spark_type!r}")

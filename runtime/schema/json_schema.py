@@ -13,7 +13,7 @@ import functools
 import re
 from typing import Any
 
-from .type_names import BOOLEANS, DECIMALS, FLOAT_BITS, INTEGER_BITS, STRINGS
+from .type_names import BOOLEANS, DECIMALS, FLOAT_BITS, INTEGER_BITS, STRINGS, type_arguments
 
 _NUMBERS = FLOAT_BITS.keys() | DECIMALS
 _WHY = {
@@ -28,21 +28,6 @@ _WHY = {
 
 class Unexpressible(ValueError):
     """A Spark type that a strict JSON schema cannot hold; the message says what to do instead."""
-
-
-def _split_top(text: str) -> list[str]:
-    """Comma-separated parts of a type's arguments, ignoring commas nested in <> or ()."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return [p.strip() for p in parts if p.strip()]
 
 
 _FIELD = re.compile(r"^(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*:?\s*(.+)$", re.S)
@@ -68,7 +53,7 @@ def type_schema(spark_type: str) -> dict[str, Any]:
     if word == "STRUCT":
         inner = text[text.index("<") + 1:text.rindex(">")]
         properties = {}
-        for part in _split_top(inner):
+        for part in filter(None, type_arguments(inner)):
             match = _FIELD.match(part)
             if match is None:
                 raise Unexpressible(f"cannot read the STRUCT field {part!r}")
@@ -94,9 +79,16 @@ def unexpressible(spark_type: str) -> str | None:
     return None
 
 
-def returns_schema(columns: tuple) -> dict[str, Any]:
-    """The strict JSON schema of a RETURNS clause (columns with `name` and `type`)."""
-    return _object({c.name: type_schema(c.type) for c in columns})
+def returns_schema(columns: tuple, limits: tuple = ()) -> dict[str, Any]:
+    """The strict JSON schema of a RETURNS clause (columns with `name` and `type`), with the
+    `limits` (column, keyword, value) an EXPECT on the answers asks of them (`enum`, `minimum`,
+    `maximum`, ...: compiler/plan/expect_model.py). `mismatch` does not judge them: an answer
+    outside them still fits RETURNS, and the EXPECT decides what becomes of it."""
+    properties = {c.name: type_schema(c.type) for c in columns}
+    for column, keyword, value in limits:
+        if column in properties:
+            properties[column] = {**properties[column], keyword: list(value) if isinstance(value, tuple) else value}
+    return _object(properties)
 
 
 def mismatch(value: Any, schema: dict[str, Any], where: str = "answer") -> str | None:

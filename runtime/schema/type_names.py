@@ -13,3 +13,19 @@ FLOAT_BITS: dict[str, int] = {"FLOAT": 32, "REAL": 32, "DOUBLE": 64}
 DECIMALS = frozenset({"DECIMAL", "DEC", "NUMERIC"})
 STRINGS = frozenset({"STRING", "VARCHAR", "CHAR", "CHARACTER"})
 BOOLEANS = frozenset({"BOOLEAN", "BOOL"})
+
+
+def type_arguments(text: str) -> list[str]:
+    """The comma-separated parts of a type's arguments (`a: INT, b: MAP<STRING, INT>`), stripped,
+    with the commas nested in <...> or (...) left inside their part."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts]

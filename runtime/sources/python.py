@@ -45,11 +45,6 @@ def decode_split(text: str) -> Split:
     return json.loads(text)
 
 
-def normalise_split(split: Split) -> Split:
-    """The split as a reader will see it after encoding (tuples become lists, keys strings)."""
-    return decode_split(encode_split(split))
-
-
 def list_splits(source: Any) -> list[Split]:
     """Every split of a BATCH source, normalised, duplicates removed, order kept."""
     splits = getattr(source, "splits", None)

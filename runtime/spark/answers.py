@@ -5,32 +5,33 @@ BATCH: a chain with a BUDGET is computed at once (`keep`, so no sink has written
 if some rows were left unanswered the job prints the metrics and how many rows are left, and
 exits with code 3. Every answer received is in the store, so the same command continues where
 it stopped. STREAMING: the task that left rows unanswered fails (its micro-batch does not
-commit, and is replayed on the next run, finding its answers in the store); the job exits with
-code 3.
+commit, and is replayed on the next run, finding its answers in the store); the job prints the
+metrics and the task's message, and exits with code 3 (failure.run_main).
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import sys
 import uuid
 from pathlib import Path
 
 from dslc.runtime import config as C
+from dslc.runtime import exit_codes
 from dslc.runtime.store.base import StoreError, is_redis
 from dslc.runtime.store.open_stores import check_location
 from dslc.runtime.wrappers.stored import budget_message
 
-BUDGET_EXIT = 3
+BUDGET_EXIT = exit_codes.BUDGET
 
 _checked: set[str] = set()
 
 
 def location(path: str, folder: str) -> str:
-    """A store location as every executor reaches it: `redis://` as written, a path made absolute
-    against the .flow file's folder."""
-    if is_redis(path) or os.path.isabs(path):
+    """A store location as every executor reaches it: `redis://` as written, a path absolute and
+    normalised, a relative one against the .flow file's folder (the job gives its paths through
+    resolve(FOLDER, ...), `dslc store` gives them as the .flow file has them)."""
+    if is_redis(path):
         return path
     return str(Path(folder, path).resolve())
 
@@ -47,7 +48,6 @@ def prepare(operators: tuple, folder: str, streaming: bool) -> tuple:
             op = dataclasses.replace(op, store=dataclasses.replace(op.store, location=where, run=run))
             if op.budget is not None and streaming:
                 op = dataclasses.replace(op, budget=dataclasses.replace(op.budget, stop_task=True))
-                _exit_on_budget_failure()
         out.append(op)
     return tuple(out)
 
@@ -77,34 +77,8 @@ def stop_when_spent(df, chain: C.Chain, metrics, keep):
     spent = [(op, int(totals.get(op.name, {}).get("unanswered", 0))) for op in budgeted]
     spent = [(op, n) for op, n in spent if n]
     if spent:
-        metrics.report()
+        metrics.report(ceiling_stops=False)
         for op, unanswered in spent:
             print(f"dslc: {budget_message(op, unanswered)}", file=sys.stderr, flush=True)
         raise SystemExit(BUDGET_EXIT)
     return df
-
-
-_hooked = False
-
-
-def _exit_on_budget_failure() -> None:
-    """STREAMING: a query that failed because a BUDGET was spent ends the job with exit code 3
-    and the task's message instead of a traceback."""
-    global _hooked
-    if _hooked:
-        return
-    _hooked = True
-    previous = sys.excepthook
-
-    def hook(kind, value, traceback):
-        text = str(value)
-        marker = text.find("BUDGET ")
-        if "BudgetSpent" in text and marker >= 0:
-            line = text[marker:].splitlines()[0]
-            print(f"dslc: {line}", file=sys.stderr, flush=True)
-            sys.stderr.flush()
-            sys.stdout.flush()
-            os._exit(BUDGET_EXIT)
-        previous(kind, value, traceback)
-
-    sys.excepthook = hook

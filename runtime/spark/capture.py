@@ -2,7 +2,8 @@
 
 The REPL's `:show` and `dslc test` run a pipeline without touching its real outputs: each SINK's
 DataFrame and each ENRICH's dead letters stay in memory for the caller to look at, count or
-compare, and nothing is written to a sink, a dead-letter folder or a checkpoint.
+compare, and nothing is written to a sink, a dead-letter folder, a quarantine folder or a
+checkpoint.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pyspark.sql import DataFrame
 
 from dslc.runtime import config as C
 
+from . import expectations
 from .chains import dead_letters_of, without_dead_letters
 from .metrics import MetricsCollector
 
@@ -25,6 +27,7 @@ class Captured:
             metrics.without_live_progress()     # the caller shows what it wants, when it wants
         self.outputs: dict[str, DataFrame] = {}
         self.dead_letters: dict[str, DataFrame] = {}
+        self.quarantined: dict[str, DataFrame] = {}     # QUARANTINE 'path' as written -> its JSON lines
         self._persisted: list[DataFrame] = []
 
     def output(self, name: str, df: DataFrame) -> None:
@@ -46,6 +49,22 @@ class Captured:
         for operator in operators:
             self.dead_letters[operator] = dead_letters_of(df, operator)
         return without_dead_letters(df)
+
+    def hold_quarantine(self, df: DataFrame, expect: C.Expect) -> DataFrame:
+        """`expectations.check` without writing: each QUARANTINE path's lines kept, the rows that
+        pass returned. Persisted first, so the rows are judged (and counted) once for both sides."""
+        judged = expectations.judge(df, expect).persist()
+        self._persisted.append(judged)
+        for path in sorted({c.path for c in expect.constraints if c.path}):
+            self.quarantined[path] = expectations.quarantine_of(judged, expect, path)
+        return expectations.passing(judged)
+
+    def hold_quarantine_letters(self, df: DataFrame, paths: tuple[str, ...]) -> None:
+        """`expectations.write_letters` without writing: the lines a chain's EXPECTs quarantined, kept."""
+        if C.DEAD_LETTER_COLUMN not in df.columns:
+            return
+        for path in paths:
+            self.quarantined[path] = expectations.quarantine_letters(df, path)
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         """Per operator: calls, retries, dead letters... (see dslc.runtime.metrics.summary)."""

@@ -13,10 +13,11 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime import config as C
 from dslc.runtime.broadcast.state import Snapshot
+from dslc.runtime.core import refusals
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.secrets import Secrets
 
-from . import answers, driver_values, estimate, names, provider_batches, stored_join
+from . import answers, driver_values, estimate, expectations, names, outcome, provider_batches, stored_join
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -30,16 +31,26 @@ def _output_schema(input_schema: StructType, operators: tuple[C.Enrich | C.Proce
     """Input columns flow through ENRICH (RETURNS appended); PROCESS emits RETURNS only."""
     fields = list(input_schema.fields)
     for op in operators:
+        if isinstance(op, C.Expect):      # judges the rows, changes no column
+            continue
         returned = StructType.fromDDL(", ".join(f"{names.quoted(c.name)} {c.type}" for c in op.returns))
         fields = (fields + list(returned.fields)) if isinstance(op, C.Enrich) else list(returned.fields)
     return StructType(fields)
 
 
-def _share_rates(operators: tuple, tasks: int) -> tuple:
-    """RATE is for the whole job: each of the tasks that run at once gets its share (with an
-    answer store, the store holds one RATE for all of them instead: limits/job_rate.py)."""
-    return tuple(dataclasses.replace(op, rate=dataclasses.replace(op.rate, share=1.0 / max(1, tasks)))
-                 if isinstance(op, C.Enrich) and op.rate and op.store is None else op for op in operators)
+def _share_limits(operators: tuple, tasks: int) -> tuple:
+    """What holds for the whole job, shared by the tasks that run at once: RATE (each task gets
+    its share; with an answer store, the store holds one RATE for all of them instead:
+    limits/job_rate.py), and the calls judged before refused credentials stop the run
+    (core/refusals.py)."""
+    out = []
+    for op in operators:
+        if isinstance(op, C.Enrich):
+            if op.rate and op.store is None:
+                op = dataclasses.replace(op, rate=dataclasses.replace(op.rate, share=1.0 / max(1, tasks)))
+            op = dataclasses.replace(op, judged_calls=refusals.share_of(tasks))
+        out.append(op)
+    return tuple(out)
 
 
 def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process, ...],
@@ -51,8 +62,11 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     the executors inside the operators' configuration."""
     if columns is not None:
         df = df.select(*[names.col(c) for c in columns])
+    for op in operators:
+        if isinstance(op, C.Expect):
+            expectations.declare(op, name)
     operators = driver_values.attach(operators, secrets)
-    operators = _share_rates(operators, parallelism(df.sparkSession))
+    operators = _share_limits(operators, parallelism(df.sparkSession))
     if estimate.ESTIMATING is not None:    # `dslc explain --estimate`: record, call nothing
         return estimate.record_chain(df, answers.prepare(
             operators, df.sparkSession.conf.get("spark.dslc.flow.folder", None) or ".", streaming=False), None)
@@ -86,7 +100,7 @@ def _run_joining(df: DataFrame, name: str, operators: tuple, watermark: C.Waterm
 
 
 def _dead_letters(op) -> bool:
-    return isinstance(op, C.Enrich) and op.dead_letters
+    return isinstance(op, C.Enrich) and op.dead_letters or isinstance(op, C.Expect) and op.quarantines
 
 
 def _run(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | None, states, metrics,
@@ -97,6 +111,7 @@ def _run(df: DataFrame, name: str, operators: tuple, watermark: C.Watermark | No
     chain = C.Chain(name=name, operators=operators, input_columns=_columns(df.schema),
                     output_columns=_columns(out_schema), watermark=watermark, batch_size=batch_size,
                     joined=joined)
+    outcome.operators(operators)
     if chain.dead_letters:
         out_schema = StructType(out_schema.fields + [StructField(C.DEAD_LETTER_COLUMN, StringType(), True)])
     if metrics is not None and (metrics.on_connect or (df.isStreaming and metrics.per_micro_batch)):
@@ -150,6 +165,7 @@ def split_dead_letters(df: DataFrame, paths: Mapping[str, str]) -> DataFrame:
     if C.DEAD_LETTER_COLUMN not in df.columns:
         return df
     for operator, path in sorted(paths.items()):
+        outcome.dead_letters(path, (operator,))
         dead_letters_of(df, operator).write.mode("append").text(path)
     return without_dead_letters(df)
 

@@ -16,11 +16,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from dslc.runtime import config as C
+from dslc.runtime import expect_figures
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
 from dslc.runtime.metrics import all_failed_warnings, format_table, merge, summary
 
-from . import progress
+from . import ceiling, outcome, progress
 from .pinned import PinnedStates
 from .progress import ProgressCollector
 from .session import checkpoint, is_connect, worker_function
@@ -50,12 +51,15 @@ class MetricsCollector:
     def __init__(self, spark: SparkSession):
         self._spark = spark
         self.on_connect = is_connect(spark)
+        from . import expectations
+        expectations.forget()            # a new job: its EXPECTs' figures start from nothing
         self._acc = None if self.on_connect else spark.sparkContext.accumulator({}, _MetricsParam())
         self._tasks: list[str] = []   # Connect: each task's metrics (JSON)
         self._observed: set[str] = set()   # Connect, STREAMING: the observations holding them
         self._figures = 0                  # STREAMING: observations of per-micro-batch figures made
         self.progress: ProgressCollector | None = None
         self.per_micro_batch = progress.enabled(spark)   # STREAMING: figures observed per micro-batch
+        outcome.watch(self)
         if self.per_micro_batch:
             try:
                 self.progress = ProgressCollector(progress.advertised_host(spark),
@@ -127,14 +131,32 @@ class MetricsCollector:
             param.addInPlace(merged, json.loads(task))
         return merged
 
-    def report(self, stream=None) -> str | None:
+    def report(self, stream=None, ceiling_stops: bool = True) -> str | None:
         """Write the run's JSON metrics file, print the table (stderr, or $DSLC_METRICS_SUMMARY), a
-        warning per operator whose every element failed, and the file's path; return the path."""
+        warning per operator whose every element failed, and the file's path; return the path.
+        Then, unless the run is stopping for another reason (`ceiling_stops` False), stop it with
+        exit code 5 when an operator dead-lettered more than its ceiling (ceiling.py)."""
         extra: dict[str, Any] = {}
+        merged = self.value()
         if self.progress is not None:
+            if not ceiling_stops:       # a run that stops: a failed task's figures are only in its progress
+                merged = _more(merged, self.progress.totals())
             self.progress.close()
             extra = {"timeline": self.progress.timeline, "micro_batches": self.progress.micro_batches}
-        return publish(self._spark, self.value(), stream, extra)
+        path = publish(self._spark, merged, stream, extra)
+        run = outcome.current()
+        if ceiling_stops and run.checks_ceiling:
+            ceiling.check(run.enrich, merged, run.dead_letters)     # above it: exit code 5
+        return path
+
+
+def _more(final: dict[str, dict[str, Any]], live: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per operator, the figures that saw more elements: the tasks' final ones, or their live ones."""
+    out = dict(final)
+    for name, figures in live.items():
+        if int(figures.get("elements_in") or 0) > int((out.get(name) or {}).get("elements_in") or 0):
+            out[name] = figures
+    return out
 
 
 METRICS_COLUMN = "__dslc_task_metrics"
@@ -212,6 +234,12 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
     StreamingQueryProgress.observedMetrics, which every StreamingQueryListener receives."""
     out = []
     for op in chain.operators:
+        if isinstance(op, C.Expect):        # an EXPECT inside the chain: rows judged, each constraint's failures
+            path = f"$['{op.key}']"
+            out += [F.coalesce(F.sum(F.get_json_object(column, f"{path}['{n}']").cast("long")), F.lit(0)).alias(
+                        f"{op.key}.{n}") for n in ("elements_in", "dropped", "quarantined",
+                                                    *(f"failed.{c.name}" for c in op.constraints))]
+            continue
         path = f"$['{op.name}']"
 
         def figure(name: str, path: str = path):
@@ -231,8 +259,13 @@ def micro_batch_figures(chain: C.Chain, column) -> list:
 def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
             extra: dict[str, Any] | None = None) -> str | None:
     """What an operator of the job sees at its end, the same under `dslc run` and spark-submit."""
-    if not merged:
-        return None   # a job without Python operators has nothing to report
+    from . import expectations
+
+    merged = dict(merged)
+    checked = expectations.section(merged, _queries)      # the EXPECTs' figures (chain ones leave `merged`)
+    if not merged and not checked:
+        outcome.reported({}, None)
+        return None   # a job without Python operators or EXPECTs has nothing to report
     stream = stream or sys.stderr
     operators = {name: summary(m) for name, m in sorted(merged.items())}
     warnings = all_failed_warnings(operators)
@@ -243,8 +276,10 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
                 "warnings": warnings, **(extra or {}),
                 "latency_histograms": {name: m.get("latency_histogram", {}) for name, m in sorted(merged.items())
                                        if m.get("latency_histogram")}}
-    diagnoses = diagnose_all(operators, (extra or {}).get("timeline"))
+    diagnoses = diagnose_all(operators, (extra or {}).get("timeline")) + expect_figures.diagnoses(checked)
     document["diagnosis"] = diagnoses
+    if checked:
+        document["expectations"] = checked
     plan = os.environ.get("DSLC_PLAN_DOT")        # `dslc run`: the plan picture, for the report
     if plan and Path(plan).is_file():
         document["plan_dot"] = Path(plan).read_text(encoding="utf-8")
@@ -254,7 +289,12 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
     written = os.environ.get("DSLC_METRICS_WRITTEN")   # `dslc run --report`: where the file went
     if written:
         Path(written).write_text(str(path.resolve()), encoding="utf-8")
-    table = format_table(operators)
+    table = format_table(operators) if operators else ""
+    if checked:
+        table = (table + "\n" if table else "") + expect_figures.format_table(checked)
+    if os.environ.get("DSLC_METRICS_QUIET") == "1":    # `dslc test`: all in the file, nothing on the report
+        outcome.reported(operators, str(path))
+        return str(path)
     summary_file = os.environ.get("DSLC_METRICS_SUMMARY") or _conf(spark, "spark.dslc.metrics.summary")
     if summary_file:
         with open(summary_file, "a", encoding="utf-8") as handle:
@@ -267,6 +307,7 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
         print(f"dslc: warning: {warning}", file=stream)
     print(f"dslc: metrics written to {path}", file=stream)
     stream.flush()
+    outcome.reported(operators, str(path))
     return str(path)
 
 

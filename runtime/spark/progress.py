@@ -158,6 +158,16 @@ class ProgressCollector:
         while not self._stop.wait(TICK_S):
             self.step()
 
+    def totals(self) -> dict[str, dict[str, Any]]:
+        """Each operator's figures added up over its tasks as last reported, running ones too: what
+        a run that stops has of a task that failed (its accumulator update never comes)."""
+        with self._lock:
+            merged = {name: dict(figures) for name, figures in self._done.items()}
+            for task in self._running.values():
+                for name, figures in task.items():
+                    merged[name] = merge(merged.get(name, {}), figures)
+        return merged
+
     def view(self) -> dict[str, Any]:
         """The figures now: one row per operator (runtime/live_view.py)."""
         now = time.monotonic()
@@ -182,7 +192,8 @@ class ProgressCollector:
                 rate = max(0, calls[name] - self._previous[1].get(name, 0)) / (now - self._previous[0])
             rows.append(operator_row(name, totals, in_flight, limit, rate, tasks))
         self._previous = (now, calls)
-        return {"elapsed": round(now - self._started, 1), "rows": rows}
+        view: dict[str, Any] = {"elapsed": round(now - self._started, 1), "rows": rows}
+        return _with_expectations(view, self._queries)
 
     def step(self, done: bool = False) -> dict[str, Any]:
         """One tick: the view, a timeline point, new micro-batches, and showing it."""
@@ -263,6 +274,20 @@ class ProgressCollector:
         if show:
             self.step(done=True)
         self._socket.close()
+
+
+def _with_expectations(view: dict[str, Any], queries: list) -> dict[str, Any]:
+    """The view with its EXPECTs' figures apart from the operators' rows: the chains' (their
+    tasks' figures, keyed `EXPECT name`) and Spark's (observed when an action ends, or each
+    micro-batch); per constraint, passed and failed (runtime/spark/expectations.py)."""
+    from . import expectations
+
+    judged = {row["operator"]: row for row in view["rows"] if str(row["operator"]).startswith("EXPECT ")}
+    view["rows"] = [row for row in view["rows"] if row["operator"] not in judged]
+    figures = expectations.section(judged, queries)
+    if figures:
+        view["expectations"] = figures
+    return view
 
 
 def _plain(progress) -> dict[str, Any] | None:

@@ -1,4 +1,5 @@
-"""Sources Spark has no batch reader for.
+"""What a SOURCE needs beyond Spark's reader: its rows counted for the run's outcome, and the
+sources Spark has no batch reader for.
 
 Spark's `rate` source is streaming-only. In BATCH, RATE yields a fixed run of `numRows` rows
 (default: ten seconds' worth, `rowsPerSecond` × 10) with the same columns and spacing as the
@@ -12,7 +13,15 @@ from collections.abc import Mapping
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import counting, outcome
 from .session import parallelism
+
+
+def counted(df: DataFrame, name: str) -> DataFrame:
+    """SOURCE `name`'s frame with its rows counted as they are read (counting.py)."""
+    df, count = counting.counted(df, f"source-{name}")
+    outcome.source(name, count)
+    return df
 
 
 def rate_batch(spark: SparkSession, options: Mapping[str, str]) -> DataFrame:

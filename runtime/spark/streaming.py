@@ -28,7 +28,7 @@ from dslc.runtime import user_code
 from dslc.runtime.broadcast.state import BroadcastState, SnapshotStore
 from dslc.runtime.config import PythonCall
 
-from . import chains, metrics
+from . import ceiling, chains, counting, metrics, outcome, sinks
 from .names import col
 from .pinned import caught_up, forget_caught_up, state_root
 from .session import batch_function, start_query, worker_function
@@ -242,6 +242,7 @@ def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, nam
                        trigger: str | None) -> StreamingQuery:
     """The dead letters of `operators` as JSON lines, through Spark's streaming text sink (exactly
     once: a replayed micro-batch does not add them again)."""
+    outcome.dead_letters(path, operators)
     letters = chains.dead_letters_of(df, operators[0])
     for operator in operators[1:]:
         letters = letters.unionByName(chains.dead_letters_of(df, operator))
@@ -249,12 +250,37 @@ def write_dead_letters(df: DataFrame, operators: tuple[str, ...], path: str, nam
     return _start(writer, Path(checkpoint) / name, trigger, path)
 
 
+def write_quarantine(lines: DataFrame, folder: str, name: str, checkpoint: str, trigger: str | None) -> StreamingQuery:
+    """One quarantine folder of an EXPECT (`lines`: expectations.quarantine_of / quarantine_letters)
+    through Spark's streaming text sink, in a query of its own: exactly once, as dead letters."""
+    writer = lines.writeStream.format("text").outputMode("append").queryName(f"dslc_{name}")
+    return _start(writer, Path(checkpoint) / name, trigger, folder)
+
+
 def write_stream(df: DataFrame, name: str, checkpoint: str, trigger: str | None, *, connector: str,
                  path: str | None, mode: str, partition_by: tuple[str, ...], options: dict[str, str],
-                 folder: str) -> StreamingQuery:
+                 folder: str, stream: str | None = None, line: int = 0) -> StreamingQuery:
     """A SINK's query: Spark's streaming sinks (the file sink keeps the user's folder layout and
     commits each micro-batch in its _spark_metadata log); COMPLETE into files replaces the folder
-    atomically; PYTHON calls the user's function per partition."""
+    atomically; PYTHON calls the user's function per partition. The SINK of `stream` (at `line`)
+    counts its rows, and a query that cannot start or fails names it (sinks.failed)."""
+    label = stream or name
+    written = outcome.shown(path) if connector != "PYTHON" else None     # as the .flow file writes it
+    df, count = counting.counted(df, f"sink-{label}")
+    try:
+        query = _sink_query(df, name, checkpoint, trigger, connector=connector, path=path, mode=mode,
+                            partition_by=partition_by, options=options, folder=folder)
+    except Exception as exc:
+        if not sinks.is_write_failure(exc):
+            raise
+        raise sinks.failed(label, line, written, exc) from exc
+    outcome.sink(label, line, written, count, query)
+    return query
+
+
+def _sink_query(df: DataFrame, name: str, checkpoint: str, trigger: str | None, *, connector: str,
+                path: str | None, mode: str, partition_by: tuple[str, ...], options: dict[str, str],
+                folder: str) -> StreamingQuery:
     if connector == "PYTHON":
         sink = worker_function(df, PythonSink(path, folder))
         return for_each_batch(df, lambda batch, _id: batch.foreachPartition(sink), name, checkpoint, trigger)
@@ -307,7 +333,9 @@ AWAIT_STEP_S = 0.5
 
 
 def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
-    """Wait for every query (AVAILABLE NOW) or until one stops or fails (continuous triggers).
+    """Wait for every query (AVAILABLE NOW) or until one stops or fails (continuous triggers);
+    under a continuous trigger, stop them all once an operator's dead letters are over their
+    ceiling (ceiling.py: the run ends with exit code 5 at that micro-batch).
 
     Only this job's queries are awaited: the session's awaitAnyTermination also ends on any other
     query of the session, and raises at once the failure of a query an earlier job of the same
@@ -315,10 +343,34 @@ def await_queries(queries: list[StreamingQuery], trigger: str | None) -> None:
     failing with the first one's StreamingQueryException)."""
     if trigger == "available-now":
         for query in queries:
-            query.awaitTermination()
+            _ended(query)
         return
-    while not any(query.awaitTermination(AWAIT_STEP_S) for query in queries):
-        pass        # awaitTermination(timeout): True once the query stopped, raises if it failed
+    while not any(_ended(query, AWAIT_STEP_S) for query in queries):
+        try:
+            ceiling.check_now()
+        except outcome.RunStop:     # dead letters over their ceiling: no further micro-batch
+            for query in queries:
+                query.stop()
+            raise
     for query in queries:
         if query.exception() is not None:
-            raise RuntimeError(str(query.exception()))
+            raise _failure(query, query.exception())
+
+
+def _ended(query: StreamingQuery, timeout: float | None = None) -> bool:
+    """awaitTermination: True once the query stopped (at once without `timeout`); a failed query
+    raises, named by its SINK when it writes one."""
+    try:
+        return query.awaitTermination(timeout) if timeout is not None else (query.awaitTermination() or True)
+    except Exception as exc:
+        if outcome.sink_of(query) is None or not sinks.is_write_failure(exc):
+            raise
+        raise _failure(query, exc) from exc
+
+
+def _failure(query: StreamingQuery, error: BaseException) -> BaseException:
+    """A query's failure: named by its SINK when it writes one."""
+    written = outcome.sink_of(query)
+    if written is None or not sinks.is_write_failure(error):
+        return RuntimeError(str(error))
+    return sinks.failed(written["name"], written["line"], written["path"], error)

@@ -40,13 +40,6 @@ async def store_for(location: str) -> AnswerStore:
     return store
 
 
-def forget_store(location: str) -> None:
-    """Drop the worker's store of a location (after a failure: its connection may be broken)."""
-    with _stores_lock:
-        for key in [k for k in _stores if k[2] == location and k[0] == os.getpid()]:
-            _stores.pop(key, None)
-
-
 async def check_location(location: str) -> None:
     """Open a store once and check it (the driver, before any call); raises StoreError."""
     store = make_store(location)

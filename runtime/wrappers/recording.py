@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from dslc.runtime.calls.base import BadItem, CallError, EnrichCall, check_result_types
+from dslc.runtime.calls.errors import ANSWER, error_class
 from dslc.runtime.calls.url import UnfillableUrl, fill_url, placeholders
-from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall
+from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, SqlCall
 from dslc.runtime.secrets import mask_url, scrub
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.stored import BudgetSpent
@@ -139,6 +140,8 @@ def _request(config: Enrich, row: dict[str, Any]) -> str:
             return f"{config.call.method} {redact_url(fill_url(config.call.url, row))}"
         except UnfillableUrl:
             return f"{config.call.method} {redact_url(config.call.url)}"
+    if isinstance(config.call, SqlCall):       # the DATABASE's name and its URL, masked
+        return f"SQL {config.call.database} {redact_url(config.call.url)}"
     return f"PYTHON {config.call.ref}"
 
 
@@ -197,7 +200,7 @@ class RecordingCall(_Wrapper):
 
     def _write_error(self, row: dict[str, Any], started: float, exc: BaseException) -> None:
         raw = getattr(exc, "raw", None)      # a model's content that was the problem
-        self._write(row, started, error=str(exc), error_type=type(exc).__name__,
+        self._write(row, started, error=str(exc), error_type=type(exc).__name__, error_class=error_class(exc),
                     **({"raw": raw} if raw is not None else {}))
 
     def _write_result(self, row: dict[str, Any], started: float, result: Any) -> None:
@@ -225,7 +228,7 @@ class RecordingCall(_Wrapper):
             raise
         for row, result in zip(rows, results):
             if type(result) is BadItem:     # that row's error only
-                self._write(row, started, error=result.message, error_type="CallError")
+                self._write(row, started, error=result.message, error_type="CallError", error_class=ANSWER)
             else:
                 self._write_result(row, started, result)
         return results
@@ -317,7 +320,7 @@ def forget(directory: str) -> None:
         _loaded.pop(directory, None)
 
 
-def _error_class(name: str) -> type[CallError]:
+def _error_type(name: str) -> type[CallError]:
     return type(name or "CallError", (CallError,), {})
 
 
@@ -365,7 +368,8 @@ class ReplayCall(_Wrapper):
                 await asyncio.sleep(max(waits))
         for call in calls:
             if call and call.get("error") is not None:
-                raise _error_class(call.get("error_type", "CallError"))(call["error"], raw=call.get("raw"))
+                raise _error_type(call.get("error_type", "CallError"))(call["error"], raw=call.get("raw"),
+                                                                      error_class=call.get("error_class"))
 
     def open(self) -> None:
         """The adapter is never opened: replaying makes no connection and runs no user open()."""

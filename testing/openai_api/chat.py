@@ -136,7 +136,7 @@ async def handle(service: "OpenAIService", request: web.Request) -> web.StreamRe
     denied = await service.serve(usage["total_tokens"], service.latency_s * (service.flex_slowdown if tier == "flex" else 1))
     if denied is not None:
         return denied
-    number = service.record_chat(chat.text, usage, tier)
+    number = service.record_chat(chat.text, usage, tier, chat.schema)
     completion = {"id": f"chatcmpl-{number}", **completion}
     if chat.stream:
         return await _stream(request, completion, chat.include_usage, service.limit_headers())

@@ -97,3 +97,16 @@ def test_operand_types_spark_refuses_are_reported_by_the_fast_check():
     found = [(d.code, info.value.source.line_col(d.span.start), d.message) for d in info.value.diagnostics]
     assert [(code, at) for code, at, _ in found] == [("E0212", (4, 19)), ("E0212", (5, 3))]
     assert all("DATATYPE_MISMATCH.BINARY_OP_DIFF_TYPES" in m for *_, m in found)
+
+
+@pytest.mark.parametrize("clause, ceiling", [
+    ("", None), ("UP TO 5%", "UP TO 5%"), ("UP TO 100%", "UP TO 100%"), ("UP TO 12 ROWS", "UP TO 12 ROWS"),
+])
+def test_a_dead_letter_ceiling_reaches_the_operator(clause, ceiling):
+    from dslc.compiler.codegen import configs
+
+    plan = check_text("SOURCE s FROM JSON 'in/' SCHEMA (id STRING);\n"
+                      "STREAM e = ENRICH s WITH HTTP GET 'http://127.0.0.1:1/x/{id}' RETURNS (x INT)\n"
+                      f"  ON MISS DEAD LETTER 'dlq' ON ERROR DEAD LETTER 'dlq' {clause};\nSINK e TO CONSOLE;\n")
+    config = configs.enrich(plan.node("e"))
+    assert (str(config.ceiling) if config.ceiling else None) == ceiling

@@ -62,7 +62,7 @@ def test_rate_and_tokens_per_minute_are_said_as_the_runtime_holds_them():
     from dslc.runtime import config as C
     from dslc.runtime.spark.chains import _share_rates
 
-    rate = C.Rate(per_second=10.0, tokens_per_minute=600.0)
+    rate = C.Rate(calls=10.0, tokens_per_minute=600.0)
     model = C.ModelCall(model="m", base_url="http://127.0.0.1:9/v1", prompt="{text}")
     base = dict(name="e", line=1, call=model, returns=(C.Column("label", "STRING"),), key_columns=("text",), rate=rate)
     plain, stored = _share_rates((C.Enrich(**base), C.Enrich(**base, store=C.Store("answers.db"))), tasks=4)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import importlib.metadata
 import os
 import re
@@ -24,7 +25,8 @@ EXECUTOR_PACKAGES = ("pyspark", "pyarrow", "aiohttp")
 # A Spark Connect server runs foreachBatch functions in a Python worker that is itself a Connect
 # client: its Python needs pyspark's `connect` extra too (the driver's versions).
 CONNECT_PACKAGES = EXECUTOR_PACKAGES + ("grpcio", "grpcio-status", "googleapis-common-protos", "zstandard",
-                                        "pandas", "numpy", "protobuf")
+                                        "pandas", "numpy", "protobuf",
+                                        "asyncpg")   # WITH SQL and database sinks (docs/operations.md)
 
 
 def free_port() -> int:
@@ -37,7 +39,11 @@ def free_port() -> int:
 def executor_python(packages: tuple[str, ...] = EXECUTOR_PACKAGES, kind: str = "executor") -> Path:
     """bin/python of a venv with `packages` (the driver's versions: pyspark, pyarrow, aiohttp) but no dslc."""
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in packages]
-    tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins[:3])
+    # every pin in the name (a digest of them), so another package set is another venv, never a
+    # rebuild of one that a parallel test run may be using
+    digest = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:8]
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins[:3]) \
+        + f"-{digest}"
     cache = Path(os.environ.get("DSLC_TEST_CACHE") or Path.home() / ".cache" / "dslc-tests")
     venv = cache / f"{kind}-{tag}"
     python = venv / "bin" / "python"
@@ -115,6 +121,12 @@ class StandaloneCluster:
         self.processes.clear()
 
 
+def _jdbc_jar() -> list[str]:
+    """PostgreSQL's JDBC driver for the server's JDBC source and sink (DATABASE tests)."""
+    jar = os.environ.get("DSLC_JDBC_JAR", "/usr/share/java/postgresql.jar")
+    return ["--jars", jar] if Path(jar).is_file() else []
+
+
 class ConnectServer:
     """pyspark's bundled Spark Connect server (sbin/start-connect-server.sh, in the foreground) on a
     free port of 127.0.0.1, running `local[2]`, its Python workers on `python`."""
@@ -137,7 +149,8 @@ class ConnectServer:
                 [str(script), "--master", master, "--conf", f"spark.connect.grpc.binding.port={self.port}",
                  "--conf", "spark.connect.grpc.binding.address=127.0.0.1", "--conf", "spark.ui.enabled=false",
                  "--conf", "spark.sql.shuffle.partitions=2", "--conf", f"spark.local.dir={folder / 'local'}",
-                 "--conf", "spark.python.authenticate.socketTimeout=120s"],   # slow machines: foreachBatch workers
+                 "--conf", "spark.python.authenticate.socketTimeout=120s",    # slow machines: foreachBatch workers
+                 *_jdbc_jar()],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                 cwd=folder)
         deadline = time.monotonic() + 120

@@ -14,7 +14,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 def copy_example(example: str, folder: Path, port: int | None = None) -> Path:
     """A copy of examples/<example> in `folder` (no outputs); with `port`, its service URL points
     there. Returns the copy's pipeline.flow."""
-    shutil.copytree(EXAMPLES / example, folder, ignore=shutil.ignore_patterns("target", "__pycache__"))
+    shutil.copytree(EXAMPLES / example, folder, ignore=shutil.ignore_patterns("target", "__pycache__", "spark-warehouse"))
     flow = folder / "pipeline.flow"
     if port is not None:
         flow.write_text(flow.read_text().replace("127.0.0.1:8765", f"127.0.0.1:{port}"))

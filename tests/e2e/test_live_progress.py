@@ -77,6 +77,7 @@ def test_the_live_table_refreshes_with_growing_counts_on_a_terminal(tmp_path, se
     assert "calls/s" in screen and "in flight" in screen and "p99 ms" in screen
     assert re.search(r"\d/4\b", screen)                  # in flight against the limit (CAPACITY 4, one task)
     assert "dslc: per-operator metrics" in screen        # the job's own output passes through
+    assert "dslc: starting Spark (local[*])… " in screen   # while the JVM starts, said so (#41 item 10)
     assert len(calls) == 240
 
 
@@ -120,3 +121,24 @@ def test_ctrl_c_stops_a_run_showing_the_table(tmp_path, serve_app):
     stopped = len(calls)
     time.sleep(2)
     assert len(calls) == stopped < 400                   # nothing calls the service any more
+
+
+def test_the_live_view_says_spark_is_starting_then_how_long_it_took(tmp_path):
+    """#41 item 10: no frozen 00:00:00 while Spark starts: the seconds so far, then (until the
+    first task reports) how long Spark took."""
+    from rich.console import Console
+
+    from dslc.compiler.cli.live import LiveProgress
+
+    live = LiveProgress(tmp_path / "progress.json", where="local[2]")
+    assert re.fullmatch(r"dslc: starting Spark \(local\[2\]\)… \d+ s", str(live.view(None)))
+
+    def drawn(figures) -> str:
+        console = Console(record=True, width=200)
+        console.print(live.view(figures))
+        return console.export_text()
+
+    assert re.search(r"dslc: 00:00:01 \(Spark started in \d+ s; waiting for the first task\)",
+                     drawn({"elapsed": 1, "rows": []}))
+    row = {"operator": "enriched", "elements_in": 3}
+    assert "waiting" not in drawn({"elapsed": 2, "rows": [row]}) and "enriched" in drawn({"elapsed": 2, "rows": [row]})

@@ -101,17 +101,29 @@ def test_bearer_token_wrapped_answers_and_paths(spark, serve_app, tmp_path, monk
         letters["c4"]["error"]
 
 
-def test_a_wrong_token_is_an_error_of_each_element_with_no_value_in_it(spark, serve_app, tmp_path, monkeypatch):
+@pytest.mark.parametrize("pipeline", ["MODE BATCH", "MODE STREAMING CHECKPOINT 'chk' TRIGGER AVAILABLE NOW"])
+def test_a_wrong_token_stops_the_run_after_at_most_ten_calls(spark, serve_app, tmp_path, monkeypatch, capfd,
+                                                             pipeline):
+    """#41 item 2: every call refused with 401 and none answered: the run stops with exit code 2,
+    naming the operator, its line and the header that carries the secret (as written), having
+    called the service at most 10 times (not once per row, nor with retries), and writes no
+    dead letter (nor any row)."""
     service = CustomerService(serve_app, token="the-right-one")
-    _write_input(tmp_path)
+    (tmp_path / "in").mkdir(parents=True)
+    for part in range(2):       # two files: two tasks call at once, sharing the 10 calls judged
+        (tmp_path / f"in/o{part}.json").write_text("".join(json.dumps(r) + "\n" for r in ROWS[part::2]))
     flow = tmp_path / "pipeline.flow"
-    flow.write_text(FLOW.format(pipeline="MODE BATCH", port=service.port))
+    flow.write_text(FLOW.format(pipeline=pipeline, port=service.port).replace("TIMEOUT 5s", "TIMEOUT 5s RETRY 2"))
     monkeypatch.setenv("CUSTOMER_API_TOKEN", "a-wrong-token-value")
-    run_flow(flow)
-    letters = _letters(tmp_path)
-    assert len(letters) == len(ROWS) and not service.calls
-    assert all(letter["error"].startswith("CallError: HTTP 401 from http://127.0.0.1") for letter in letters)
-    assert not any("a-wrong-token-value" in json.dumps(letter) for letter in letters)
+    with pytest.raises(SystemExit) as stopped:
+        run_flow(flow)
+    assert stopped.value.code == 2
+    assert 1 <= len(service.headers) <= 10 and not service.calls     # every request the service saw was refused
+    err = capfd.readouterr().err
+    assert "dslc: error: ENRICH 'enriched' (line 4): the service refused the credentials: " in err
+    assert "the request sends header 'Authorization: Bearer ${CUSTOMER_API_TOKEN}'" in err
+    assert "a-wrong-token-value" not in err
+    assert not _letters(tmp_path) and not list((tmp_path / "out").glob("part-*"))
 
 
 BATCH_FLOW = """

@@ -139,3 +139,43 @@ def test_a_secret_reaches_the_connect_servers_workers_in_the_chain(tmp_path, spa
     assert seen == [f"Bearer {token}"] * 12
     assert not any(path.read_text().strip() for path in (folder / "dlq").glob("part-*"))   # no dead letter
     assert token not in result.stdout + result.stderr
+
+
+DATABASE_FLOW = """PIPELINE remote_db MODE {mode} CHECKPOINT 'chk' {trigger};
+DATABASE crm AT '{url}';
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING);
+STREAM enriched = ENRICH orders
+  WITH SQL crm 'SELECT tier FROM remote_customers WHERE customer_id = {{customer_id}}'
+  RETURNS (tier STRING) ASYNC UNORDERED CAPACITY 20 BATCH 5;
+SINK enriched TO DATABASE crm TABLE 'remote_out_{name}' KEY (order_id) MODE UPSERT;
+"""
+
+
+@pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
+def test_sql_lookups_and_a_database_sink_through_spark_connect(tmp_path, postgres, connect_server, mode):
+    """WITH SQL on the server's Python workers (asyncpg installed there, as docs/operations.md
+    says) and a database sink (in STREAMING: foreachBatch on the server, each micro-batch known by
+    the query's name, checkpoint location and batch id, nothing read from the checkpoint); run
+    twice, the second run writes nothing twice."""
+    name = mode.lower()
+    postgres.execute(f"DROP TABLE IF EXISTS remote_customers; DROP TABLE IF EXISTS remote_out_{name}")
+    postgres.execute("CREATE TABLE remote_customers (customer_id TEXT PRIMARY KEY, tier TEXT)")
+    postgres.execute("INSERT INTO remote_customers VALUES ('c0', 'gold'), ('c1', 'silver')")
+    folder = tmp_path / name
+    (folder / "in").mkdir(parents=True)
+    (folder / "in/o.json").write_text("".join(json.dumps({"order_id": f"o{i}", "customer_id": f"c{i % 3}"}) + "\n"
+                                              for i in range(12)))
+    url = f"postgresql://{postgres.user}:${{CRM_PASSWORD}}@127.0.0.1:{postgres.port}/{postgres.database}"
+    trigger = "TRIGGER AVAILABLE NOW" if mode == "STREAMING" else ""
+    (folder / "pipeline.flow").write_text(DATABASE_FLOW.format(mode=mode, trigger=trigger, url=url, name=name))
+    env = {**{k: v for k, v in os.environ.items() if k not in ("DSLC_FLOW_FOLDER", "PYSPARK_PYTHON", "SPARK_REMOTE")},
+           "CRM_PASSWORD": postgres.password}
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"),
+                                 "--remote", connect_server.url], cwd=folder, env=env, capture_output=True,
+                                text=True, timeout=400)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        assert postgres.password not in result.stdout + result.stderr
+    rows = postgres.query(f"SELECT order_id, tier FROM remote_out_{name} ORDER BY order_id")
+    tiers = {0: "gold", 1: "silver", 2: None}
+    assert sorted((r["order_id"], r["tier"]) for r in rows) == sorted((f"o{i}", tiers[i % 3]) for i in range(12))

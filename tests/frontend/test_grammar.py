@@ -320,3 +320,15 @@ def test_syntax_errors_are_collected_per_statement():
         parse(SourceFile("t", text))
     assert [(d.code, *info.value.source.line_col(d.span.start)) for d in info.value.diagnostics] == \
         [("E0101", 1, 40), ("E0101", 2, 10)]
+
+
+@pytest.mark.parametrize("clause, number, unit", [
+    ("UP TO 5%", "5", "%"), ("up to 2.5 %", "2.5", "%"), ("UP TO 100 ROWS", "100", "ROWS"), ("UP TO 0 rows", "0", "ROWS"),
+])
+def test_a_dead_letter_path_with_its_ceiling(clause, number, unit):
+    src, stmt = parse_one(f"STREAM e = ENRICH s WITH PYTHON 'm:f' RETURNS (x INT) ON ERROR DEAD LETTER 'dlq' {clause};")
+    dead = opts(stmt)["on_error"].args[0]
+    path, ceiling = dead.args
+    assert path.value == "dlq" and ceiling.key == "ceiling"
+    assert ceiling.args[0].text == number and ceiling.args[1].value == unit
+    assert at(src, ceiling) == clause

@@ -44,7 +44,7 @@ async def test_a_syntax_error_in_the_middle_leaves_the_rest_known(client, tmp_pa
 
 
 async def test_a_statement_that_does_not_check_leaves_the_others_known(client):
-    text = FRAUD.replace("WHERE amount > 0", "WHERE amount > 'x' AND nope > 1") + \
+    text = FRAUD.replace("FROM orders;", "FROM orders WHERE amount > 'x' AND nope > 1;") + \
         "STREAM late = SELECT customer_id FROM paid;\n"
     uri = "untitled:semantic-error"
     diagnostics = await open_and_wait(client, uri, text)

@@ -66,7 +66,7 @@ async def test_completion_items_replace_the_word_typed(client):
 async def test_hover_on_a_name_shows_its_line_and_schema(client):
     uri, text = await _open(client, FRAUD)
     shown = await hover_text(client, uri, position_of(text, "ENRICH paid", after=8))
-    assert "**stream** `paid`, line 18" in shown
+    assert "**stream** `paid`, line 23" in shown
     assert "STREAM paid = SELECT order_id, customer_id, amount, country, ts" in shown
     assert "| amount | DOUBLE |" in shown and "| ts | TIMESTAMP |" in shown
     shown = await hover_text(client, uri, position_of(text, "FROM rule_updates", after=7))
@@ -74,7 +74,7 @@ async def test_hover_on_a_name_shows_its_line_and_schema(client):
     shown = await hover_text(client, uri, position_of(text, "AGAINST rules", after=9))
     assert "**broadcast** `rules`, line 16" in shown and "| rule_id | STRING |" in shown
     # a column of what the statement reads
-    assert await hover_text(client, uri, position_of(text, "WHERE amount", after=7)) == \
+    assert await hover_text(client, uri, position_of(text, "CHECK (amount", after=8)) == \
         "column `amount` DOUBLE, from `orders`"
     assert await hover_text(client, uri, position_of(text, "-- Fraud", after=4)) is None
 
@@ -126,7 +126,8 @@ async def test_definition_of_streams_sources_broadcasts_and_python_functions(cli
     line = text[:text.index("BROADCAST rules")].count("\n")
     assert await definition(position_of(text, "AGAINST rules", after=10)) == [(uri, line, 10, 15)]
     line = text[:text.index("SOURCE orders")].count("\n")
-    assert await definition(position_of(text, "FROM orders WHERE", after=6)) == [(uri, line, 7, 13)]
+    assert await definition(position_of(text, "FROM orders;", after=6)) == [(uri, line, 7, 13)]
+    assert await definition(position_of(text, "EXPECT ON orders", after=11)) == [(uri, line, 7, 13)]
     assert await definition(position_of(text, "PARQUET", after=2)) == []
 
     uri, text = await _open(client, DEVICES)
@@ -141,10 +142,12 @@ async def test_document_symbols_list_every_statement_with_columns(client):
     result = await client.text_document_document_symbol_async(types.DocumentSymbolParams(doc(uri)))
     assert [(s.name, s.detail) for s in result] == [
         ("fraud_alerts", "PIPELINE"), ("orders", "SOURCE"), ("rule_updates", "SOURCE"), ("rules", "BROADCAST"),
-        ("paid", "STREAM = SELECT"), ("enriched", "STREAM = ENRICH"), ("flagged", "STREAM = MATCH"),
-        ("per_customer", "STREAM = SELECT"), ("→ flagged", "SINK"), ("→ per_customer", "SINK")]
-    enriched = result[5]
-    assert enriched.kind == types.SymbolKind.Function and enriched.range.start.line == 20
+        ("✓ orders", "EXPECT ON"), ("paid", "STREAM = SELECT"), ("enriched", "STREAM = ENRICH"),
+        ("flagged", "STREAM = MATCH"), ("per_customer", "STREAM = SELECT"), ("→ flagged", "SINK"),
+        ("→ per_customer", "SINK")]
+    assert [c.name for c in result[4].children] == ["positive_amount"]
+    enriched = result[6]
+    assert enriched.kind == types.SymbolKind.Function and enriched.range.start.line == 25
     assert [(c.name, c.detail) for c in enriched.children][-2:] == [("tier", "STRING"), ("risk", "DOUBLE")]
 
 
@@ -166,7 +169,7 @@ async def test_code_lenses_explain_and_run_tests_beside_a_test_file(client, tmp_
     assert [lens.command.title for lens in result] == ["Explain"]
     explained = await client.workspace_execute_command_async(
         types.ExecuteCommandParams("dslc.explain", [alone.as_uri()]))
-    assert "WHERE amount > 7" in explained["text"]
+    assert "positive_amount CHECK (amount > 7) -> DROP" in explained["text"]
     # a test file that names the pipeline with `pipeline:` counts too
     (tmp_path / "cases.test.yaml").write_text("pipeline: alone.flow\ncases: []\n")
     result = await client.text_document_code_lens_async(types.CodeLensParams(doc(alone.as_uri())))

@@ -18,7 +18,7 @@ from dslc.compiler.frontend.parser import parse
 from dslc.compiler.source import SourceFile
 
 EXTENSION = ROOT / "editors" / "vscode"
-STATEMENT_KEYWORDS = {"PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK"}
+STATEMENT_KEYWORDS = {"PIPELINE", "SET", "SOURCE", "BROADCAST", "STREAM", "SINK", "EXPECT"}
 SAMPLES = sorted(EXAMPLES.glob("*/pipeline.flow")) + [EXTENSION / "test" / "every_keyword.flow"]
 
 
@@ -47,6 +47,8 @@ def _sql_spans(program: ast.Program) -> list[tuple[int, int]]:
             spans.append((statement.sql.span.start, statement.sql.span.end))
         elif isinstance(statement, ast.Match):
             spans.append((statement.predicate.span.start, statement.predicate.span.end))
+        elif isinstance(statement, ast.Expect):       # CHECK (condition): the SQL inside the parentheses
+            spans += [(c.check.span.start + 1, c.check.span.end - 1) for c in statement.constraints]
     return spans
 
 

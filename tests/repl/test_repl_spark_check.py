@@ -9,7 +9,7 @@ import pytest
 
 from dslc.compiler.cli.repl import Repl
 from dslc.compiler.cli.repl_session import Session
-from dslc.compiler.cli.repl_spark import SparkRunner
+from dslc.compiler.interactive.spark_runner import SparkRunner
 
 pytestmark = pytest.mark.spark
 
@@ -76,7 +76,7 @@ def test_ctrl_c_while_the_jvm_starts_returns_at_once(tmp_path):
     import _thread
     import threading
 
-    from dslc.compiler.cli.repl_spark import Interrupted
+    from dslc.compiler.interactive.spark_runner import Interrupted
 
     released, waiting, done = threading.Event(), threading.Event(), threading.Event()
 

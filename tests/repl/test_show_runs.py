@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dslc.compiler.cli.repl_session import Session
-from dslc.compiler.cli.repl_spark import SparkRunner
+from dslc.compiler.interactive.spark_runner import SparkRunner
 from dslc.compiler.pipeline import check_source, lower_plan
 from dslc.compiler.source import SourceFile
 

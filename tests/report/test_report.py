@@ -182,3 +182,25 @@ def test_the_money_spent_is_on_the_page(tmp_path):
     assert "$0.0123" in section and "$0.5000" in section and "$0.5123" in section      # each, and all
     assert '<td class="n">450</td>' in section
     assert 'id="money"' not in _page(tmp_path, {"operators": {"e": {"elements_in": 1, "capacity": 2}}})
+
+
+def test_each_expect_has_a_table_the_worst_constraint_first(tmp_path):
+    """#45: per stream its constraints, the one failing the most rows first, and the diagnosis of
+    the one that removes the most."""
+    from dslc.runtime.expect_figures import diagnoses
+
+    section = {"labelled": {"line": 7, "runs": "chain#1", "rows": 40, "passed": 31, "dropped": 3, "quarantined": 6,
+                            "constraints": [
+                                {"name": "has_ticket", "line": 10, "action": "FAIL", "passed": 40, "failed": 0},
+                                {"name": "known_category", "line": 8, "action": "QUARANTINE",
+                                 "path": "target/quarantine/labelled", "passed": 34, "failed": 6},
+                                {"name": "urgency_range", "line": 9, "action": "DROP", "passed": 37, "failed": 3}]}}
+    dom = _page(tmp_path, {"operators": {}, "expectations": section, "diagnosis": diagnoses(section)})
+    tables = dom[dom.index('id="expectations"'):]
+    assert "EXPECT ON labelled (line 7)" in tables and "40 rows judged: 31 passed, 3 dropped, 6 quarantined" in tables
+    order = [tables.index(name) for name in ("known_category", "urgency_range", "has_ticket")]
+    assert order == sorted(order)                                   # the worst first
+    assert "QUARANTINE 'target/quarantine/labelled'" in tables and "15.0%" in tables
+    assert re.search(r'class="diagnosis expectation"><span class="cause">expectation</span> '
+                     r'<b>EXPECT ON labelled</b>: constraint known_category \(line 8, QUARANTINE\) fails the most '
+                     r'rows: 6 of 40 \(15.0%\)', dom)

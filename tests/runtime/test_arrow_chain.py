@@ -10,6 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from pyspark import cloudpickle
 
 from dslc.runtime import config as C
 from dslc.runtime.broadcast.state import BroadcastState, BroadcastStateError
@@ -130,7 +131,6 @@ def test_output_streams_after_each_input_batch(search_path) -> None:
 
 
 def test_function_pickles_with_cloudpickle(search_path) -> None:
-    cloudpickle = pytest.importorskip("pyspark.cloudpickle")
     fn = chain_function(scoring_chain(search_path), {"rules": rules_snapshot()})
     clone = cloudpickle.loads(cloudpickle.dumps(fn))
     rows = [r for b in clone(iter([orders(("o1", "DE", 20.0, 0))])) for r in b.to_pylist()]
@@ -318,7 +318,6 @@ def test_operator_chain_is_reusable_per_call(search_path) -> None:
 
 
 def test_enrich_then_process_in_one_chain(search_path) -> None:
-    pytest.importorskip("dslc.runtime.core.async_operator")
     enrich = C.Enrich("enriched", 4, call(search_path, "customer"), (C.Column("tier", "STRING"),), ("order_id",),
                       mode=C.Mode.UNORDERED, capacity=4, timeout_s=5)
     returns = (C.Column("order_id", "STRING"), C.Column("tier", "STRING"), C.Column("amount", "DOUBLE"))
@@ -335,7 +334,6 @@ def test_enrich_then_process_in_one_chain(search_path) -> None:
 
 
 def test_real_enrich_dead_letters_reach_the_dead_letter_column(search_path) -> None:
-    pytest.importorskip("dslc.runtime.core.async_operator")
     enrich = C.Enrich("enriched", 4, call(search_path, "picky"), (C.Column("tier", "STRING"),), ("order_id",),
                       on_error=C.Outcome.DEAD_LETTER, timeout_s=5)
     returns = (C.Column("order_id", "STRING"), C.Column("tier", "STRING"), C.Column("amount", "DOUBLE"))

@@ -60,6 +60,56 @@ def test_latency_that_grows_with_load_is_the_service():
     assert diagnose("e", m, [])["cause"] == "capacity"   # the same figures without the timeline
 
 
+def _figures(**given) -> dict:
+    """A merged summary of an ENRICH: a second of a healthy, quick service, then what is given."""
+    m = {"task_seconds": 2.0, "latency_seconds": 0.5, "calls": 100, "elements_in": 100, "capacity": 8,
+         "cpu_seconds": 0.2, "p50_ms": 5.0, "p99_ms": 9.0}
+    return {**m, **given}
+
+
+def test_too_few_rows_to_judge_say_so():
+    """#41 item 7: a 56-row run whose worker looked busy (its start-up, a loaded machine) is not a CPU limit."""
+    verdict = diagnose("e", _figures(elements_in=56, calls=31, task_seconds=0.4, cpu_seconds=0.39))
+    assert verdict["cause"] == "input"
+    assert verdict["line"] == ("dslc: e: input: 56 rows in 0.4 s: too few to judge what limits it; "
+                               "run it on more rows to see what limits it")
+
+
+def test_no_call_gives_no_line():
+    from dslc.runtime.diagnosis import diagnose_all
+    stored = _figures(calls=0, store_hits=100)
+    assert diagnose_all({"e": stored}) == []
+    assert [d["cause"] for d in diagnose_all({"e": _figures(calls=0, unanswered=40)})] == ["budget"]
+
+
+@pytest.mark.parametrize(("messages", "cause", "words"), [
+    ({"credentials: CallError: HTTP 401 from http://h/p/{sku}: bad token": 10}, "credentials",
+     "10 of 100 elements were refused (401/403): CallError: HTTP 401 from http://h/p/{sku}: bad token"),
+    ({"unreachable: ClientConnectorError: Cannot connect to host h:1": 30}, "outage",
+     "30 of 100 elements got no answer: ClientConnectorError: Cannot connect to host h:1"),
+    ({"answer: CallError: answer field 'price' is declared INT but got float 2.5": 3,
+      "transient: CallError: HTTP 500 from http://h/p/{sku}: boom": 1}, "answers",
+     "3 of 100 answers did not fit RETURNS (field 'price' is declared INT but got float 2.5)"),
+])
+def test_errors_get_their_own_words_whatever_the_timing(messages, cause, words):
+    verdict = diagnose("e", _figures(error_messages=messages, cpu_seconds=5.0, task_seconds=2.0))
+    assert verdict["cause"] == cause and verdict["why"] == words
+
+
+def test_a_spent_budget_is_no_bottleneck():
+    verdict = diagnose("e", _figures(unanswered=40, cpu_seconds=5.0))
+    assert verdict["cause"] == "budget" and verdict["why"] == "its BUDGET was spent with 40 of 100 rows unanswered"
+
+
+def test_one_key_that_always_answers_500_is_not_the_service():
+    one_key = _figures(pushed_back=3, elements_5xx=1, errors=1)
+    assert diagnose("e", one_key)["cause"] != "service"
+    spread = _figures(pushed_back=30, elements_5xx=20)
+    assert diagnose("e", spread)["cause"] == "service"
+    throttled = _figures(pushed_back=5, answered_429=5)
+    assert diagnose("e", throttled)["cause"] == "service"
+
+
 def test_an_operator_answered_by_provider_batches_waited_for_the_provider():
     from dslc.runtime.diagnosis import diagnose
 

@@ -22,6 +22,7 @@ from dslc.runtime.config import (
     Rate,
     Retry,
 )
+from dslc.runtime.core.refusals import CredentialsRefused
 from dslc.runtime.limits.tokens import TokenLimiter, reset_seconds
 from dslc.testing.openai_service import (
     BAD_JSON,
@@ -130,7 +131,7 @@ def test_rate_per_minute_and_tokens_per_minute_keep_under_the_service_limits():
     service = OpenAIService(labeller=LABELS, tpm=6000, burst_s=1.0)
     with serve_in_thread(service) as running:
         config = model(running.base_url, capacity=8, mode=Mode.UNORDERED, retry=Retry(10, 0.05),
-                       rate=Rate(per_second=600 / 60, tokens_per_minute=6000))
+                       rate=Rate(600, per="MINUTE", tokens_per_minute=6000))
         started = time.monotonic()
         op, out = run(config, tickets(*[f"s{i}" for i in range(12)]))
         elapsed = time.monotonic() - started
@@ -205,10 +206,11 @@ def test_headers_carry_a_secret_that_no_error_shows():
     with serve_in_thread(OpenAIService(api_key="sk-right-one")) as running:
         op, out = run(keyed(running.base_url, "sk-right-one"), tickets("hello"))
         assert len(out.rows) == 1 and running.stats["chat_calls"] == 1
-        op, out = run(keyed(running.base_url, "sk-wrong-one"), tickets("hello"))
-    [letter] = out.dead_letters
-    assert "HTTP 401" in letter["error"]
-    assert "sk-wrong-one" not in json.dumps(letter) and "sk-wrong-one" not in json.dumps(op.metrics())
+        with pytest.raises(CredentialsRefused) as stop:     # every call refused: the run stops
+            run(keyed(running.base_url, "sk-wrong-one"), tickets("hello"))
+    assert "1 call was refused and none was answered (CallError: HTTP 401" in str(stop.value)
+    assert "header 'Authorization: Bearer ${OPENAI_API_KEY}'" in str(stop.value)
+    assert "sk-wrong-one" not in str(stop.value)
 
 
 def test_record_then_replay_keyed_by_the_filled_prompt(tmp_path, monkeypatch):

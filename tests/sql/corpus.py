@@ -44,7 +44,7 @@ def spark_views(spark, plan) -> None:
 def spark_schema(spark, sql: str) -> list[tuple[str, str]]:
     """(name, type) of every output column as Spark's analyzer derives them, types in dslc's
     canonical spelling."""
-    from dslc.compiler.plan.sqltypes import canonical
+    from dslc.compiler.sparksql.sqltypes import canonical
 
     fields = spark.sql(sql).schema.fields
     return [(f.name, canonical(f.dataType.simpleString()) or f.dataType.simpleString().upper()) for f in fields]

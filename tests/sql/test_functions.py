@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from dslc.compiler.plan.spark_functions import SPARK_FUNCTIONS
+from dslc.compiler.sparksql.spark_functions import SPARK_FUNCTIONS
 
 
 def test_the_function_list_is_sparks(spark):

@@ -220,3 +220,28 @@ def test_a_case_gets_an_answer_store_of_its_own(spark, shop, tmp_path):
     code, text = _run(path)
     assert code == 0, text
     assert real.read_bytes() == before
+
+
+def test_one_line_per_case_unless_verbose(spark, shop, capfd):
+    """#41 item 10: a case is one line (its live progress, metrics table and diagnosis stay in its
+    folder); `dslc test -v` shows them too."""
+    path = shop(f"""
+    cases:
+      - name: answers, a miss and an error
+        sources:{ORDERS}
+        enrich:{ANSWERS}
+        expect:
+          enriched:
+            - {{id: o1, customer: c1, tier: gold}}
+            - {{id: o2, tier: null, ts: 2026-11-01 12:00:01}}
+    """)
+    capfd.readouterr()
+    code, text = _run(path)
+    assert code == 0 and text.splitlines()[1:] == [text.splitlines()[1], "1 passed, 0 failed"], text
+    assert text.splitlines()[1].startswith("  PASS  answers, a miss and an error (")
+    quiet = capfd.readouterr()
+    assert "dslc: per-operator metrics" not in quiet.err + quiet.out and "dslc: progress" not in quiet.err
+    out = io.StringIO()
+    assert run_paths([str(path)], out=out, verbose=True) == 0
+    loud = capfd.readouterr()
+    assert "dslc: per-operator metrics" in loud.err and "dslc: enriched: " in loud.err

@@ -20,7 +20,7 @@ def _bin(folder: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-def _system_step(tmp_path: Path, java_version: str | None, node: bool = True) -> list[str]:
+def _system_step(tmp_path: Path, java_version: str | None, node: bool = True, postgres: bool = True) -> list[str]:
     """Run `.ci/install system` with a PATH holding only stand-ins; the apt-get calls it made."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -32,9 +32,14 @@ def _system_step(tmp_path: Path, java_version: str | None, node: bool = True) ->
     if node:    # Node.js and npm are there (the tests of editors/vscode need them)
         _bin(bin_dir, "node", "echo v20.0.0")
         _bin(bin_dir, "npm", "echo 10.0.0")
+    jar = tmp_path / "postgresql.jar"
+    if postgres:    # PostgreSQL's server and its JDBC driver are there
+        _bin(bin_dir, "pg_ctlcluster", "true")
+        jar.write_bytes(b"PK")
     if java_version is not None:
         _bin(bin_dir, "java", f"echo 'openjdk version \"{java_version}\" 2024-01-01' >&2")
-    result = subprocess.run(["/bin/bash", str(ROOT / ".ci/install"), "system"], env={"PATH": str(bin_dir)},
+    result = subprocess.run(["/bin/bash", str(ROOT / ".ci/install"), "system"],
+                            env={"PATH": str(bin_dir), "DSLC_JDBC_JAR": str(jar)},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return log.read_text().splitlines() if log.is_file() else []
@@ -52,6 +57,12 @@ def test_a_machine_without_java_17_graphviz_redis_or_chromium_gets_them_from_apt
 def test_a_machine_without_node_gets_debians_nodejs_and_npm(tmp_path):
     calls = _system_step(tmp_path, "17.0.15", node=False)
     assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium", "nodejs", "npm"]
+
+
+def test_a_machine_without_postgresql_gets_debians_server_and_jdbc_driver(tmp_path):
+    calls = _system_step(tmp_path, "17.0.15", postgres=False)
+    assert [c.split()[-1] for c in calls[1:]] == ["graphviz", "redis-server", "chromium", "postgresql",
+                                                  "libpostgresql-jdbc-java"]
 
 
 def test_java_17_or_newer_is_kept(tmp_path):

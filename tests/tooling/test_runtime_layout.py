@@ -3,8 +3,9 @@ the runtime imports, directly or through others, a module that imports it back. 
 sources with `ast`, so a circle added later fails here before it fails at import time."""
 from __future__ import annotations
 
-import ast
 from pathlib import Path
+
+from import_graph import circles, graph
 
 RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 
@@ -18,63 +19,22 @@ FORBIDDEN = {
     "limits": ("core", "calls", "wrappers", "spark"),
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
+    # the driver's side of DATABASE (URLs, the check before Spark starts, tables, commits): a leaf
+    "databases": ("core", "calls", "wrappers", "limits", "spark", "broadcast", "store", "vectors"),
+    # NEAREST BY's index and probe: NumPy, pyarrow and faiss only, a leaf as limits/ is
+    "vectors": ("core", "calls", "wrappers", "limits", "schema", "broadcast", "sources", "store", "spark",
+                "databases"),
     # TIER BATCH's provider batches run on the driver before the pass: calls, the store, limits
     "batches": ("core", "spark"),
 }
 
 
-def _module_name(path: Path) -> str:
-    parts = path.relative_to(RUNTIME).with_suffix("").parts
-    if parts[-1] == "__init__":
-        parts = parts[:-1]
-    return ".".join(("dslc", "runtime", *parts))
-
-
-def _imports(path: Path) -> set[str]:
-    """Every dslc.runtime module `path` imports (a name imported from a package counts as its
-    module when one exists)."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            found.add(module)
-            found.update(f"{module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return {m for m in found if m.startswith("dslc.runtime")}
-
-
 def _graph() -> dict[str, set[str]]:
-    modules = {_module_name(p): p for p in RUNTIME.rglob("*.py") if "__pycache__" not in p.parts}
-    return {name: {m for m in _imports(path) if m in modules and m != name} for name, path in modules.items()}
+    return graph(RUNTIME, "dslc.runtime")
 
 
 def test_the_runtime_has_no_import_circle() -> None:
-    graph = _graph()
-    circles: list[list[str]] = []
-    state: dict[str, int] = {}
-
-    def visit(module: str, stack: list[str]) -> None:
-        state[module] = 1
-        stack.append(module)
-        for target in sorted(graph[module]):
-            if state.get(target) == 1:
-                circles.append(stack[stack.index(target):] + [target])
-            elif target not in state:
-                visit(target, stack)
-        stack.pop()
-        state[module] = 2
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [])
-    assert circles == []
+    assert circles(_graph()) == []
 
 
 def test_parts_import_one_way() -> None:
@@ -97,3 +57,33 @@ def test_every_call_kind_is_registered_behind_the_one_interface() -> None:
     assert KINDS, "no call kind registered"
     for config_type, kind in KINDS.items():
         assert issubclass(kind, EnrichCall), f"{kind.__name__} for {config_type.__name__} is not an EnrichCall"
+
+
+def test_an_errors_class_is_decided_in_one_leaf_module():
+    """calls/errors.py (which class an error is in, so whether RETRY calls again: #41) imports no
+    other part of the runtime, so every part may ask it (the operator core, wrappers, a future
+    policy object) without a circle."""
+    assert _graph()["dslc.runtime.calls.errors"] == set()
+
+
+def test_enrich_with_sql_is_a_registered_call_kind() -> None:
+    from dslc.runtime.calls.factory import KINDS
+    from dslc.runtime.calls.sql import SqlEnrichCall
+    from dslc.runtime.config import SqlCall
+
+    assert KINDS[SqlCall] is SqlEnrichCall
+
+
+def test_expect_figures_and_the_chain_operator_need_no_spark() -> None:
+    """EXPECT's figures are read by the compiler (the report, `dslc run`'s live view) and its
+    chain operator runs in the Python workers: neither imports Spark's glue (issue #45)."""
+    reached = _graph()
+    for module in ("dslc.runtime.expect_figures", "dslc.runtime.core.expect_operator"):
+        seen, stack = set(), [module]
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            stack.extend(reached.get(current, ()))
+        assert not [m for m in seen if m.startswith("dslc.runtime.spark")], module

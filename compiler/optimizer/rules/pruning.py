@@ -4,8 +4,10 @@
     STREAM out = SELECT id, tier FROM e;
     => the chain reads only `id` from `wide` (df.select('id') before mapInArrow)
 
-Only chains of HTTP, MODEL and EMBEDDING enrichments are pruned: a Python function sees the whole row, so every
-column may matter to it. Pruning is part of the step from the logical to the physical plan
+An EXPECT needs the columns its constraints read, and every column when it quarantines or
+fails (the row is written or shown whole). Only chains of HTTP, MODEL and EMBEDDING enrichments are pruned: a
+Python function sees the whole row, so every column may matter to it; and not a chain with dead letters, which
+hold every column of the row. Pruning is part of the step from the logical to the physical plan
 (`chaining.chain_operators` asks it for each chain's input) and noted there.
 """
 from __future__ import annotations
@@ -36,7 +38,12 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
     """Columns of `name` that its readers need; None when they need all of them."""
     if name.lower() in _seen:
         return None
+    expect = p.expectation(name)
     needed: set[str] = set()
+    if expect is not None:          # what its constraints read (all of it: a quarantined row is whole)
+        if expect.columns() is None:
+            return None
+        needed |= expect.columns()
     for reader in p.consumers(name):
         if isinstance(reader, plan.Sink) or isinstance(reader, NEEDS_ALL):
             return None
@@ -58,15 +65,23 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
 
 
 def pruned_input(p: plan.Plan, operators: tuple[plan.Enrich | plan.Process, ...]) -> tuple[str, ...] | None:
-    """The input columns a chain must read, or None when it must read them all."""
+    """The input columns a chain must read, or None when it must read them all (also when one
+    of its operators writes dead letters: a dead letter holds the whole row that operator got,
+    so that it can be fixed and fed through the ENRICH again)."""
     if not all(isinstance(op, plan.Enrich) and isinstance(op.call, _NAMED_CALLS) and op.call.columns is not None
                for op in operators):
+        return None
+    if any(op.dead_letter for op in operators):
         return None
     needed = required_columns(p, operators[-1].name)
     if needed is None:
         return None
     for op in operators:
         needed |= {c.lower() for c in op.call.columns}
+        expect = p.expectation(op.name)
+        if expect is not None and expect.columns() is None:
+            return None
+        needed |= expect.columns() if expect is not None else set()
     returned = {f.name.lower() for op in operators for f in op.returns}
     upstream = p.node(operators[0].input)
     keep = tuple(f.name for f in upstream.schema if f.name.lower() in needed - returned)

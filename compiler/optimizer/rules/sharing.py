@@ -4,7 +4,8 @@ Spark recomputes a DataFrame for every action (and for every reference inside on
 self-join or a UNION of two filters of it). A chain makes external calls, so its output is kept
 whenever it would be computed more than once: read on more than one path to the job's outputs
 (sinks, broadcast states), directly or through other statements, or split into dead letters and
-rows. BATCH keeps it in Spark's reliable checkpoint folder (`DataFrame.checkpoint(eager=True)`,
+rows (dead letters, and the rows an EXPECT quarantines: each quarantine folder is written by a
+writer of its own that reads the relation again). BATCH keeps it in Spark's reliable checkpoint folder (`DataFrame.checkpoint(eager=True)`,
 never evicted); STREAMING writes it to an exactly-once stage folder under the CHECKPOINT that the
 queries reading it consume with Spark's streaming file source.
 """
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 
 from dslc.compiler.optimizer import physical
 from dslc.compiler.plan import logical as plan
-from dslc.compiler.plan.sql import relations
+from dslc.compiler.sparksql.sql import relations
 
 NAME = "keep_shared"
 
@@ -42,7 +43,8 @@ def computations(p: plan.Plan) -> dict[str, int]:
     """relation (lower case) → how many times the job's outputs compute it if nothing is kept."""
     found: dict[str, int] = {}
     for node in reversed(p.nodes):
-        total = 0
+        expect = p.expectation(node.name)
+        total = len(expect.quarantine_paths) if expect is not None else 0   # each folder read by its own writer
         for reader in p.consumers(node.name):
             if isinstance(reader, (plan.Sink, plan.BroadcastState)):
                 total += 1
@@ -80,11 +82,16 @@ def kept_chains(p: plan.Plan, steps) -> tuple[Kept, ...]:
         if not isinstance(step, physical.Chain):
             continue
         uses = counts.get(step.name.lower(), 0)
-        letters = sorted({op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter})
+        dead = {op.dead_letter for op in step.operators if isinstance(op, plan.Enrich) and op.dead_letter}
+        quarantined = {path for name in step.expects for path in p.expectation(name).quarantine_paths}
+        letters = sorted(dead | quarantined)
         if uses + len(letters) <= 1:
             continue
-        why = [f"read on {uses} paths to the outputs"] if uses > 1 else []
-        why += ["its dead letters are written apart from its rows"] if letters and uses else []
-        why += [f"its dead letters go to {len(letters)} folders"] if len(letters) > 1 else []
+        expect = p.expectation(step.name)
+        after = len(expect.quarantine_paths) if expect is not None else 0    # an EXPECT on the chain's output
+        why = [f"read on {uses - after} paths to the outputs"] if uses - after > 1 else []
+        why += ["the rows its EXPECT quarantines are written apart from the others"] if after or quarantined else []
+        why += ["its dead letters are written apart from its rows"] if dead and uses else []
+        why += [f"its dead letters go to {len(dead)} folders"] if len(dead) > 1 else []
         kept.append(Kept(step.name, "; ".join(why), f"stage{step.index}"))
     return tuple(kept)

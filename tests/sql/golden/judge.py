@@ -71,7 +71,7 @@ def load(path: Path = CORPUS) -> tuple[dict, list[dict]]:
 
 def spark_schema(record: dict) -> list[tuple[str, str]] | None:
     """Spark's (name, type) columns in dslc's canonical type spelling, None when it refused."""
-    from dslc.compiler.plan.sqltypes import canonical
+    from dslc.compiler.sparksql.sqltypes import canonical
 
     if "schema" not in record["spark"]:
         return None
@@ -105,8 +105,8 @@ def _query_verdict(record: dict, theirs) -> Verdict:
     """A query that reads no view (`SELECT 1 + 2`): a STREAM must read a source, so it is judged
     by the fast check's query analysis alone, the rule that it must read one left out."""
     from dslc.compiler.frontend import ast
-    from dslc.compiler.plan.sql import analyze_query, parse_sql
     from dslc.compiler.source import Span
+    from dslc.compiler.sparksql.sql import analyze_query, parse_sql
 
     sql = ast.Sql(record["sql"], Span(0, len(record["sql"])))
     problems: list = []

@@ -3,10 +3,13 @@ printed, and held as floors that only go up. No Spark here: Spark's verdicts wer
 convert.py, so this stays a fast test.
 
 The corpus (corpus.jsonl) is made from a clone of apache/spark by convert.py and is not kept in the
-repository (see README.md here); without it there is nothing to measure and the test says so."""
+repository (see README.md here). Without it there is nothing to measure: the tests are skipped and
+say so with a warning in the run's summary; when DSLC_GOLDEN_CORPUS names the corpus, its absence
+fails them (whoever set it expects the measure)."""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import judge
@@ -37,7 +40,12 @@ MIN_REFUSED_CAUGHT = 1181
 @pytest.fixture(scope="module")
 def figures() -> judge.Figures:
     if not CORPUS.exists():
-        pytest.skip(f"{CORPUS} is not there: make it with tests/sql/golden/convert.py (see README.md)")
+        why = (f"dslc check was NOT measured against Spark's golden SQL tests: {CORPUS} is not there; "
+               "make it with tests/sql/golden/convert.py (see tests/sql/golden/README.md)")
+        if "DSLC_GOLDEN_CORPUS" in os.environ:
+            pytest.fail(why + " (DSLC_GOLDEN_CORPUS names it)")
+        warnings.warn(why, pytest.PytestWarning, stacklevel=1)   # in the summary, also under xdist
+        pytest.skip(why)
     header, records = judge.load(CORPUS)
     result = judge.judge(records)
     print(f"\nSpark commit {header['spark_commit']}, judged by PySpark {header['pyspark']}\n{result.summary()}")

@@ -1,0 +1,140 @@
+"""EXPECT inside a chain: an operator after the one whose rows it judges, in the same Python pass.
+
+Each constraint's condition arrives as a Python expression over the row `r` (translated at
+compile time, compiler/plan/expect_python.py; None is SQL's NULL, which passes). All of them are
+compiled into one function that says whether any constraint is broken, so a good row costs one
+call; a row that breaks something is judged again constraint by constraint, for the counts and
+the names. The strictest action of the broken constraints decides: FAIL stops the job
+(ExpectationFailed, which the job turns into exit code 4), QUARANTINE sends the row, with
+`_constraints`, `_operator` and `_line`, out of the chain with the dead letters (as a
+quarantine letter, written to its folder with them), DROP forgets it, WARN passes it on.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from decimal import Decimal
+from typing import Any, Callable
+
+from dslc.runtime import config as C
+from dslc.runtime.core.operator import Output, Row, Watermark
+
+#: A quarantine letter among a chain's dead letters: {QUARANTINE: path, LINE: the JSON line}.
+QUARANTINE, LINE = "quarantine", "line"
+_STRICTNESS = {action: rank for rank, action in enumerate(C.ACTIONS)}
+_COMPACT = (",", ":")       # JSON as Spark's to_json writes it
+
+
+#: The exit code of a job stopped by an EXPECT's FAIL constraint (runtime/spark/failure.py).
+EXIT_CODE = 4
+
+
+class ExpectationFailed(RuntimeError):
+    """An EXPECT's FAIL constraint broken by a row: the job stops (exit code 4)."""
+
+
+def failure_prefix(expect: C.Expect, constraint: C.Constraint) -> str:
+    """What a FAIL says before the row, the same from Python and from Spark."""
+    return f"EXPECT ON {expect.name}: constraint {constraint.name} (line {constraint.line}) is broken by row "
+
+
+def failure_message(expect: C.Expect, constraint: C.Constraint, row_json: str) -> str:
+    """What a FAIL says, on one line."""
+    return failure_prefix(expect, constraint) + row_json
+
+
+@functools.lru_cache(maxsize=256)
+def _like(pattern: str) -> Callable[[str], Any]:
+    """Spark's LIKE as a compiled full match: `%` any text, `_` one character, `\\` escapes."""
+    out, i = [], 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            out.append(re.escape(pattern[i + 1]))
+            i += 2
+            continue
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        i += 1
+    return re.compile("".join(out), re.S).fullmatch
+
+
+def _fcmp(a: Any, b: Any, op: str) -> bool:
+    """A comparison of floating-point values as Spark makes it: NaN equals NaN and is above every number."""
+    key_a = (1, 0.0) if isinstance(a, float) and math.isnan(a) else (0, a)
+    key_b = (1, 0.0) if isinstance(b, float) and math.isnan(b) else (0, b)
+    return {"==": key_a == key_b, "!=": key_a != key_b, ">": key_a > key_b, ">=": key_a >= key_b,
+            "<": key_a < key_b, "<=": key_a <= key_b}[op]
+
+
+_NAMESPACE = {"_like": _like, "_fcmp": _fcmp, "Decimal": Decimal, "__builtins__": {"len": len, "abs": abs}}
+
+
+def compiled(python: str) -> Callable[[Row], Any]:
+    """A constraint's Python expression as a function of the row."""
+    return eval(compile(f"lambda r: {python}", "<constraint>", "eval"), dict(_NAMESPACE))  # noqa: S307 - made by the compiler
+
+
+class ExpectOperator:
+    """The chain operator of one EXPECT (see the module)."""
+
+    def __init__(self, config: C.Expect) -> None:
+        missing = [c.name for c in config.constraints if c.python is None]
+        if missing:
+            raise ValueError(f"EXPECT ON {config.name}: constraint(s) {', '.join(missing)} have no Python form")
+        self.config = config
+        self.name = config.key
+        self.constraints = config.constraints
+        self.checks = [compiled(c.python) for c in config.constraints]
+        self.any_broken = compiled(" or ".join(f"({c.python}) is False" for c in config.constraints))
+        self.failed = [0] * len(config.constraints)
+        self.rows = self.dropped = self.quarantined = 0
+        self.output: Output | None = None
+
+    def open(self, output: Output) -> None:
+        self.output = output
+
+    def process_element(self, row: Row) -> None:
+        self.rows += 1
+        if not self.any_broken(row):
+            self.output.emit(row)
+            return
+        broken = [i for i, check in enumerate(self.checks) if check(row) is False]
+        for i in broken:
+            self.failed[i] += 1
+        worst = max((self.constraints[i] for i in broken), key=lambda c: _STRICTNESS[c.action])
+        if worst.action == "WARN":
+            self.output.emit(row)
+        elif worst.action == "DROP":
+            self.dropped += 1
+        elif worst.action == "QUARANTINE":
+            self.quarantined += 1
+            first = next(self.constraints[i] for i in broken if self.constraints[i].action == "QUARANTINE")
+            self.output.emit_dead_letter({QUARANTINE: first.path, LINE: self.line(row, broken)})
+        else:
+            raise ExpectationFailed(failure_message(self.config, worst, json.dumps(row, default=str, separators=_COMPACT)))
+
+    def line(self, row: Row, broken: list[int]) -> str:
+        """The JSON line a quarantined row becomes: its columns, then what it broke, where."""
+        return json.dumps({**row, "_constraints": [self.constraints[i].name for i in broken],
+                           "_operator": self.config.name, "_line": self.config.line}, default=str, separators=_COMPACT)
+
+    def process_watermark(self, watermark: Watermark) -> None:
+        self.output.emit_watermark(watermark)
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def dispose(self) -> None:
+        pass
+
+    def metrics(self) -> dict[str, Any]:
+        """Rows in and out, and each constraint's failures (`failed.<name>`; passed = in - failed)."""
+        return {"operator": self.name, "elements_in": self.rows,
+                "elements_out": self.rows - self.dropped - self.quarantined, "dropped": self.dropped,
+                "quarantined": self.quarantined,
+                **{f"failed.{c.name}": n for c, n in zip(self.constraints, self.failed)}}

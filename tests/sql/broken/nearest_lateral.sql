@@ -1,0 +1,3 @@
+-- expect: E0212 2:40 UNSUPPORTED_FEATURE.LATERAL_JOIN_NEAREST_BY
+SELECT q.qid, a.title FROM questions q JOIN LATERAL (SELECT * FROM articles) a
+  EXACT NEAREST 2 BY DISTANCE abs(q.score - a.pscore)

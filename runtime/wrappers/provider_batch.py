@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dslc.runtime.calls.base import EnrichCall, UnsendableRequest
+from dslc.runtime.calls.base import CallError, EnrichCall
+from dslc.runtime.calls.errors import ANSWER, REQUEST
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
@@ -26,8 +27,13 @@ from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 
 
-class BatchLineFailed(UnsendableRequest):
-    """The provider's batch could not answer the element's request (twice): its error, not retried."""
+class BatchLineFailed(CallError):
+    """The provider's batch could not answer the element's request (twice): its error, not retried
+    in this pass (calls/errors.py): `answer` when what it answered did not fit RETURNS (`raw`),
+    else `request`, as the same request gets the same failure until the next run sends it."""
+
+    def __init__(self, message: str, raw: str | None = None) -> None:
+        super().__init__(message, raw=raw, error_class=ANSWER if raw is not None else REQUEST)
 
 
 def wrap(call: EnrichCall, config: Enrich) -> EnrichCall:

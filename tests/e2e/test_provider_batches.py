@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from jobs import run_flow
 
+from dslc.runtime.spark.provider_batches import LINES_CONF
 from dslc.testing.openai_api.batches import BATCH_ERROR, BATCH_ERROR_ONCE, BATCH_EXPIRE_ONCE
 from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
 
@@ -77,6 +78,15 @@ def _letters(folder: Path) -> list[dict]:
 
 def _keys(rows: list[dict]) -> set[tuple[str, str]]:
     return {(r["subject"], r["body"]) for r in rows}
+
+
+@pytest.fixture(autouse=True)
+def _batch_lines_of_this_test_only(spark):
+    """A job's SET lands in the session the tests share (a job of its own, under `dslc run`, has
+    a session of its own): a test's `SET spark.dslc.batch.lines` would cut the next test's
+    batches too, so it is taken back after each test."""
+    yield
+    spark.conf.unset(LINES_CONF)
 
 
 def test_the_sinks_hold_what_the_online_run_writes_with_no_online_request(spark, tmp_path):

@@ -81,6 +81,7 @@ def run(ctx: Context) -> Section:
                    "dslc's cost_usd", "vs STANDARD", "job seconds"])
     dollars: dict[str, float] = {}
     overhead_s = float("nan")
+    refused = 0
     with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=PROVIDER_DELAY_S,
                                        flex_unavailable=FLEX_429)) as running:
         for tier in ("STANDARD", "FLEX", "BATCH"):
@@ -91,6 +92,7 @@ def run(ctx: Context) -> Section:
             first = run_flow(flow)
             stats = running.stats
             billed = _billed(stats, tier)
+            refused += stats["flex_unavailable"] if tier == "FLEX" else 0
             dollars[tier] = billed * per
             requests = stats["batch_lines"] if tier == "BATCH" else stats["chat_calls"]
             tokens = ("batch_prompt_tokens", "batch_completion_tokens") if tier == "BATCH" else \
@@ -117,7 +119,7 @@ def run(ctx: Context) -> Section:
                abs(dollars["BATCH"] / dollars["STANDARD"] - 0.5) < 0.01),
         Target(f"dslc's own time per 10,000 batch lines < {OVERHEAD_TARGET_S:g} s", f"{overhead_s:.1f} s",
                overhead_s < OVERHEAD_TARGET_S)]
-    section.notes.append("A flex request refused with 429 costs nothing and is sent again; its retries are in "
-                         "the FLEX run's requests but not in its tokens.")
+    section.notes.append(f"The FLEX run's service refused {refused:,} flex requests with the flex 429 "
+                         "(resource_unavailable): not billed, sent again by dslc; requests counts the answered ones.")
     section.seconds = time.perf_counter() - started
     return section

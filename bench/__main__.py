@@ -26,6 +26,7 @@ from . import (
     expect_overhead,
     lsp_latency,
     models,
+    pay_half,
     pushdown,
     report,
     services,
@@ -53,6 +54,7 @@ BENCHES = {
     "services": services.run,
     "databases": databases.run,
     "expect": expect_overhead.run,
+    "pay": pay_half.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -1,6 +1,7 @@
 """Run an example end to end: start its local service (if it has one), `dslc run` it, stop the service.
 
     python examples/run.py fraud [--mode streaming] [-- spark-submit args]
+    python examples/run.py tickets/pay_less       # an example's other .flow file (pay_less.flow)
 """
 from __future__ import annotations
 
@@ -28,11 +29,13 @@ def _wait_for_service(port: int, settings: Path, service: subprocess.Popen, time
 
 
 def main(argv: list[str]) -> int:
-    if not argv or not (HERE / argv[0] / "pipeline.flow").is_file():
+    name, _, variant = (argv[0] if argv else "").partition("/")
+    pipeline = HERE / name / f"{variant or 'pipeline'}.flow"
+    if not name or not pipeline.is_file():
         names = sorted(p.parent.name for p in HERE.glob("*/pipeline.flow"))
-        print(f"usage: python examples/run.py NAME [dslc run options]; NAME is one of {', '.join(names)}")
+        print(f"usage: python examples/run.py NAME[/FLOW] [dslc run options]; NAME is one of {', '.join(names)}")
         return 2
-    folder = HERE / argv[0]
+    folder = HERE / name
     service = None
     # a service on a port of its own choosing writes its settings here (orders_db: a database)
     settings = folder / "target" / "service.env"
@@ -47,7 +50,7 @@ def main(argv: list[str]) -> int:
                 # the example's token for its own local service (a real one stays out of the
                 # repository), or the password and port of the database it started
                 extra = ["--secrets", str(secrets), *extra]
-        command = [sys.executable, "-m", "dslc.compiler.cli", "run", str(folder / "pipeline.flow"), *extra]
+        command = [sys.executable, "-m", "dslc.compiler.cli", "run", str(pipeline), *extra]
         return subprocess.call(command)
     finally:
         if service is not None:

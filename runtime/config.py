@@ -359,15 +359,40 @@ class Store:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """BUDGET n CALLS | n TOKENS: the most one operator spends in one run."""
+    """BUDGET n CALLS | n TOKENS | n USD: the most one operator spends in one run (USD: at its PRICE)."""
 
-    amount: int
+    amount: int | float
     unit: str = "CALLS"
     stop_task: bool = False   # set by the driver in STREAMING: a task that left rows unanswered fails
 
     def __post_init__(self) -> None:
-        _require(self.amount >= 1, "BUDGET must be >= 1")
-        _require(self.unit in ("CALLS", "TOKENS"), f"BUDGET counts CALLS or TOKENS, not {self.unit!r}")
+        _require(self.unit in ("CALLS", "TOKENS", "USD"), f"BUDGET counts CALLS, TOKENS or USD, not {self.unit!r}")
+        _require(self.amount > 0 if self.unit == "USD" else self.amount >= 1,
+                 "BUDGET must be > 0" if self.unit == "USD" else "BUDGET must be >= 1")
+
+
+#: TIER: the provider's tier an ENRICH's MODEL or EMBEDDING requests are answered in.
+TIERS = ("STANDARD", "FLEX", "BATCH")
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """PRICE n PER CALL | n PER MILLION INPUT TOKENS [, m PER MILLION OUTPUT TOKENS]: what a call
+    of the operator's own TIER costs, in USD (limits/money.py adds it up)."""
+
+    per_call: float = 0.0
+    input_per_million: float = 0.0
+    output_per_million: float = 0.0
+
+    def __post_init__(self) -> None:
+        _require(min(self.per_call, self.input_per_million, self.output_per_million) >= 0, "PRICE must be >= 0")
+        _require(bool(self.per_call) != bool(self.input_per_million or self.output_per_million),
+                 "PRICE is per call or per million tokens")
+
+    def cost(self, calls: int, prompt_tokens: int, completion_tokens: int) -> float:
+        """USD of `calls` calls that spent these tokens."""
+        return (calls * self.per_call + prompt_tokens * self.input_per_million / 1e6
+                + completion_tokens * self.output_per_million / 1e6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +424,9 @@ class Enrich:
     secrets: Secrets | None = None
     store: Store | None = None      # STORE: answers shared by every task and run
     budget: Budget | None = None    # BUDGET: needs STORE
+    tier: str = "STANDARD"          # TIER STANDARD | FLEX | BATCH (MODEL, EMBEDDING)
+    price: Price | None = None      # PRICE: what a call of `tier` costs
+    batch_failure: str = "BATCH"    # ON BATCH FAILURE ONLINE: a line a batch could not answer is sent online
     ceiling: Ceiling | None = None  # DEAD LETTER 'path' UP TO ...: None is DEFAULT_CEILING
     # calls a task judges before refused credentials or a service never answered stop the run:
     # set by the job's driver from the tasks that run at once (core/refusals.py)
@@ -408,6 +436,12 @@ class Enrich:
 
     def __post_init__(self) -> None:
         _require(self.budget is None or self.store is not None, "BUDGET needs STORE (a rerun would pay again)")
+        _require(self.tier in TIERS, f"TIER is one of {', '.join(TIERS)}, not {self.tier!r}")
+        _require(self.tier == "STANDARD" or isinstance(self.call, (ModelCall, EmbeddingCall)),
+                 f"TIER {self.tier} needs MODEL or EMBEDDING")
+        _require(self.tier != "BATCH" or self.store is not None, "TIER BATCH needs STORE")
+        _require(self.batch_failure in ("BATCH", "ONLINE"), "ON BATCH FAILURE is BATCH or ONLINE")
+        _require(self.budget is None or self.budget.unit != "USD" or self.price is not None, "BUDGET n USD needs PRICE")
         _require(self.capacity >= 1, "CAPACITY must be >= 1")
         _require(not self.order_by or self.mode is Mode.ORDERED, "ORDERED BY needs mode ORDERED")
         _require(not self.adaptive or self.capacity >= 2, "CAPACITY n ADAPTIVE needs n >= 2")

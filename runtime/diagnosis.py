@@ -21,12 +21,15 @@ added up over the operator's tasks (runtime/metrics.py):
 Those causes are checked in this order, the first that holds is the line: `rate`, `service`
 (latency grew with load), `cpu`, `capacity`, else `input` (calls finish faster than rows come).
 An operator that made no call (every answer from the cache or the store) gets no line.
+A run whose rows the provider's batches answered (TIER BATCH) is judged by that: `provider`
+(the batch window is what the run waited for), after the errors and before the timing.
 """
 from __future__ import annotations
 
 from typing import Any
 
-CAUSES = ("capacity", "service", "rate", "input", "cpu", "credentials", "outage", "answers", "budget")
+CAUSES = ("capacity", "service", "rate", "input", "cpu", "credentials", "outage", "answers", "budget",
+          "provider")
 RATE_SHARE = 0.3          # of the elements' time spent waiting for RATE tokens
 PUSHBACK_SHARE = 0.02     # of calls answered 429
 SPREAD = 0.02             # of elements that met a 5xx or a timeout (and at least SPREAD_MIN of them)
@@ -92,7 +95,7 @@ def diagnose(name: str, m: dict[str, Any], timeline: list[dict[str, Any]] | None
                "task_seconds": round(tasks_s, 3)}
     if growth:
         figures["latency_quiet_ms"], figures["latency_busy_ms"] = growth
-    cause, why, advice = (_stopped(m, elements) or _errors(m, elements)
+    cause, why, advice = (_stopped(m, elements) or _errors(m, elements) or _provider(m)
                           or _pushed_back(m, calls, elements, throttled, spread)
                           or _too_few(elements, tasks_s)
                           or _timing(m, figures, growth, capacity, fill, blocked, cpu, rate_wait, in_calls_s))
@@ -144,6 +147,17 @@ def _errors(m: dict[str, Any], elements: float) -> Verdict | None:
     return None
 
 
+def _provider(m: dict[str, Any]) -> Verdict | None:
+    """TIER BATCH: the provider's batches answered the rows before the pass, so its window is
+    what the run waited for, whatever the pass's own timing."""
+    lines = _f(m, "batch_lines")
+    if not lines:
+        return None
+    return ("provider", f"the provider's batches answered {int(_f(m, 'batch_lines_done'))} of {int(lines)} lines "
+                        f"({int(_f(m, 'batch_lines_failed'))} failed) before the pass; the run waited for their window",
+            "the provider's batch window is the limit: TIER FLEX answers online, within minutes, at the same price")
+
+
 def _pushed_back(m: dict[str, Any], calls: float, elements: float, throttled: float, spread: float) -> Verdict | None:
     """The service pushes back: 429s, or 5xx answers and timeouts over many elements."""
     if calls and throttled / calls >= PUSHBACK_SHARE:
@@ -191,7 +205,9 @@ def _timing(m: dict[str, Any], figures: dict[str, Any], growth: tuple[float, flo
 
 
 def diagnose_all(operators: dict[str, dict[str, Any]], timeline: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """A diagnosis per ENRICH (an operator with a CAPACITY) that made calls (or was stopped by its
-    BUDGET); one that made none (every answer from the cache or the store) has nothing to judge."""
+    """A diagnosis per ENRICH (an operator with a CAPACITY) that made calls, was answered by the
+    provider's batches, or was stopped by its BUDGET; one that made none (every answer from the
+    cache or the store) has nothing to judge."""
     return [diagnose(name, m, timeline) for name, m in sorted(operators.items())
-            if m.get("capacity") and m.get("elements_in") and (m.get("calls") or m.get("unanswered"))]
+            if m.get("capacity") and m.get("elements_in")
+            and (m.get("calls") or m.get("batch_lines") or m.get("unanswered"))]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dslc.runtime.expect_figures import live_lines
-from dslc.runtime.metrics import extra_counters, percentile_ms
+from dslc.runtime.metrics import extra_counters, money, percentile_ms
 
 # (key, heading) of the table, in order; counters other parts of the runtime report (answer-store
 # hits, tokens) follow as extra columns when an operator has them, see `extra_columns`
@@ -37,7 +37,7 @@ def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, 
 
 # counters of some kinds of ENRICH only (the answer store, MODEL / EMBEDDING): a column when an
 # operator has a non-zero one
-OPTIONAL: tuple[str, ...] = ("store_hits", "unanswered", "throttled", "total_tokens")
+OPTIONAL: tuple[str, ...] = ("store_hits", "unanswered", "throttled", "total_tokens", "cost_usd")
 
 
 def extra_columns(rows: list[dict[str, Any]]) -> list[str]:
@@ -62,6 +62,8 @@ def cell(row: dict[str, Any], key: str) -> str:
     value = row.get(key)
     if value is None:
         return "-"
+    if key == "cost_usd":
+        return money(value)
     if isinstance(value, float):
         return f"{value:g}"
     return str(value)

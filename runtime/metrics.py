@@ -92,6 +92,7 @@ class OperatorMetrics:
         self.rate_wait_seconds = 0.0
         self.latency = Histogram()
         self.first_error: str | None = None
+        self.cost_usd: float | None = None     # PRICE: the money this task's calls cost (limits/money.py)
         self.error_messages: dict[str, int] = {}    # "class: message" -> elements that ended so
         self.model_change: str | None = None        # "before -> now": the answering model changed (#46)
 
@@ -128,6 +129,7 @@ class OperatorMetrics:
             "rate_wait_seconds": round(self.rate_wait_seconds, 6),
             "latency_histogram": self.latency.to_dict(),
             **({"first_error": self.first_error} if self.first_error is not None else {}),
+            **({"cost_usd": round(self.cost_usd, 9)} if self.cost_usd is not None else {}),
             **({"error_messages": dict(self.error_messages)} if self.error_messages else {}),
             **({"model_change": self.model_change} if self.model_change is not None else {}),
         }
@@ -237,10 +239,14 @@ TOKEN_COLUMNS: tuple[str, ...] = ("throttled", "prompt_tokens", "completion_toke
 
 
 def table_columns(metrics: dict[str, dict[str, Any]]) -> tuple[str, ...]:
-    """The table's columns: the token columns only when some operator reported tokens or 429s."""
+    """The table's columns: the token columns only when some operator reported tokens or 429s,
+    the money column when some operator has a PRICE."""
+    columns = TABLE_COLUMNS
     if any(m.get("total_tokens") or m.get("throttled") for m in metrics.values()):
-        return TABLE_COLUMNS + TOKEN_COLUMNS
-    return TABLE_COLUMNS
+        columns += TOKEN_COLUMNS
+    if any(m.get("cost_usd") is not None for m in metrics.values()):
+        columns += ("cost_usd",)
+    return columns
 
 
 def format_table(metrics: dict[str, dict[str, Any]]) -> str:
@@ -251,7 +257,8 @@ def format_table(metrics: dict[str, dict[str, Any]]) -> str:
     lines = ["dslc: per-operator metrics", head]
     for name in sorted(metrics):
         m = metrics[name]
-        cells = ("-" if m.get(c) is None else str(m[c]) for c in columns)   # no calls: no latency
+        cells = ("-" if m.get(c) is None else money(m[c]) if c == "cost_usd" else str(m[c])   # no calls: no latency
+                 for c in columns)
         lines.append(name.ljust(width) + "  " + "  ".join(cell.rjust(len(c)) for cell, c in zip(cells, columns)))
     return "\n".join(lines)
 
@@ -261,6 +268,11 @@ def model_change_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
     answered the answers stored for it: once per operator, however many tasks saw it."""
     return [f"operator '{name}': the model answering it changed since its answers were stored: "
             f"{metrics[name]['model_change']}" for name in sorted(metrics) if metrics[name].get("model_change")]
+
+
+def money(usd: float) -> str:
+    """An amount of money as the figures show it: dollars with four decimals ($0.0123)."""
+    return f"${usd:.4f}" if usd < 100 else f"${usd:,.2f}"
 
 
 def all_failed_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:

@@ -168,6 +168,9 @@ LINEAGE_RUNNING = Variable(
 SUMMARY_JSON = Variable(
     "DSLC_SUMMARY_JSON", f"{RUN} `--summary-json FILE`", "runtime/spark/outcome.py",
     "where the run's outcome is written as JSON")
+BATCH_LINES_CONF = Setting(
+    "spark.dslc.batch.lines", "the user", "runtime/spark/provider_batches.py",
+    "lines per provider batch of a TIER BATCH ENRICH (the provider's limit)", "50000")
 COUNT_ROWS_CONF = Setting(
     "spark.dslc.count_rows", "the user", "runtime/spark/counting.py",
     "`false`: no row counts (sources, sinks, chains)", "true")

@@ -26,8 +26,14 @@ finds them all busy is answered 429 at once. Limits, as OpenAI enforces them: `r
 completion tokens (a token is 4 characters, rounded up). `GET /_stats` gives the counts (calls,
 rejections, tokens answered), `POST /_reset` zeroes them.
 
-Each endpoint family is a module of `dslc.testing.openai_api` (`chat`, `embeddings`); this module
-holds the service's state and what every endpoint shares (keys, models, limits, counts).
+The Batch API too: `/v1/files` (upload, retrieve, list, content, delete) and `/v1/batches` (create,
+retrieve, cancel, list), a batch running from validating to completed over `batch_delay_s` with
+output and error files and trigger words for errored and expired lines (`openai_api/batches.py`).
+`service_tier: "flex"` is answered as flex is: `flex_unavailable` of the requests get a 429
+"resource unavailable".
+
+Each endpoint family is a module of `dslc.testing.openai_api` (`chat`, `embeddings`, `files`,
+`batches`); this module holds the service's state and what every endpoint shares (keys, models, limits, counts).
 
 Run it with `python -m dslc.testing.openai_service --port 8765 [--rpm N] [--tpm N]`, or in a
 thread of a test with `serve_in_thread(OpenAIService(...))`.
@@ -46,7 +52,7 @@ from typing import Any
 from aiohttp import web
 
 from .app_thread import AppInThread
-from .openai_api import chat, embeddings
+from .openai_api import batches, chat, embeddings, files
 from .openai_api.answers import (  # noqa: F401 - the names tests and examples import from here
     BAD_JSON,
     EMBEDDING_DIMENSIONS,
@@ -75,7 +81,9 @@ class OpenAIService:
                  rpm: float | None = None, tpm: float | None = None, burst_s: float = 60.0,
                  latency_s: float = 0.0, embedding_latency_s: float = 0.0, embedding_per_input_s: float = 0.0,
                  dimensions: int = EMBEDDING_DIMENSIONS, shuffle: bool = False,
-                 api_key: str | None = None, max_concurrent: int | None = None) -> None:
+                 api_key: str | None = None, max_concurrent: int | None = None,
+                 batch_delay_s: float = 1.0, download_delay_s: float = 0.0,
+                 flex_unavailable: float = 0.0, flex_slowdown: float = 1.0) -> None:
         self.models = models
         self.labeller = labeller or keyword_labeller()
         self.requests = Bucket(rpm, burst_s) if rpm else None
@@ -88,6 +96,17 @@ class OpenAIService:
         self.api_key = api_key
         self.max_concurrent = max_concurrent      # a model server's slots: 429 at once above them
         self.running = 0
+        # the Batch API: how long a batch takes from validating to completed, and how long a
+        # file's download pauses halfway; its files, batches and the `-once` faults already made
+        self.batch_delay_s = batch_delay_s
+        self.download_delay_s = download_delay_s
+        self.files: dict[str, files.StoredFile] = {}
+        self.batches: dict[str, batches.Batch] = {}
+        self.faulted: set[tuple[str, str]] = set()
+        # service_tier "flex": this share of requests answered 429 "resource unavailable" (every
+        # 1/share-th one), and answers `flex_slowdown` times slower
+        self.flex_unavailable = flex_unavailable
+        self.flex_slowdown = flex_slowdown
         self.reset()
 
     def reset(self) -> None:
@@ -99,18 +118,26 @@ class OpenAIService:
             "embedded": [],                         # every input embedded, in order
             "first_at": None, "last_at": None,     # wall clock of the first and last answered request
             "max_in_flight": 0,
+            # service tiers: the tier of every answered chat completion, and flex's 429s
+            "tiers": [], "flex_requests": 0, "flex_unavailable": 0,
+            # the Batch API: uploads, batches, every custom_id of a batch that ran, lines answered
+            # (prompt or input text each) and their tokens, apart from the online counts above
+            "files_uploaded": 0, "uploaded_bytes": 0, "downloads": 0, "batches_created": 0,
+            "batch_custom_ids": [], "batch_lines": 0, "batch_prompts": [],
+            "batch_prompt_tokens": 0, "batch_completion_tokens": 0,
         }
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/chat/completions", self._endpoint(chat.handle))
-        app.router.add_post("/v1/embeddings", self._endpoint(embeddings.handle))
+        app = web.Application(client_max_size=files.BATCH_FILE_LIMIT + 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.endpoint(chat.handle))
+        app.router.add_post("/v1/embeddings", self.endpoint(embeddings.handle))
+        app.router.add_routes(files.routes(self) + batches.routes(self))
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/_stats", self.get_stats)
         app.router.add_post("/_reset", self.post_reset)
         return app
 
-    def _endpoint(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    def endpoint(self, handler: Handler) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         """An endpoint family's handler, its refusals (ApiError) answered as the API answers them."""
         async def endpoint(request: web.Request) -> web.StreamResponse:
             try:
@@ -125,22 +152,30 @@ class OpenAIService:
         self.stats["bad_requests"] += 1
         return web.json_response(error.body(), status=error.status)
 
-    async def read_body(self, request: web.Request) -> dict[str, Any]:
-        """The request's key checked, its JSON body and model; the API's error otherwise."""
+    def authorize(self, request: web.Request) -> None:
+        """The request's key checked (when the service has one); the API's 401 otherwise."""
         if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
             raise ApiError("Incorrect API key provided.", code="invalid_api_key", status=401)
+
+    async def read_body(self, request: web.Request) -> dict[str, Any]:
+        """The request's key checked, its JSON body and model; the API's error otherwise."""
+        self.authorize(request)
         try:
             body = await request.json()
         except ValueError:
             raise invalid("We could not parse the JSON body of your request.") from None
         if not isinstance(body, dict):
             raise invalid("The request body must be a JSON object.")
+        self.check_model(body)
+        return body
+
+    def check_model(self, body: dict[str, Any]) -> None:
+        """The body names a model the service has; the API's error otherwise."""
         model = body.get("model")
         if not isinstance(model, str) or not model:
             raise invalid("you must provide a model parameter", "model")
         if self.models is not None and model not in self.models:
             raise ApiError(f"The model `{model}` does not exist.", "model", "model_not_found", status=404)
-        return body
 
     def limit_headers(self) -> dict[str, str]:
         return limit_headers(self.requests, self.tokens)
@@ -198,15 +233,40 @@ class OpenAIService:
             self.stats["first_at"] = now
         self.stats["last_at"] = now
 
-    def record_chat(self, text: str, usage: dict[str, int], schema: dict[str, Any] | None = None) -> int:
-        """Count an answered chat completion (its text and the schema its answer was asked to fit); its number."""
+    def record_chat(self, text: str, usage: dict[str, int], tier: str = "default",
+                    schema: dict[str, Any] | None = None) -> int:
+        """Count an answered chat completion (its text, its tier and the schema its answer was asked
+        to fit); its number."""
         self._stamp()
         self.stats["chat_calls"] += 1
         self.stats["prompts"].append(text)
+        self.stats["tiers"].append(tier)
         self.stats["schemas"].append(schema)
         for k, v in usage.items():
             self.stats[k] += v
         return self.stats["chat_calls"]
+
+    def record_batch_line(self, text: str, usage: dict[str, int]) -> int:
+        """Count a batch's line answered (apart from the online requests); its number."""
+        self.stats["batch_lines"] += 1
+        self.stats["batch_prompts"].append(text)
+        self.stats["batch_prompt_tokens"] += usage["prompt_tokens"]
+        self.stats["batch_completion_tokens"] += usage["completion_tokens"]
+        return self.stats["batch_lines"]
+
+    def flex_refusal(self) -> web.Response | None:
+        """A flex request finds no capacity every 1/`flex_unavailable`-th time: the 429 the API
+        answers then ("resource unavailable", nothing charged)."""
+        self.stats["flex_requests"] += 1
+        share = self.flex_unavailable
+        if share <= 0 or self.stats["flex_requests"] % max(1, round(1 / share)):
+            return None
+        self.stats["flex_unavailable"] += 1
+        self.stats["rejected"] += 1
+        body = {"error": {"message": "Resource unavailable: flex processing has no capacity for this request now; "
+                                     "try again later.", "type": "invalid_request_error", "param": None,
+                          "code": chat.RESOURCE_UNAVAILABLE}}
+        return web.json_response(body, status=429, headers={"retry-after-ms": "50"})
 
     def record_embeddings(self, texts: list[str], tokens: int) -> None:
         self._stamp()
@@ -243,7 +303,9 @@ class OpenAIService:
             {"id": name, "object": "model", "created": 0, "owned_by": "dslc"} for name in names]})
 
     async def get_stats(self, request: web.Request) -> web.Response:
-        return web.json_response({k: v for k, v in self.stats.items() if k not in ("prompts", "embedded", "schemas")})
+        return web.json_response({k: v for k, v in self.stats.items()
+                                  if k not in ("prompts", "embedded", "schemas", "tiers", "batch_custom_ids",
+                                               "batch_prompts")})
 
     async def post_reset(self, request: web.Request) -> web.Response:
         self.reset()
@@ -300,11 +362,15 @@ def main(argv: list[str] | None = None, labeller: Labeller | None = None) -> Non
     parser.add_argument("--embedding-latency-ms", type=float, default=0.0)
     parser.add_argument("--embedding-per-input-ms", type=float, default=0.0)
     parser.add_argument("--max-concurrent", type=int)
+    parser.add_argument("--batch-delay-s", type=float, default=1.0, help="a batch's time from validating to completed")
+    parser.add_argument("--flex-unavailable", type=float, default=0.0,
+                        help="share of service_tier flex requests answered 429 (resource unavailable)")
     args = parser.parse_args(argv)
     service = OpenAIService(labeller=labeller, rpm=args.rpm, tpm=args.tpm, burst_s=args.burst_s,
                             latency_s=args.latency_ms / 1000, embedding_latency_s=args.embedding_latency_ms / 1000,
                             embedding_per_input_s=args.embedding_per_input_ms / 1000,
-                            max_concurrent=args.max_concurrent)
+                            max_concurrent=args.max_concurrent, batch_delay_s=args.batch_delay_s,
+                            flex_unavailable=args.flex_unavailable)
     web.run_app(service.app(), host="127.0.0.1", port=args.port, access_log=None, print=None)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import runpy
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from dslc.compiler.diagnostics import ToolError
 from dslc.runtime import run_env
+from dslc.runtime.metrics import money
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -146,30 +148,56 @@ def _seconds(value: float | None) -> str:
     return f"{value / 3600:.1f}h"
 
 
+def _number(value: float) -> str:
+    return str(value) if isinstance(value, int) or not float(value).is_integer() else str(int(value))
+
+
+def _budget(e) -> str:
+    if e.budget is None:
+        return "-"
+    if e.budget_enough is None:
+        return f"{_number(e.budget)} {e.budget_unit}"
+    if e.budget_enough:
+        return f"{_number(e.budget)}: enough"
+    short = e.budget_spent - e.budget
+    return f"{_number(e.budget)}: short by " + (money(short) if e.budget_unit == "USD" else _number(short))
+
+
+def _money_notes(e) -> list[str]:
+    """What the ENRICH's calls cost at each tier, beside its own."""
+    if e.tiers_usd is None:
+        return []
+    others = ", ".join(f"{tier} {money(usd)}" for tier, usd in e.tiers_usd.items() if tier != e.tier)
+    return [f"{e.operator}: money at TIER {e.tier} {money(e.money_usd)}; the other tiers: {others} "
+            "(FLEX and BATCH at half of STANDARD; a batch's lines sent online cost STANDARD)"]
+
+
 def render(flow: str, found) -> str:
     """The estimate as a table, one row per ENRICH, then notes."""
-    head = ("operator", "line", "rows", "distinct_keys", "in_store", "calls", "tokens", "time", "budget")
+    priced = any(e.money_usd is not None for e in found)
+    head = ("operator", "line", "rows", "distinct_keys", "in_store", "calls", "tokens", "time", "budget") + \
+        (("money",) if priced else ())
     rows = []
     notes = []
     for e in found:
-        if e.budget is None:
-            budget = "-"
-        elif e.budget_enough is None:
-            budget = f"{e.budget} {e.budget_unit}"
-        else:
-            budget = f"{e.budget}: " + ("enough" if e.budget_enough else f"short by {e.budget_spent - e.budget}")
         in_store = "-" if e.stored_keys is None else f"{'~' if e.sampled else ''}{e.stored_keys}"
         tokens = "-" if e.tokens is None else f"{'~' if e.sampled else ''}{e.tokens}"
-        rows.append((e.operator, str(e.line), str(e.rows), str(e.distinct_keys), in_store, str(e.calls),
-                     tokens, _seconds(e.seconds), budget))
-        if e.seconds is None:
+        cells = (e.operator, str(e.line), str(e.rows), str(e.distinct_keys), in_store, str(e.calls),
+                 tokens, _seconds(e.seconds), _budget(e))
+        if priced:
+            cells += ("-" if e.money_usd is None else f"{'~' if e.sampled else ''}{money(e.money_usd)}",)
+        rows.append(cells)
+        notes.extend(_money_notes(e))
+        if e.seconds is None and e.tier == "BATCH":
+            pass                          # the provider's time: its note says so
+        elif e.seconds is None:
             notes.append(f"{e.operator}: no time without a latency (--latency 40ms, or --replay/--record DIR)")
         else:
             how = f"latency {e.latency_s * 1000:.0f} ms, " if e.latency_s is not None else ""
             notes.append(f"{e.operator}: time at {how}CAPACITY {e.capacity} x {e.tasks} tasks"
                          + (f", RATE {e.rate:g}/s" if e.rate else ""))
         if e.budget_enough is False:
-            runs = -(-e.budget_spent // e.budget)
+            runs = math.ceil(e.budget_spent / e.budget)
             notes.append(f"{e.operator}: BUDGET {e.budget} {e.budget_unit} stops the run; {runs} runs complete it "
                          "(each continues from the answer store)")
         notes.extend(f"{e.operator}: {n}" for n in e.notes)

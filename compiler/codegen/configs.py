@@ -45,6 +45,7 @@ def enrich(node: plan.Enrich) -> C.Enrich:
         on_miss=node.on_miss, on_timeout=node.on_timeout, on_error=node.on_error,
         paths=node.paths, outage=node.outage, store=_store_in_job_folder(node.store), budget=node.budget,
         ceiling=node.ceiling, provenance=node.provenance,
+        tier=node.tier, price=node.price, batch_failure=node.batch_failure,
     )
 
 

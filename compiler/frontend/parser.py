@@ -231,6 +231,17 @@ class _ToAst(Transformer):
     def opt_store(self, span, ttl=None): return ast.Opt("store", (self._num(ttl),) if ttl is not None else (), span)
     def opt_budget(self, span, amount, unit): return ast.Opt("budget", (self._num(amount), unit), span)
     def opt_provenance(self, span, column): return ast.Opt("provenance", (column,), span)
+    def opt_tier(self, span, tier): return ast.Opt("tier", (tier,), span)
+    def opt_on_batch_failure(self, span, then): return ast.Opt("on_batch_failure", (then,), span)
+
+    def opt_price(self, span, amount, basis):
+        """PRICE n PER CALL | n PER MILLION INPUT TOKENS [, m ...]: the amount, CALL or TOKENS, the output price."""
+        return ast.Opt("price", (self._num(amount), *basis), span)
+
+    def price_per_call(self, span): return (ast.Word("CALL", span),)
+
+    def price_per_tokens(self, span, output=None):
+        return (ast.Word("TOKENS", span),) + ((self._num(output),) if output is not None else ())
     def opt_schema(self, span, *columns): return ast.Opt("schema", columns, span)
     def opt_watermark(self, span, column, delay): return ast.Opt("watermark", (column, self._num(delay)), span)
     def opt_capacity(self, span, capacity, adaptive=None):

@@ -18,7 +18,7 @@ from dslc.runtime.config import Outcome
 # Keywords that hovering shows the ENRICH's options for (inside an ENRICH statement).
 _ENRICH_WORDS = {"ENRICH", "STORE", "BUDGET", "CALLS", "OUTAGE", "PAUSE", "CONTINUE", "TOKENS", "MINUTE", "ASYNC", "ORDERED", "UNORDERED", "CAPACITY", "ADAPTIVE", "TIMEOUT", "RETRY", "BACKOFF",
                  "EXPONENTIAL", "FIXED", "CACHE", "TTL", "RATE", "PER", "SECOND", "BATCH", "WITHIN", "ON",
-                 "MISS", "ERROR", "DEAD", "LETTER"}
+                 "MISS", "ERROR", "DEAD", "LETTER", "TIER", "PRICE", "USD", "FAILURE"}
 
 
 def hover(analysis: Analysis, index: LineIndex, offset: int,
@@ -131,6 +131,8 @@ def _enrich_text(statement: ast.Enrich) -> str:
         budget = getattr(options, "budget", None)
         rows += [("STORE", store, "store"),
                  ("BUDGET", f"{budget.amount} {budget.unit}" if budget else "none", "budget")]
+    if hasattr(options, "tier"):        # TIER and PRICE (plan/tiers.py)
+        rows += [("TIER", options.tier, "tier"), ("PRICE", _price(options.price), "price")]
     lines = [f"**ENRICH** `{statement.input.value}` → `{statement.name.value}`", f"WITH {call}", "",
              "| option | value | |", "|---|---|---|"]
     for label, value, key in rows:
@@ -138,6 +140,15 @@ def _enrich_text(statement: ast.Enrich) -> str:
     returns = ", ".join(f"{c.name.value} {c.type.text}" for c in statement.returns)
     lines += ["", f"RETURNS ({returns})"]
     return "\n".join(lines)
+
+
+def _price(price) -> str:
+    if price is None:
+        return "none"
+    if price.per_call:
+        return f"{price.per_call:g} PER CALL"
+    return (f"{price.input_per_million:g} PER MILLION INPUT TOKENS, {price.output_per_million:g} PER MILLION "
+            "OUTPUT TOKENS")
 
 
 def _call_text(call) -> str:

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 
 from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
-from dslc.compiler.plan import options, values
-from dslc.runtime.config import Batch, Budget, Cache, Ceiling, Mode, Outage, Outcome, Rate, Retry
+from dslc.compiler.plan import options, tiers, values
+from dslc.runtime.config import Batch, Budget, Cache, Ceiling, Mode, Outage, Outcome, Price, Rate, Retry
 
 
 @dataclass
@@ -30,8 +30,11 @@ class EnrichOptions:
     outage: Outage | None = None            # ON OUTAGE PAUSE d | FAIL; CONTINUE is None
     store: bool = False                     # STORE [TTL d]
     store_ttl_s: float | None = None
-    budget: Budget | None = None            # BUDGET n CALLS | n TOKENS
+    budget: Budget | None = None            # BUDGET n CALLS | n TOKENS | n USD
     provenance: ast.Name | None = None      # PROVENANCE AS col
+    tier: str = "STANDARD"                  # TIER STANDARD | FLEX | BATCH (plan/tiers.py)
+    price: Price | None = None              # PRICE n PER CALL | n PER MILLION INPUT TOKENS [, m ...]
+    batch_failure: str = "BATCH"            # ON BATCH FAILURE ONLINE
     clauses: dict[str, ast.Opt] = field(default_factory=dict)   # as written, for checks that need the call
 
 
@@ -84,8 +87,10 @@ def _read_store(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic])
 
 
 def _read_budget(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
-    amount = values.whole(opt.args[0], "BUDGET", problems, minimum=1)
-    result.budget = Budget(amount, opt.args[1].value) if amount else None
+    unit = opt.args[1].value
+    amount = values.positive(opt.args[0], "BUDGET ... USD", problems) if unit == "USD" else \
+        values.whole(opt.args[0], "BUDGET", problems, minimum=1)
+    result.budget = Budget(amount, unit) if amount else None
 
 
 def _read_provenance(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]) -> None:
@@ -114,7 +119,8 @@ def _read_outage(result: EnrichOptions, opt: ast.Opt, problems: list[Diagnostic]
 # option key -> what reads it into EnrichOptions (the ON MISS / TIMEOUT / ERROR outcomes aside)
 _READERS = {"async": _read_async, "capacity": _read_capacity, "timeout": _read_timeout, "retry": _read_retry,
             "cache": _read_cache, "rate": _read_rate, "store": _read_store, "budget": _read_budget,
-            "batch": _read_batch, "on_outage": _read_outage, "provenance": _read_provenance}
+            "batch": _read_batch, "on_outage": _read_outage, "provenance": _read_provenance,
+            **{key: tiers.read_option for key in tiers.KEYS}}
 
 
 def _ceiling(seen: dict[str, ast.Opt], problems: list[Diagnostic]) -> Ceiling | None:

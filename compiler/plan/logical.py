@@ -30,6 +30,7 @@ from dslc.runtime.config import (
     ModelCall,
     Outage,
     Outcome,
+    Price,
     PythonCall,
     Rate,
     Retry,
@@ -142,8 +143,11 @@ class Enrich(Node):
     paths: tuple[tuple[str, str], ...] = ()   # RETURNS (col TYPE PATH 'jmespath')
     outage: Outage | None = None              # ON OUTAGE PAUSE d | FAIL (None: CONTINUE)
     store: Store | None = None   # STORE [TTL d], its location the pipeline's ANSWERS (or the default)
-    budget: Budget | None = None  # BUDGET n CALLS | n TOKENS
+    budget: Budget | None = None  # BUDGET n CALLS | n TOKENS | n USD
     provenance: str | None = None  # PROVENANCE AS col: the struct column, last in `schema`
+    tier: str = "STANDARD"        # TIER STANDARD | FLEX | BATCH (MODEL, EMBEDDING)
+    price: Price | None = None    # PRICE: what a call of its TIER costs
+    batch_failure: str = "BATCH"  # ON BATCH FAILURE ONLINE
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -27,6 +27,7 @@ from dslc.compiler.plan import (
     format_options,
     options,
     streaming,
+    tiers,
     values,
 )
 from dslc.compiler.plan import logical as plan
@@ -501,6 +502,7 @@ class _Planner:
         returns = self._columns(stmt.returns, f"RETURNS of '{stmt.name.value}'")
         checked = read_options(stmt.options, self.problems)
         check_token_rate(self, stmt, checked)
+        tiers.check(self, stmt, checked)
         if isinstance(stmt.call, (ast.ModelCall, ast.EmbeddingCall)):
             call, key_columns = model_call(self, stmt, upstream, returns, checked)
         elif isinstance(stmt.call, ast.SqlCall):
@@ -569,7 +571,8 @@ class _Planner:
                            batch=checked.batch,
                            paths=paths, outage=checked.outage,
                            store=answer_store.store(checked, self.settings), budget=checked.budget,
-                           provenance=added[0].name if added else None)
+                           provenance=added[0].name if added else None,
+                           tier=checked.tier, price=checked.price, batch_failure=checked.batch_failure)
 
     def _paths(self, stmt: ast.Enrich) -> tuple[tuple[str, str], ...]:
         """RETURNS (col TYPE PATH 'jmespath'): read from a service's JSON answer, so HTTP only."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from dslc.runtime.expect_figures import worst_first
 from dslc.runtime.live_view import extra_columns
+from dslc.runtime.metrics import money
 
 from . import charts
 from .plan import plan_svg
@@ -24,7 +25,7 @@ h1 { font-size: 22px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1
 table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 7px; }
 td.n { text-align: right; } .diagnosis { padding: 8px 12px; margin: 6px 0; border-left: 6px solid #888; background: #f5f5f5; }
 .diagnosis.capacity { border-color: #e69b00; } .diagnosis.service { border-color: #c62828; }
-.diagnosis.rate { border-color: #6a4fc7; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
+.diagnosis.rate { border-color: #6a4fc7; } .diagnosis.provider { border-color: #ef6c00; } .diagnosis.cpu { border-color: #1f77b4; } .diagnosis.input { border-color: #2e7d32; }
 .diagnosis.expectation { border-color: #00838f; } h3 { font-size: 14px; margin-bottom: 4px; }
 .cause { font-weight: bold; text-transform: uppercase; } .plan svg { max-width: 100%; height: auto; }
 .charts { display: flex; flex-wrap: wrap; gap: 12px; } .warning { color: #b71c1c; } .wide { overflow-x: auto; }
@@ -90,6 +91,20 @@ def _figures_table(operators: dict[str, dict[str, Any]]) -> str:
     rows = [[name, *(m.get(k) if calls_services(m) or k in ROW_FIGURES else "" for k in keys)]
             for name, m in sorted(operators.items())]
     return '<div class="wide">' + _table(["operator", *keys], rows) + "</div>"
+
+
+def _money_section(operators: dict[str, dict[str, Any]]) -> str:
+    """What each priced operator spent (PRICE), its tokens and its provider batches' lines."""
+    priced = [(name, m) for name, m in sorted(operators.items()) if m.get("cost_usd") is not None]
+    if not priced:
+        return ""
+    rows = [[name, money(m["cost_usd"]), m.get("total_tokens", 0), m.get("calls", 0),
+             m.get("batch_lines_done", 0), m.get("batch_lines_failed", 0)] for name, m in priced]
+    if len(priced) > 1:
+        rows.append(["all", money(sum(m["cost_usd"] for _, m in priced)), sum(r[2] for r in rows),
+                     sum(r[3] for r in rows), sum(r[4] for r in rows), sum(r[5] for r in rows)])
+    return ('<h2 id="money">Money</h2>' + _table(
+        ["operator", "spent (at PRICE)", "tokens", "online calls", "batch lines answered", "batch lines failed"], rows))
 
 
 def _outcome(outcome: dict[str, Any] | None) -> list[str]:
@@ -160,6 +175,7 @@ def render(document: dict[str, Any]) -> str:
     svg = plan_svg(document.get("plan_dot") or "", operators, causes)
     parts.append(f'<div class="plan">{svg}</div>' if svg else
                  "<p>(no plan picture: the metrics file holds none, or Graphviz's <code>dot</code> is missing)</p>")
+    parts.append(_money_section(operators))
     parts.append('<h2 id="figures">Figures per operator</h2>')
     parts.append(_figures_table(operators))
     parts.append('<h2 id="latency">Latency</h2><div class="charts">')

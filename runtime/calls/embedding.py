@@ -24,6 +24,18 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
         self.column = config.returns[0].name
         self.notes = provenance.notes(config)
 
+    endpoint = "/embeddings"
+
+    def request(self, row: Row) -> tuple[dict[str, Any], int]:
+        """The request body for one row and its tokens (UnsendableRequest: a null placeholder):
+        what a provider batch's line carries."""
+        text = self.fill(self.call.input, row)
+        return self._body([text]), text_tokens(text)
+
+    def answer(self, answer: dict[str, Any]) -> Any:
+        """The one vector of a one-input answer as the row's result (CallError: its error)."""
+        return {self.column: self.vectors(answer, 1)[0]}
+
     async def __call__(self, row: Row) -> Any:
         text = self.fill(self.call.input, row)
         vectors, answer = await self._embed([text])
@@ -55,10 +67,18 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
                 items[i] = self._noted({self.column: vector}, answer, text)
         return items
 
+    def _body(self, texts: list[str]) -> dict[str, Any]:
+        return {"model": self.call.model, "input": texts[0] if len(texts) == 1 else texts, "encoding_format": "float"}
+
     async def _embed(self, texts: list[str]) -> tuple[list[list[float]], dict[str, Any]]:
         """The vectors of `texts`, in order, and the answer they came in."""
-        body = {"model": self.call.model, "input": texts[0] if len(texts) == 1 else texts, "encoding_format": "float"}
-        answer = await self.post("/embeddings", body, sum(text_tokens(t) for t in texts), completes=False)
+        answer = await self.post(self.endpoint, self._body(texts), sum(text_tokens(t) for t in texts), completes=False)
+        return self.vectors(answer, len(texts)), answer
+
+    @staticmethod
+    def vectors(answer: dict[str, Any], count: int) -> list[list[float]]:
+        """The vectors of an embeddings answer for `count` inputs, matched by `index`; CallError
+        when the answer does not have exactly one vector of numbers per input."""
         data = answer.get("data")
         if not isinstance(data, list):
             raise answer_error("the embeddings answer has no data list")
@@ -66,12 +86,12 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
         for item in data:
             index = item.get("index") if isinstance(item, dict) else None
             vector = item.get("embedding") if isinstance(item, dict) else None
-            if not isinstance(index, int) or not 0 <= index < len(texts) or index in by_index:
-                raise CallError(f"the embeddings answer has an item with index {index!r} for {len(texts)} inputs")
+            if not isinstance(index, int) or not 0 <= index < count or index in by_index:
+                raise CallError(f"the embeddings answer has an item with index {index!r} for {count} inputs")
             if not isinstance(vector, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                        for v in vector):
                 raise answer_error(f"the embedding at index {index} is not a list of numbers")
             by_index[index] = [float(v) for v in vector]
-        if len(by_index) != len(texts):
-            raise CallError(f"the embeddings answer has {len(by_index)} vectors for {len(texts)} inputs")
-        return [by_index[i] for i in range(len(texts))], answer
+        if len(by_index) != count:
+            raise CallError(f"the embeddings answer has {len(by_index)} vectors for {count} inputs")
+        return [by_index[i] for i in range(count)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from dslc.runtime.config import EmbeddingCall, Enrich, HttpCall, ModelCall, PythonCall, SqlCall
-from dslc.runtime.wrappers import recording
+from dslc.runtime.wrappers import provider_batch, recording
 
 from .base import EnrichCall
 from .embedding import EmbeddingEnrichCall
@@ -27,8 +27,10 @@ KINDS: dict[type, Callable[[Enrich], EnrichCall]] = {
 
 
 def build_call(config: Enrich) -> EnrichCall:
-    """The adapter for an ENRICH's WITH clause (wrapped when the job records or replays calls)."""
+    """The adapter for an ENRICH's WITH clause (wrapped when the job records or replays calls, and
+    for TIER BATCH's pass unless a recording answers)."""
     kind = KINDS.get(type(config.call))
     if kind is None:
         raise TypeError(f"unsupported ENRICH call {config.call!r}")
-    return recording.wrap(kind(config), config)
+    call = recording.wrap(kind(config), config)
+    return call if isinstance(call, recording.ReplayCall) else provider_batch.wrap(call, config)

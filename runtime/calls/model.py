@@ -48,16 +48,29 @@ class ModelEnrichCall(OpenAICompatibleCall):
         out.append({"role": "user", "content": self.fill(self.call.prompt, row)})
         return out
 
-    async def __call__(self, row: Row) -> Any:
+    endpoint = "/chat/completions"
+
+    def request(self, row: Row) -> tuple[dict[str, Any], int]:
+        """The request body for a row and its prompt's tokens (UnsendableRequest: a null
+        placeholder): what is sent online, and what a provider batch's line carries."""
         messages = self.messages(row)
         body = {"model": self.call.model, "messages": messages, "response_format": self.response_format}
-        answer = await self.post("/chat/completions", body, message_tokens([m["content"] for m in messages]),
-                                 completes=True)
+        return body, message_tokens([m["content"] for m in messages])
+
+    async def __call__(self, row: Row) -> Any:
+        body, tokens = self.request(row)
+        if self.flex:
+            body["service_tier"] = "flex"
+        return self.answer(await self.post(self.endpoint, body, tokens, completes=True), body)
+
+    def answer(self, answer: dict[str, Any], body: dict[str, Any] | None = None) -> Any:
+        """An answer's RETURNS values, checked as every answer is (CallError: the element's error);
+        with `body` (the request as sent), the note of the model as answered and the prompt."""
         result = check_result_types(self.result(answer), self.result_check)
-        if self.notes:    # the model as answered, and the prompt as sent
+        if self.notes and body is not None:
             provenance.noted(result, provenance.note(
                 model=answer.get("model"), system_fingerprint=answer.get("system_fingerprint"),
-                prompt_sha256=provenance.sha256(messages[-1]["content"])))
+                prompt_sha256=provenance.sha256(body["messages"][-1]["content"])))
         return result
 
     def result(self, answer: dict[str, Any]) -> dict[str, Any]:

@@ -7,10 +7,17 @@ the task's `TokenLimiter` (limits/tokens.py), sends the JSON body on the operato
 in the operator's metrics (`prompt_tokens`, `completion_tokens`, `total_tokens`) before the
 answer is judged, since a refused or truncated answer is paid as well; a 429 is counted as
 `throttled`, gives its tokens back and holds the task's requests for its Retry-After.
+
+With PRICE each answer's cost is added to the operator's `cost_usd` (limits/money.py), and
+BUDGET n USD reserves a request's estimated cost before it is sent. TIER FLEX: when flex has
+no capacity (a 429 `resource_unavailable`, not charged) the request is sent again after a pause
+growing from its Retry-After to 30 s, for as long as the element's TIMEOUT lets it.
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import random
 from collections.abc import Hashable, Mapping
 from typing import Any
 
@@ -18,6 +25,7 @@ import yarl
 
 from dslc.runtime.config import Enrich
 from dslc.runtime.core.operator import Row
+from dslc.runtime.limits.money import money_budget, online_tier, price_at
 from dslc.runtime.limits.token_budget import token_budget
 from dslc.runtime.limits.tokens import TokenLimiter, retry_after
 from dslc.runtime.secrets import Secrets
@@ -28,6 +36,12 @@ from .prompt import UnfillableText, fill
 from .url import placeholders, redact_url
 
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+RESOURCE_UNAVAILABLE = "resource_unavailable"     # flex's 429: no capacity now, nothing charged
+FLEX_PAUSE_S = (0.5, 30.0)                        # first and longest pause before a flex request is sent again
+
+
+class FlexUnavailable(CallError):
+    """Flex had no capacity for the request (429 `resource_unavailable`): sent again later."""
 
 
 class OpenAICompatibleCall(EnrichCall):
@@ -39,6 +53,9 @@ class OpenAICompatibleCall(EnrichCall):
         rate = config.rate
         self.tokens = TokenLimiter(rate.task_tokens_per_second if rate is not None else None)
         self.budget = token_budget(config)      # BUDGET n TOKENS: reserved before each request
+        self.money = money_budget(config)       # BUDGET n USD: the same, in money
+        self.price = price_at(config, online_tier(config))    # what an online answer costs
+        self.flex = config.tier == "FLEX"
         # `${NAME}` secrets: filled here, on the executor, from the values the driver shipped;
         # never in an error message, a recording or a dead letter
         secrets = self.secrets = config.secrets or Secrets()
@@ -89,17 +106,42 @@ class OpenAICompatibleCall(EnrichCall):
 
     async def post(self, path: str, body: dict[str, Any], prompt_tokens: int, completes: bool) -> dict[str, Any]:
         """POST `body` to `{AT}{path}` within the task's token budget; the JSON answer (a 2xx),
-        else CallError (429 and 503 as overload, with the wait the service asked for)."""
+        else CallError (429 and 503 as overload, with the wait the service asked for). TIER FLEX:
+        a request flex had no capacity for is sent again after a growing pause."""
+        pause = 0.0
+        while True:
+            try:
+                return await self._post_once(path, body, prompt_tokens, completes)
+            except FlexUnavailable as exc:
+                pause = min(FLEX_PAUSE_S[1], max(exc.retry_after_s or 0.0, FLEX_PAUSE_S[0], pause * 2))
+                await asyncio.sleep(pause * random.uniform(0.8, 1.0))
+
+    async def _reserve(self, estimate: int, prompt_tokens: int) -> int:
+        """Take a request's tokens and money from the run's budgets before it is sent; the money
+        reserved (BudgetSpent: nothing was taken)."""
+        budget, money = self.budget, self.money
+        if budget is not None:
+            await budget.reserve(estimate)
+        if money is None:
+            return 0
+        try:
+            return await money.reserve(prompt_tokens, estimate - prompt_tokens)
+        except BaseException:
+            if budget is not None:
+                await budget.refund(estimate)
+            raise
+
+    async def _post_once(self, path: str, body: dict[str, Any], prompt_tokens: int,
+                         completes: bool) -> dict[str, Any]:
         limiter = self.tokens
         estimate = limiter.estimate(prompt_tokens, completes)
         await limiter.acquire(estimate)
-        budget = self.budget
-        if budget is not None:
-            try:
-                await budget.reserve(estimate)
-            except BaseException:
-                limiter.refund(estimate)        # not sent
-                raise
+        budget, money = self.budget, self.money
+        try:
+            reserved = await self._reserve(estimate, prompt_tokens)
+        except BaseException:
+            limiter.refund(estimate)        # not sent
+            raise
         url = self.base_url + path
         try:
             async with self._client().post(yarl.URL(url, encoded=True), data=to_json(body), headers=self.headers,
@@ -108,15 +150,19 @@ class OpenAICompatibleCall(EnrichCall):
                 headers = response.headers
                 limiter.observe(headers)
                 if not 200 <= status < 300:
-                    text = (await response.content.read(300)).decode("utf-8", "replace")
+                    text = (await response.content.read(2000)).decode("utf-8", "replace")
                     wait = retry_after(headers) if status in (429, 503) else None
-                    raise CallError(f"HTTP {status} from {self.shown_url}{path}: {self.secrets.mask(_error_message(text))}",
-                                    status, wait)
+                    message, code = _error_of(text)
+                    unavailable = code == RESOURCE_UNAVAILABLE or RESOURCE_UNAVAILABLE in text
+                    kind = FlexUnavailable if self.flex and status == 429 and unavailable else CallError
+                    raise kind(f"HTTP {status} from {self.shown_url}{path}: {self.secrets.mask(message)}", status, wait)
                 raw = await sessions.read_body(response)
         except CallError as exc:
             limiter.refund(estimate)            # nothing was answered, nothing charged
             if budget is not None:
                 await budget.refund(estimate)
+            if money is not None:
+                await money.refund(reserved)
             if exc.status == 429:
                 if self.metrics is not None:
                     self.metrics.add("throttled")
@@ -130,11 +176,20 @@ class OpenAICompatibleCall(EnrichCall):
         if not isinstance(answer, dict):
             raise answer_error(f"response body is JSON {type(answer).__name__}, expected an object")
         prompt, completion = self.count_usage(answer.get("usage"))
+        self.count_cost(prompt, completion)
         limiter.settle(estimate, prompt, completion if completes else 0)
         if budget is not None:
             # corrected before the element goes on; no usage reported: the estimate stays spent
             await budget.settle(estimate, _total(answer.get("usage")))
+        if money is not None:
+            await money.settle(reserved, prompt, completion)
         return answer
+
+    def count_cost(self, prompt: int | None, completion: int | None) -> None:
+        """Add an answer's cost at the operator's online PRICE to its `cost_usd`."""
+        metrics, price = self.metrics, self.price
+        if metrics is not None and price is not None:
+            metrics.cost_usd = (metrics.cost_usd or 0.0) + price.cost(1, prompt or 0, completion or 0)
 
     async def aclose_clients(self) -> None:
         self._session = None
@@ -156,12 +211,13 @@ def _total(usage: Any) -> int | None:
     return None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
 
 
-def _error_message(text: str) -> str:
-    """The `error.message` of an OpenAI error body, else the body's start."""
+def _error_of(text: str) -> tuple[str, str | None]:
+    """The `error.message` and `error.code` of an OpenAI error body, else the body's start."""
     try:
-        message = json.loads(text)["error"]["message"]
+        error = json.loads(text)["error"]
+        message, code = error["message"], error.get("code")
         if isinstance(message, str):
-            return message[:200]
-    except (ValueError, KeyError, TypeError):
+            return message[:200], code if isinstance(code, str) else None
+    except (ValueError, KeyError, TypeError, AttributeError):
         pass
-    return text[:200]
+    return text[:200], None

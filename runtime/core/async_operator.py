@@ -61,6 +61,7 @@ from dslc.runtime.core.resolution import (
 from dslc.runtime.core.worker_loop import loop_alive, worker_loop
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import drop_cache
+from dslc.runtime.limits.money import calls_cost, tokens_priced
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.batching import BatchingCall
 from dslc.runtime.wrappers.stored import NOT_KNOWN, BudgetSpent, StoredCall, budget_message
@@ -137,6 +138,8 @@ class EnrichOperator:
         self._idle: list[asyncio.Future[bool]] = []
         self._waking = 0   # call tasks woken or started that have not yet looked at the inbox
         self._metrics = OperatorMetrics(config.name)
+        if config.price is not None:      # PRICE: money counted (limits/money.py)
+            self._metrics.cost_usd = 0.0
         self._call.bind_metrics(self._metrics)
         self._batching: BatchingCall | None = None
         if config.batch is not None:
@@ -264,6 +267,8 @@ class EnrichOperator:
         bucket = self._resolver.bucket or (self._batching.bucket if self._batching is not None else None)
         if bucket is not None:
             m.rate_wait_seconds = bucket.waited_seconds
+        if self.config.price is not None and not tokens_priced(self.config):   # HTTP, PYTHON: PRICE per call
+            m.cost_usd = calls_cost(self.config, m.counters["calls"])
         return {**m.to_dict(), "capacity": self.config.capacity,
                 "in_flight": self._running + len(self._inbox)}   # now: calls out and elements about to start
 

@@ -18,10 +18,12 @@ Per task for now: the job-wide limiter arrives with the answer store (RATE with 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 import time
 from collections.abc import Mapping
+from typing import Any
 
 from dslc.runtime.limits.retry_after import retry_after_s
 
@@ -57,6 +59,31 @@ def text_tokens(text: str) -> int:
 def message_tokens(texts: list[str]) -> int:
     """Prompt tokens of chat messages with these texts."""
     return sum(text_tokens(t) + _MESSAGE_OVERHEAD for t in texts)
+
+
+_TYPICAL = {"string": "x" * 8, "integer": 12, "number": 0.5, "boolean": True}
+
+
+def _typical(schema: dict) -> Any:
+    kind = schema.get("type")
+    kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
+    if kind == "object":
+        return {name: _typical(prop) for name, prop in schema.get("properties", {}).items()}
+    if kind == "array":
+        return [_typical(schema.get("items", {}))] * 2
+    return _TYPICAL.get(kind, "x" * 8)
+
+
+def assumed_completion(returns: tuple) -> int:
+    """Completion tokens of one answer when nothing better is known (`dslc explain --estimate`
+    without a recording, a provider batch's budget): the RETURNS object as JSON with 8-character
+    strings, two-digit numbers and two-item lists."""
+    from dslc.runtime.schema.json_schema import returns_schema
+
+    try:
+        return text_tokens(json.dumps(_typical(returns_schema(returns))))
+    except Exception:  # noqa: BLE001 - a RETURNS with no JSON form is refused by the checker
+        return text_tokens(json.dumps({c.name: "x" * 8 for c in returns}))
 
 
 def reset_seconds(text: str | None) -> float | None:

@@ -2,7 +2,8 @@
 
 The REPL's `:show` and `dslc test` run a pipeline without touching its real outputs: each SINK's
 DataFrame and each ENRICH's dead letters stay in memory for the caller to look at, count or
-compare, and nothing is written to a sink, a dead-letter folder or a checkpoint.
+compare, and nothing is written to a sink, a dead-letter folder, a quarantine folder or a
+checkpoint.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pyspark.sql import DataFrame
 
 from dslc.runtime import config as C
 
+from . import expectations
 from .chains import dead_letters_of, without_dead_letters
 from .metrics import MetricsCollector
 
@@ -25,7 +27,7 @@ class Captured:
             metrics.without_live_progress()     # the caller shows what it wants, when it wants
         self.outputs: dict[str, DataFrame] = {}
         self.dead_letters: dict[str, DataFrame] = {}
-        self.quarantine: dict[str, DataFrame] = {}     # QUARANTINE path as written -> its JSON lines
+        self.quarantined: dict[str, DataFrame] = {}     # QUARANTINE 'path' as written -> its JSON lines
         self._persisted: list[DataFrame] = []
         # the estimate's job (codegen's Target(estimate=True)): (ENRICH, the rows reaching it)
         self.chain_inputs: list[tuple[C.Enrich, DataFrame]] = []
@@ -51,28 +53,20 @@ class Captured:
         return without_dead_letters(df)
 
     def hold_quarantine(self, df: DataFrame, expect: C.Expect) -> DataFrame:
-        """An EXPECT Spark runs, its QUARANTINE folders kept instead of written: judged once
-        (persisted), each path's JSON lines held, the rows that pass returned."""
-        from . import expectations
-
+        """`expectations.check` without writing: each QUARANTINE path's lines kept, the rows that
+        pass returned. Persisted first, so the rows are judged (and counted) once for both sides."""
         judged = expectations.judge(df, expect).persist()
         self._persisted.append(judged)
-        for path in sorted({c.path for c in expect.constraints if c.action == "QUARANTINE" and c.path}):
-            self._add_quarantine(path, expectations.quarantine_of(judged, expect, path))
+        for path in sorted({c.path for c in expect.constraints if c.path}):
+            self.quarantined[path] = expectations.quarantine_of(judged, expect, path)
         return expectations.passing(judged)
 
     def hold_quarantine_letters(self, df: DataFrame, paths: tuple[str, ...]) -> None:
-        """The rows a chain's EXPECTs quarantined to `paths` (among its dead letters), kept."""
-        from . import expectations
-
+        """`expectations.write_letters` without writing: the lines a chain's EXPECTs quarantined, kept."""
         if C.DEAD_LETTER_COLUMN not in df.columns:
             return
         for path in paths:
-            self._add_quarantine(path, expectations.quarantine_letters(df, path))
-
-    def _add_quarantine(self, path: str, lines: DataFrame) -> None:
-        held = self.quarantine.get(path)
-        self.quarantine[path] = lines if held is None else held.unionByName(lines)
+            self.quarantined[path] = expectations.quarantine_letters(df, path)
 
     def operator_metrics(self) -> dict[str, dict[str, Any]]:
         """Per operator: calls, retries, dead letters... (see dslc.runtime.metrics.summary)."""

@@ -19,7 +19,7 @@ from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.schema import provenance
 from dslc.runtime.secrets import Secrets
 
-from . import answers, driver_values, estimate, expectations, names, outcome, stored_join
+from . import answers, driver_values, estimate, expectations, names, outcome, provider_batches, stored_join
 from .metrics import MetricsCollector
 from .pinned import PinnedStates
 from .session import checkpoint, is_connect, parallelism, worker_function
@@ -66,6 +66,8 @@ def run_chain(df: DataFrame, *, name: str, operators: tuple[C.Enrich | C.Process
     df, operators = _prepared(df, name, operators, columns, secrets)
     operators = answers.prepare(operators, df.sparkSession.conf.get(run_env.FLOW_FOLDER_CONF.name, None) or ".",
                                 streaming=df.isStreaming)
+    if provider_batches.wanted(df, operators):     # TIER BATCH: the provider's batches answer first
+        df = provider_batches.before_pass(df, operators[0], metrics, keep)
     return _run_joining(df, name, operators, watermark, states, metrics, batch_size)
 
 

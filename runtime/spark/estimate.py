@@ -22,7 +22,10 @@ recorded ENRICH this module then counts, with Spark:
   JSON text, as the model writes it), else an assumption stated in the notes (the RETURNS
   object with 8-character strings and two-digit numbers);
 - time: waves of CAPACITY x tasks calls, one latency each, and at least calls / RATE;
-- whether BUDGET n CALLS covers the calls, or BUDGET n TOKENS the tokens.
+- whether BUDGET n CALLS covers the calls, BUDGET n TOKENS the tokens, or BUDGET n USD the money;
+- money (PRICE): the calls and tokens at the operator's own tier's price, and at the other tiers'
+  (FLEX and BATCH at half of STANDARD, limits/money.py); TIER BATCH sends each element to call
+  as one line of a provider batch, so its time is the provider's (up to 24 hours), not CAPACITY's.
 
 Limits: the rows an ENRICH emits (a miss dropped, a list answer) are unknown before calling, so
 an ENRICH after another ENRICH sees one row per input row; retries, errors and timeouts are not
@@ -66,6 +69,9 @@ class Estimate:
     completion_tokens: int | None = None
     completion_basis: str | None = None     # where the completion per call comes from
     retries: int = 0                        # RETRY n: each call may be sent up to n times more
+    tier: str = "STANDARD"
+    money_usd: float | None = None          # PRICE: what the calls cost at the operator's tier
+    tiers_usd: dict[str, float] | None = None   # ... and at each tier (FLEX and BATCH: half of STANDARD)
 
     @property
     def calls_if_all_retried(self) -> int:
@@ -79,8 +85,10 @@ class Estimate:
         return self.prompt_tokens + (self.completion_tokens or 0)
 
     @property
-    def budget_spent(self) -> int | None:
+    def budget_spent(self) -> int | float | None:
         """What the run would spend in the budget's unit."""
+        if self.budget_unit == "USD":
+            return self.money_usd
         return self.tokens if self.budget_unit == "TOKENS" else self.calls
 
     @property
@@ -139,31 +147,11 @@ def prompt_tokens(call: C.ModelCall | C.EmbeddingCall, row: dict) -> int | None:
     return message_tokens(texts)
 
 
-_TYPICAL = {"string": "x" * 8, "integer": 12, "number": 0.5, "boolean": True}
-
-
-def _typical(schema: dict) -> Any:
-    kind = schema.get("type")
-    kind = next((k for k in kind if k != "null"), None) if isinstance(kind, list) else kind
-    if kind == "object":
-        return {name: _typical(prop) for name, prop in schema.get("properties", {}).items()}
-    if kind == "array":
-        return [_typical(schema.get("items", {}))] * 2
-    return _TYPICAL.get(kind, "x" * 8)
-
-
 def assumed_completion(op: C.Enrich) -> int:
-    """Completion tokens of one answer when no recording says: the RETURNS object as JSON with
-    8-character strings, two-digit numbers and two-item lists."""
-    import json
+    """Completion tokens of one answer when no recording says (limits/tokens.py)."""
+    from dslc.runtime.limits.tokens import assumed_completion as assumed
 
-    from dslc.runtime.limits.tokens import text_tokens
-    from dslc.runtime.schema.json_schema import returns_schema
-
-    try:
-        return text_tokens(json.dumps(_typical(returns_schema(op.returns))))
-    except Exception:  # noqa: BLE001 - a RETURNS with no JSON form is refused by the checker
-        return text_tokens(json.dumps({c.name: "x" * 8 for c in op.returns}))
+    return assumed(op.returns)
 
 
 _COSTS = pa.schema([("found", pa.int64()), ("to_call", pa.int64()), ("prompt_tokens", pa.int64())])
@@ -273,16 +261,37 @@ def estimate_one(op: C.Enrich, df, *, sample: int, latency_s: float | None, task
     if retries and calls:
         notes.append(f"RETRY {retries}: up to {calls * (1 + retries)} calls if every call fails and is retried")
     rate = op.rate.per_second if op.rate else None
-    seconds = None
-    if latency_s is not None:
-        per_element = math.ceil(calls / (op.capacity * max(1, tasks))) * latency_s   # waves of calls
-        seconds = max(per_element, calls / rate) if rate else per_element
-    elif rate:
-        seconds = calls / rate
+    seconds = _time(op, calls, latency_s, tasks, rate)
+    if op.tier == "BATCH":
+        notes.append(f"TIER BATCH: {elements} lines in provider batches, answered within the provider's "
+                     "completion window (up to 24h); no online call unless a line fails")
     budget = op.budget
+    money, tiers = _money(op, calls if op.tier != "BATCH" else elements, prompt, completion_tokens)
     return Estimate(operator=op.name, line=op.line, rows=rows, distinct_keys=distinct, stored_keys=stored,
                     sampled=sampled, calls=calls, tasks=tasks, capacity=op.capacity, rate=rate,
                     latency_s=latency_s, seconds=seconds, budget=budget.amount if budget else None,
                     budget_unit=budget.unit if budget else None, notes=notes,
                     prompt_tokens=prompt, completion_tokens=completion_tokens, completion_basis=basis,
-                    retries=retries)
+                    retries=retries, tier=op.tier, money_usd=money, tiers_usd=tiers)
+
+
+def _time(op: C.Enrich, calls: int, latency_s: float | None, tasks: int, rate: float | None) -> float | None:
+    """Seconds the calls take: waves of CAPACITY x tasks calls, one latency each, and at least
+    calls / RATE (None: no latency given and no RATE, or TIER BATCH: the provider's time)."""
+    if op.tier == "BATCH":
+        return None
+    if latency_s is not None:
+        per_element = math.ceil(calls / (op.capacity * max(1, tasks))) * latency_s   # waves of calls
+        return max(per_element, calls / rate) if rate else per_element
+    return calls / rate if rate else None
+
+
+def _money(op: C.Enrich, calls: int, prompt: int | None, completion: int | None
+           ) -> tuple[float | None, dict[str, float] | None]:
+    """What the calls cost at the operator's PRICE, and at each tier's (None: no PRICE)."""
+    from dslc.runtime.limits.money import price_at
+
+    if op.price is None:
+        return None, None
+    tiers = {tier: price_at(op, tier).cost(calls, prompt or 0, completion or 0) for tier in C.TIERS}
+    return tiers[op.tier], tiers

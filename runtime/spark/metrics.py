@@ -113,6 +113,14 @@ class MetricsCollector:
         out._dslc_kept = True      # chains.keep: already computed once
         return out
 
+    def add_driver_figures(self, operator: str, figures: dict[str, Any]) -> None:
+        """Figures the driver itself made for an operator (TIER BATCH's provider batches), added
+        to its tasks' when the run reports."""
+        if self._acc is not None:
+            self._acc.add({operator: figures})
+        else:
+            self._tasks.append(json.dumps({operator: figures}))
+
     def value(self) -> dict[str, dict[str, Any]]:
         """Merged metrics per operator (driver only)."""
         if self._acc is not None:

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .ledger import BatchRecord, LineRecord
+
 #: The layout of the store's data this dslc writes; a store of another layout is migrated or refused.
 #: 2: an answer may carry what Spark joins it by (wrappers/joinable.py).
 SCHEMA_VERSION = 2
@@ -113,6 +115,36 @@ class AnswerStore:
 
     async def clear(self, operator: str | None = None) -> int:
         """Forget the answers of one operator (or all, with leases, counters and rates); how many went."""
+        raise NotImplementedError
+
+    # TIER BATCH's provider batches and their lines (store/ledger.py); the driver's, not the tasks'
+
+    async def batches(self, operator: str | None = None) -> list[BatchRecord]:
+        """The batch records of one operator (of all when None), oldest first."""
+        raise NotImplementedError
+
+    async def put_batch(self, record: BatchRecord) -> None:
+        """Write (or rewrite) a batch record."""
+        raise NotImplementedError
+
+    async def drop_batch(self, operator: str, batch: str) -> None:
+        """Forget a batch record."""
+        raise NotImplementedError
+
+    async def put_lines(self, operator: str, lines: list[LineRecord]) -> None:
+        """Write (or rewrite) lines, by custom_id."""
+        raise NotImplementedError
+
+    async def lines(self, operator: str, custom_ids: list[str]) -> dict[str, LineRecord]:
+        """The lines kept for these custom_ids."""
+        raise NotImplementedError
+
+    async def lines_of(self, operator: str, batch: str) -> dict[str, LineRecord]:
+        """The lines of one batch record, by custom_id."""
+        raise NotImplementedError
+
+    async def drop_lines(self, operator: str, custom_ids: list[str]) -> None:
+        """Forget lines (their answers are stored)."""
         raise NotImplementedError
 
     async def close(self) -> None:

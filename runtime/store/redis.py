@@ -5,6 +5,8 @@ Layout (every name under `dslc:`): `dslc:meta` (a hash: the store's version), `d
 operator names), `dslc:a:{operator}:{digest}` answers (JSON: key, value, time; expiring with STORE
 TTL), `dslc:l:{operator}:{digest}` leases (the owner, expiring), `dslc:c:{name}` counters and
 `dslc:r:{name}` rate slots. The digest is SHA-256 of the request key, so long keys cost nothing.
+TIER BATCH's provider batches (store/ledger.py): `dslc:b:{operator}` (a hash: record id -> JSON)
+and `dslc:bl:{operator}` (a hash: custom_id -> the line as JSON), `dslc:bops` the operators with any.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
+from .ledger import BatchRecord, LineRecord
 
 # One slot of a rate shared by the job: the server's clock, so executors' clocks need not agree.
 _RESERVE = """
@@ -194,7 +197,12 @@ class RedisStore(AnswerStore):
 
     async def clear(self, operator: str | None = None) -> int:
         patterns = [f"dslc:a:{operator}:*", f"dslc:l:{operator}:*", f"dslc:j:{operator}:*"] if operator else \
-            ["dslc:a:*", "dslc:l:*", "dslc:c:*", "dslc:r:*", "dslc:j:*"]
+            ["dslc:a:*", "dslc:l:*", "dslc:c:*", "dslc:r:*", "dslc:j:*", "dslc:b:*", "dslc:bl:*"]
+        if operator:
+            await self._client.delete(f"dslc:b:{operator}", f"dslc:bl:{operator}")
+            await self._client.srem("dslc:bops", operator)
+        else:
+            await self._client.delete("dslc:bops")
         gone = 0
         for pattern in patterns:
             keys = await self._keys(pattern)
@@ -206,6 +214,53 @@ class RedisStore(AnswerStore):
         else:
             await self._client.delete("dslc:ops")
         return gone
+
+    # ----------------------------------------------------------------- provider batches (ledger.py)
+
+    async def batches(self, operator: str | None = None) -> list[BatchRecord]:
+        operators = [operator] if operator else sorted(o.decode() for o in await self._client.smembers("dslc:bops"))
+        records = []
+        for op in operators:
+            for id_, raw in (await self._client.hgetall(f"dslc:b:{op}")).items():
+                records.append(BatchRecord(op, id_.decode(), json.loads(raw)))
+        return sorted(records, key=lambda r: (r.data.get("created", 0), r.id))
+
+    async def put_batch(self, record: BatchRecord) -> None:
+        pipe = self._client.pipeline(transaction=True)
+        pipe.sadd("dslc:bops", record.operator)
+        pipe.hset(f"dslc:b:{record.operator}", record.id, json.dumps(record.data))
+        await pipe.execute()
+
+    async def drop_batch(self, operator: str, batch: str) -> None:
+        await self._client.hdel(f"dslc:b:{operator}", batch)
+
+    async def put_lines(self, operator: str, lines: list[LineRecord]) -> None:
+        for start in range(0, len(lines), 1000):
+            part = lines[start:start + 1000]
+            await self._client.hset(f"dslc:bl:{operator}", mapping={
+                line.custom_id: json.dumps(line.to_dict(), separators=(",", ":")) for line in part})
+
+    async def lines(self, operator: str, custom_ids: list[str]) -> dict[str, LineRecord]:
+        found: dict[str, LineRecord] = {}
+        for start in range(0, len(custom_ids), 1000):
+            part = custom_ids[start:start + 1000]
+            for raw in await self._client.hmget(f"dslc:bl:{operator}", part):
+                if raw is not None:
+                    line = LineRecord(**json.loads(raw))
+                    found[line.custom_id] = line
+        return found
+
+    async def lines_of(self, operator: str, batch: str) -> dict[str, LineRecord]:
+        found: dict[str, LineRecord] = {}
+        async for _, raw in self._client.hscan_iter(f"dslc:bl:{operator}", count=1000):
+            line = LineRecord(**json.loads(raw))
+            if line.batch == batch:
+                found[line.custom_id] = line
+        return found
+
+    async def drop_lines(self, operator: str, custom_ids: list[str]) -> None:
+        for start in range(0, len(custom_ids), 1000):
+            await self._client.hdel(f"dslc:bl:{operator}", *custom_ids[start:start + 1000])
 
     async def close(self) -> None:
         if self._client is not None:

@@ -13,6 +13,7 @@ rates(name, next).
 """
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
+from .ledger import BatchRecord, LineRecord
 
 APPLICATION_ID = 0x64736C63   # 'dslc'
 _CHUNK = 500                  # keys per statement (SQLite limits the number of parameters)
@@ -34,6 +36,16 @@ CREATE TABLE IF NOT EXISTS leases (operator TEXT NOT NULL, key TEXT NOT NULL, ow
 CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS rates (name TEXT PRIMARY KEY, next REAL NOT NULL);
 """
+
+_LEDGER = """
+CREATE TABLE IF NOT EXISTS batches (operator TEXT NOT NULL, id TEXT NOT NULL, data TEXT NOT NULL,
+    PRIMARY KEY (operator, id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS batch_lines (operator TEXT NOT NULL, custom_id TEXT NOT NULL, key TEXT NOT NULL,
+    args TEXT, batch TEXT NOT NULL, attempt INTEGER NOT NULL, state TEXT NOT NULL, error TEXT, run TEXT NOT NULL,
+    PRIMARY KEY (operator, custom_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS batch_lines_of ON batch_lines (operator, batch);
+"""
+_LINE_COLUMNS = "custom_id, key, args, batch, attempt, state, error, run"
 
 #: Steps that bring a store of an older layout to the next version.
 MIGRATIONS: dict[int, str] = {
@@ -104,6 +116,8 @@ class SqliteStore(AnswerStore):
             if row is None:
                 db.execute("PRAGMA application_id = %d" % APPLICATION_ID)
                 db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                for statement in filter(str.strip, _LEDGER.split(";")):
+                    db.execute(statement)
                 db.execute("COMMIT")
                 return
             version = int(row[0])
@@ -120,6 +134,8 @@ class SqliteStore(AnswerStore):
                     db.execute(statement)
                 version += 1
                 db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(version),))
+            for statement in filter(str.strip, _LEDGER.split(";")):
+                db.execute(statement)
             db.execute("COMMIT")
         except BaseException:
             if db.in_transaction:
@@ -249,14 +265,55 @@ class SqliteStore(AnswerStore):
         def remove(db: sqlite3.Connection) -> int:
             if operator:
                 gone = db.execute("DELETE FROM answers WHERE operator = ?", (operator,)).rowcount
-                db.execute("DELETE FROM leases WHERE operator = ?", (operator,))
+                for table in ("leases", "batches", "batch_lines"):
+                    db.execute(f"DELETE FROM {table} WHERE operator = ?", (operator,))
                 return gone
             gone = db.execute("DELETE FROM answers").rowcount
-            for table in ("leases", "counters", "rates"):
+            for table in ("leases", "counters", "rates", "batches", "batch_lines"):
                 db.execute(f"DELETE FROM {table}")
             return gone
 
         return self._write(remove)
+
+    # ----------------------------------------------------------------- provider batches (ledger.py)
+
+    async def batches(self, operator: str | None = None) -> list[BatchRecord]:
+        where, args = ("WHERE operator = ?", (operator,)) if operator else ("", ())
+        rows = self.db.execute(f"SELECT operator, id, data FROM batches {where}", args).fetchall()
+        records = [BatchRecord(op, id_, json.loads(data)) for op, id_, data in rows]
+        return sorted(records, key=lambda r: (r.data.get("created", 0), r.id))
+
+    async def put_batch(self, record: BatchRecord) -> None:
+        self._write(lambda db: db.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?)",
+                                          (record.operator, record.id, json.dumps(record.data))))
+
+    async def drop_batch(self, operator: str, batch: str) -> None:
+        self._write(lambda db: db.execute("DELETE FROM batches WHERE operator = ? AND id = ?", (operator, batch)))
+
+    async def put_lines(self, operator: str, lines: list[LineRecord]) -> None:
+        rows = [(operator, line.custom_id, line.key, line.args, line.batch, line.attempt, line.state, line.error,
+                 line.run) for line in lines]
+        self._write(lambda db: db.executemany(
+            f"INSERT OR REPLACE INTO batch_lines (operator, {_LINE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows))
+
+    async def lines(self, operator: str, custom_ids: list[str]) -> dict[str, LineRecord]:
+        found: dict[str, LineRecord] = {}
+        for part in _chunks(custom_ids):
+            marks = ",".join("?" * len(part))
+            for row in self.db.execute(f"SELECT {_LINE_COLUMNS} FROM batch_lines WHERE operator = ? "
+                                       f"AND custom_id IN ({marks})", (operator, *part)):
+                found[row[0]] = LineRecord(*row)
+        return found
+
+    async def lines_of(self, operator: str, batch: str) -> dict[str, LineRecord]:
+        return {row[0]: LineRecord(*row) for row in self.db.execute(
+            f"SELECT {_LINE_COLUMNS} FROM batch_lines WHERE operator = ? AND batch = ?", (operator, batch))}
+
+    async def drop_lines(self, operator: str, custom_ids: list[str]) -> None:
+        def drop(db: sqlite3.Connection) -> None:
+            db.executemany("DELETE FROM batch_lines WHERE operator = ? AND custom_id = ?",
+                           [(operator, c) for c in custom_ids])
+        self._write(drop)
 
     async def close(self) -> None:
         if self._db is not None:

@@ -31,6 +31,7 @@ from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
+from dslc.runtime.limits.money import amount_text, call_budget
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.schema.provenance import marked
 from dslc.runtime.store.base import AnswerStore, Join, Stored
@@ -39,6 +40,7 @@ from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.joinable import Joinable
 from dslc.runtime.wrappers.model_watch import ModelWatch, watched
+from dslc.runtime.wrappers.provider_batch import BatchLineFailed
 
 LEASE_S = 5.0          # a lease lapses this long after its holder last renewed it
 RENEW_S = 1.5          # how often a holder renews the leases of its calls in flight
@@ -57,7 +59,7 @@ def budget_message(config: Enrich, unanswered: int, scope: str = "") -> str:
     budget = config.budget
     assert budget is not None
     rows = f"{unanswered} row{'s' if unanswered != 1 else ''}{scope}"
-    return (f"BUDGET {budget.amount} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
+    return (f"BUDGET {amount_text(budget.amount)} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
             f"still unanswered; every answer received is in the answer store {config.store.location if config.store else ''}: "
             "run the same command again to continue (it pays for nothing twice)")
 
@@ -77,8 +79,8 @@ class StoredCall(DelegatingCall):
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
         # a miss is kept unless misses are retried (ON MISS RETRY): then only results are
         self.keeps = (lambda value: bool(value)) if config.on_miss is Outcome.RETRY else (lambda value: True)
-        budget = config.budget
-        self.budget = budget.amount if budget is not None and budget.unit == "CALLS" else None
+        # BUDGET n CALLS, or n USD at a PRICE per call of an HTTP or PYTHON call (limits/money.py)
+        self.budget = call_budget(config)
         self.budget_counter = f"budget:{config.name}:{config.store.run}"
         self.spent = False
         self._store: AnswerStore | None = None
@@ -266,7 +268,7 @@ class StoredCall(DelegatingCall):
         counters["elements_called"] += 1
         try:
             return await self.inner(row)
-        except BudgetSpent:          # BUDGET n TOKENS (limits/token_budget.py): it was not sent
+        except (BudgetSpent, BatchLineFailed):   # BUDGET n TOKENS, or TIER BATCH's failed line: not sent
             counters["calls"] -= 1
             counters["elements_called"] -= 1
             raise

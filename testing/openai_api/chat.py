@@ -97,23 +97,50 @@ def _forced_tool(tools: Any, choice: Any) -> tuple[dict[str, Any] | None, bool]:
     return functions[name], True
 
 
-async def handle(service: "OpenAIService", request: web.Request) -> web.StreamResponse:
-    chat = parse(await service.read_body(request))
+SERVICE_TIERS = ("auto", "default", "flex", "scale", "priority")
+RESOURCE_UNAVAILABLE = "resource_unavailable"
+
+
+def service_tier(body: dict[str, Any]) -> str:
+    """The tier a request asks for (`service_tier`), checked as the API checks it; "default" when absent."""
+    tier = body.get("service_tier")
+    if tier is None:
+        return "default"
+    if tier not in SERVICE_TIERS:
+        raise invalid(f"Invalid value: '{tier}'. Supported values are: 'auto', 'default', 'flex', 'scale' and "
+                      "'priority'.", "service_tier", "invalid_value")
+    return "default" if tier == "auto" else tier
+
+
+def answer(service: "OpenAIService", chat: ChatRequest, tier: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The completion a request gets (without its id) and its usage: what the online endpoint
+    sends and what a batch's output line carries (openai_api/batches.py)."""
     choices = [_choice(service, chat, i) for i in range(chat.n)]
     prompt_tokens = chat_messages.prompt_tokens(chat.messages, count_tokens)
     completion_tokens = sum(c.pop("_tokens") for c in choices)
-    denied = await service.serve(prompt_tokens + completion_tokens, service.latency_s)
-    if denied is not None:
-        return denied
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
              "total_tokens": prompt_tokens + completion_tokens}
-    number = service.record_chat(chat.text, usage, chat.schema)
-    answer = {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": int(time.time()),
-              "model": chat.model, "choices": choices, "usage": usage, "service_tier": "default",
-              "system_fingerprint": "fp_dslc_test"}
+    return {"object": "chat.completion", "created": int(time.time()), "model": chat.model, "choices": choices,
+            "usage": usage, "service_tier": tier, "system_fingerprint": "fp_dslc_test"}, usage
+
+
+async def handle(service: "OpenAIService", request: web.Request) -> web.StreamResponse:
+    body = await service.read_body(request)
+    chat = parse(body)
+    tier = service_tier(body)
+    if tier == "flex":
+        refused = service.flex_refusal()       # flex has no capacity now and then: a 429, nothing charged
+        if refused is not None:
+            return refused
+    completion, usage = answer(service, chat, tier)
+    denied = await service.serve(usage["total_tokens"], service.latency_s * (service.flex_slowdown if tier == "flex" else 1))
+    if denied is not None:
+        return denied
+    number = service.record_chat(chat.text, usage, tier, chat.schema)
+    completion = {"id": f"chatcmpl-{number}", **completion}
     if chat.stream:
-        return await _stream(request, answer, chat.include_usage, service.limit_headers())
-    return web.json_response(answer, headers=service.limit_headers())
+        return await _stream(request, completion, chat.include_usage, service.limit_headers())
+    return web.json_response(completion, headers=service.limit_headers())
 
 
 def _choice(service: "OpenAIService", chat: ChatRequest, index: int) -> dict[str, Any]:

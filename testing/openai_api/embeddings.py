@@ -42,8 +42,9 @@ def inputs_of(value: Any) -> list[str | list[int]]:
     return items
 
 
-async def handle(service: "OpenAIService", request: web.Request) -> web.Response:
-    body = await service.read_body(request)
+def answer(service: "OpenAIService", body: dict[str, Any]) -> tuple[dict[str, Any], list[str], int]:
+    """The embeddings a checked request gets, its input texts and tokens: what the online endpoint
+    sends and what a batch's output line carries (openai_api/batches.py)."""
     check_known(body, EMBEDDING_PARAMETERS)
     inputs = inputs_of(body.get("input"))
     encoding = body.get("encoding_format") or "float"
@@ -55,10 +56,6 @@ async def handle(service: "OpenAIService", request: web.Request) -> web.Response
         raise invalid("Invalid 'dimensions': expected a positive integer.", "dimensions", "invalid_value")
     texts = [item if isinstance(item, str) else tokens_text(item) for item in inputs]
     tokens = sum(count_tokens(item) if isinstance(item, str) else len(item) for item in inputs)
-    denied = await service.serve(tokens, service.embedding_latency_s + service.embedding_per_input_s * len(inputs))
-    if denied is not None:
-        return denied
-    service.record_embeddings(texts, tokens)
     data = []
     for index, text in enumerate(texts):
         vector = embedding_of(text, dimensions)
@@ -67,6 +64,15 @@ async def handle(service: "OpenAIService", request: web.Request) -> web.Response
         data.append({"object": "embedding", "index": index, "embedding": value})
     if service.shuffle:
         data.reverse()
-    answer = {"object": "list", "data": data, "model": body["model"],
-              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
-    return web.json_response(answer, headers=service.limit_headers())
+    return ({"object": "list", "data": data, "model": body["model"],
+             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}, texts, tokens)
+
+
+async def handle(service: "OpenAIService", request: web.Request) -> web.Response:
+    body = await service.read_body(request)
+    embedded, texts, tokens = answer(service, body)
+    denied = await service.serve(tokens, service.embedding_latency_s + service.embedding_per_input_s * len(texts))
+    if denied is not None:
+        return denied
+    service.record_embeddings(texts, tokens)
+    return web.json_response(embedded, headers=service.limit_headers())

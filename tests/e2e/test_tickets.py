@@ -46,3 +46,31 @@ def test_tickets_in_both_modes(spark, tmp_path):
         assert metrics["calls"] == stats["chat_calls"] == 12 and stats["rejected"] == 0
         assert metrics["total_tokens"] == stats["total_tokens"] > 0
     assert batch[:2] == streaming[:2]
+
+
+def test_the_pay_less_variant_labels_and_routes_the_same_through_a_provider_batch(spark, tmp_path, capfd):
+    """examples/tickets/pay_less.flow (TIER BATCH): the rows pipeline.flow writes (asserted above),
+    no online request, the money printed and in the metrics at the batch PRICE of the billed usage;
+    run again, nothing is sent."""
+    folder = tmp_path / "pay_less"
+    with serve_in_thread(OpenAIService(models=("gpt-4.1-mini",), labeller=_labels(), batch_delay_s=1.0)) as running:
+        copy_example("tickets", folder, port=running.port)
+        flow = folder / "pay_less.flow"
+        flow.write_text(flow.read_text().replace("127.0.0.1:8765", f"127.0.0.1:{running.port}"))
+        run_flow(flow)
+        stats = running.stats
+        err = capfd.readouterr().err
+        run_flow(flow)
+        again = running.stats
+    labelled = {(r.ticket_id, r.category, r.urgency) for r in spark.read.parquet(str(folder / "target/pay_less/labelled")).collect()}
+    routed = {(r.ticket_id, r.team) for r in spark.read.parquet(str(folder / "target/pay_less/routed")).collect()}
+    assert len(labelled) == 12 and ("k01", "outage", 5) in labelled and ("k12", "account", 1) in labelled
+    assert routed == {("k01", "sre-oncall"), ("k01", "incident-commander"), ("k07", "sre-oncall"),
+                      ("k09", "sre-oncall"), ("k11", "sre-oncall"), ("k11", "incident-commander")}
+    assert stats["chat_calls"] == 0 and stats["batches_created"] == 1 and stats["batch_lines"] == 12
+    paid = (stats["batch_prompt_tokens"] * 0.20 + stats["batch_completion_tokens"] * 0.80) / 1e6
+    [metrics] = [json.loads(p.read_text())["operators"]["labelled"]
+                 for p in sorted((folder / "target/metrics").glob("*.json"))[:1]]
+    assert metrics["cost_usd"] == pytest.approx(paid) and paid > 0
+    assert f"${paid:.4f}" in err                                           # the money, printed
+    assert again["batches_created"] == 1 and again["chat_calls"] == 0      # the rerun: all from the store

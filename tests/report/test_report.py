@@ -173,6 +173,17 @@ def test_an_operator_named_with_a_quote_gets_its_figures(tmp_path):
     assert "in 5  out 5\\ncalls 5" in drawn
 
 
+def test_the_money_spent_is_on_the_page(tmp_path):
+    dom = _page(tmp_path, {"operators": {
+        "labelled": {"elements_in": 1500, "elements_out": 1500, "calls": 2, "capacity": 8, "cost_usd": 0.01234,
+                     "total_tokens": 50000, "batch_lines_done": 450, "batch_lines_failed": 1},
+        "looked": {"elements_in": 10, "elements_out": 10, "calls": 10, "capacity": 4, "cost_usd": 0.5}}})
+    section = dom[dom.index('id="money"'):dom.index('id="figures"')]
+    assert "$0.0123" in section and "$0.5000" in section and "$0.5123" in section      # each, and all
+    assert '<td class="n">450</td>' in section
+    assert 'id="money"' not in _page(tmp_path, {"operators": {"e": {"elements_in": 1, "capacity": 2}}})
+
+
 def test_each_expect_has_a_table_the_worst_constraint_first(tmp_path):
     """#45: per stream its constraints, the one failing the most rows first, and the diagnosis of
     the one that removes the most."""

@@ -193,3 +193,43 @@ def test_an_unreachable_redis_is_a_clear_error_naming_it():
         run(check_location(url))
     assert url in str(caught.value) and "unreachable" in str(caught.value)
     assert time.monotonic() - started < 10
+
+
+def test_provider_batch_records_and_lines_round_trip_and_clear(location):
+    from dslc.runtime.store.ledger import FAILED, SENT, BatchRecord, LineRecord, custom_id
+
+    async def scenario():
+        store = await _opened(location)
+        try:
+            later = BatchRecord("op", "b2", {"created": 2.0, "file_id": "file-2"})
+            await store.put_batch(later)
+            await store.put_batch(BatchRecord("op", "b1", {"created": 1.0, "batch_id": "batch_1"}))
+            await store.put_batch(BatchRecord("other", "b3", {"created": 3.0}))
+            assert [(r.id, r.batch_id, r.file_id) for r in await store.batches("op")] == [
+                ("b1", "batch_1", None), ("b2", None, "file-2")]                       # oldest first
+            assert [r.operator for r in await store.batches()] == ["op", "op", "other"]
+            later.data["batch_id"] = "batch_2"
+            await store.put_batch(later)                                               # rewritten, not added
+            assert [r.batch_id for r in await store.batches("op")] == ["batch_1", "batch_2"]
+            lines = [LineRecord(custom_id(f"key {i}"), f"key {i}", '{"a":1}', "b1" if i < 3 else "b2", 1, SENT, None, "r")
+                     for i in range(5)]
+            await store.put_lines("op", lines)
+            assert sorted(l.key for l in (await store.lines_of("op", "b1")).values()) == ["key 0", "key 1", "key 2"]
+            failed = LineRecord(lines[0].custom_id, "key 0", None, "", 2, FAILED, '{"message": "boom"}', "r2")
+            await store.put_lines("op", [failed])
+            found = await store.lines("op", [lines[0].custom_id, lines[4].custom_id, "missing"])
+            assert found[lines[0].custom_id] == failed and found[lines[4].custom_id] == lines[4] and len(found) == 2
+            await store.drop_lines("op", [lines[1].custom_id])
+            await store.drop_batch("op", "b1")
+            assert [r.id for r in await store.batches("op")] == ["b2"]
+            assert set(await store.lines_of("op", "b1")) == {lines[2].custom_id}
+            await store.clear("op")
+            assert await store.batches("op") == [] and await store.lines("op", [lines[4].custom_id]) == {}
+            assert [r.id for r in await store.batches()] == ["b3"]                     # another operator's stay
+            await store.clear()
+            assert await store.batches() == []
+            assert len(custom_id("x" * 10_000)) == 64                                 # the API's limit
+        finally:
+            await store.close()
+
+    run(scenario())

@@ -108,3 +108,13 @@ def test_one_key_that_always_answers_500_is_not_the_service():
     assert diagnose("e", spread)["cause"] == "service"
     throttled = _figures(pushed_back=5, answered_429=5)
     assert diagnose("e", throttled)["cause"] == "service"
+
+
+def test_an_operator_answered_by_provider_batches_waited_for_the_provider():
+    from dslc.runtime.diagnosis import diagnose
+
+    found = diagnose("labelled", {"capacity": 8, "elements_in": 1500, "calls": 0, "task_seconds": 2.0,
+                                  "cpu_seconds": 2.0, "batch_lines": 450, "batch_lines_done": 449,
+                                  "batch_lines_failed": 1})
+    assert found["cause"] == "provider" and "449 of 450 lines (1 failed)" in found["why"]
+    assert "TIER FLEX" in found["advice"]

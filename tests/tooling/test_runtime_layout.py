@@ -24,6 +24,8 @@ FORBIDDEN = {
     # NEAREST BY's index and probe: NumPy, pyarrow and faiss only, a leaf as limits/ is
     "vectors": ("core", "calls", "wrappers", "limits", "schema", "broadcast", "sources", "store", "spark",
                 "databases"),
+    # TIER BATCH's provider batches run on the driver before the pass: calls, the store, limits
+    "batches": ("core", "spark"),
 }
 
 

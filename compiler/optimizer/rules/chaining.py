@@ -22,6 +22,12 @@ NAME = "chain_operators"
 PYTHON_OPERATORS = (plan.Enrich, plan.Process)
 
 
+def _own_chain(node: plan.PlanNode) -> bool:
+    """A TIER BATCH ENRICH starts a chain: the provider's batch answers its rows before its pass
+    (runtime/spark/provider_batches.py), which then reads them from Spark, not from a chain."""
+    return isinstance(node, plan.Enrich) and node.tier == "BATCH"
+
+
 # What a chain's neighbour is, as the chain's input and as its reader: why the chain starts or
 # ends there (a Query by whether it aggregates; None: the other side has nothing to say of it).
 _NEIGHBOURS: dict[object, tuple[str | None, str | None]] = {
@@ -43,6 +49,8 @@ def _what(node: plan.PlanNode, *, as_input: bool) -> str | None:
 def _start_reason(p: plan.Plan, op: plan.PlanNode, chaining: bool) -> str:
     if not chaining:
         return "chaining is disabled"
+    if _own_chain(op):
+        return "TIER BATCH: the provider's batch answers its rows before the pass"
     upstream = p.node(op.inputs[0])
     what = _what(upstream, as_input=True)
     if what is not None:
@@ -86,7 +94,7 @@ def chain_operators(p: plan.Plan, *, chaining: bool = True, pruning: bool = True
             continue
         upstream = owner.get(node.inputs[0].lower())
         if chaining and upstream is not None and len(p.consumers(upstream[-1].name)) == 1 \
-                and _expect_fuses(p, upstream[-1]):
+                and _expect_fuses(p, upstream[-1]) and not _own_chain(node):
             upstream.append(node)
             owner[node.name.lower()] = upstream
         else:

@@ -26,6 +26,23 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{JVM_OPTIONS} -Dspark.executor.extr
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS)
 
 
+def pytest_configure(config) -> None:
+    """Keep the files in the order `pytest_collection_modifyitems` below gives them: pytest-xdist's
+    `--dist loadfile` otherwise hands out the files with the most tests first, which puts the
+    single-test files that run for a minute or two (the docs' samples, the secret search) last,
+    where one worker runs them alone while the other has nothing left to do."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The files holding a test marked `slow` first, the quick ones after: the two workers start
+    on the long files and the quick ones fill in whatever time is left, so the run ends on a
+    short file. Within each group the order stays the collection's (a stable sort)."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(scope="session")
 def spark():
     """The one SparkSession of the test run (of this worker); generated jobs reuse it through getOrCreate()."""

@@ -36,11 +36,16 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
-    """The files holding a test marked `slow` first, the quick ones after: the two workers start
-    on the long files and the quick ones fill in whatever time is left, so the run ends on a
-    short file. Within each group the order stays the collection's (a stable sort)."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    """The files holding a test marked `slow` first, then those that run Spark (marked `spark` or
+    using the session), then the rest: the two workers start on the long files and the quick
+    ones fill in whatever time is left, so the run ends on a short file. Within each group the order stays the collection's (a
+    stable sort)."""
+    rank: dict = {}
+    for item in items:
+        spark = item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ())
+        tier = 0 if item.get_closest_marker("slow") else 1 if spark else 2
+        rank[item.path] = min(tier, rank.get(item.path, 2))
+    items.sort(key=lambda item: rank[item.path])
 
 
 @pytest.fixture(scope="session")

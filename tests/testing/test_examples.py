@@ -8,7 +8,7 @@ import pytest
 
 from dslc.testing.runner import run_paths
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

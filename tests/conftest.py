@@ -20,9 +20,16 @@ import pytest
 # JVM compiles changes, not what runs. Set either variable yourself to override.
 # Executors in their own JVMs (local-cluster, the standalone cluster) get the same options; the
 # jobs `dslc run` starts get no Spark UI either (as the session below): nobody looks at it.
+# The drivers (spark-submit) also map an archive of Spark's classes made once per machine
+# (tests/jvm_archive.py): about half the CPU of a driver's start.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{JVM_OPTIONS} -Dspark.executor.extraJavaOptions="{JVM_OPTIONS}" '
-                                           "-Dspark.ui.enabled=false")
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    from jvm_archive import QUIET, archive
+
+    _classes = archive(JVM_OPTIONS)
+    _sharing = f" {QUIET} -XX:SharedArchiveFile={_classes}" if _classes else ""
+    os.environ["SPARK_SUBMIT_OPTS"] = (f'{JVM_OPTIONS}{_sharing} -Dspark.executor.extraJavaOptions="{JVM_OPTIONS}" '
+                                       "-Dspark.ui.enabled=false")
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS)
 
 

@@ -20,10 +20,39 @@ import pytest
 # JVM compiles changes, not what runs. Set either variable yourself to override.
 # Executors in their own JVMs (local-cluster, the standalone cluster) get the same options; the
 # jobs `dslc run` starts get no Spark UI either (as the session below): nobody looks at it.
+# The drivers (spark-submit) also map an archive of Spark's classes made once per machine
+# (tests/jvm_archive.py): about half the CPU of a driver's start.
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", f'{JVM_OPTIONS} -Dspark.executor.extraJavaOptions="{JVM_OPTIONS}" '
-                                           "-Dspark.ui.enabled=false")
+if "SPARK_SUBMIT_OPTS" not in os.environ:
+    from jvm_archive import QUIET, archive
+
+    _classes = archive(JVM_OPTIONS)
+    _sharing = f" {QUIET} -XX:SharedArchiveFile={_classes}" if _classes else ""
+    os.environ["SPARK_SUBMIT_OPTS"] = (f'{JVM_OPTIONS}{_sharing} -Dspark.executor.extraJavaOptions="{JVM_OPTIONS}" '
+                                       "-Dspark.ui.enabled=false")
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS)
+
+
+def pytest_configure(config) -> None:
+    """Keep the files in the order `pytest_collection_modifyitems` below gives them: pytest-xdist's
+    `--dist loadfile` otherwise hands out the files with the most tests first, which puts the
+    single-test files that run for a minute or two (the docs' samples, the secret search) last,
+    where one worker runs them alone while the other has nothing left to do."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    """The files holding a test marked `slow` first, then those that run Spark (marked `spark` or
+    using the session), then the rest: the two workers start on the long files and the quick
+    ones fill in whatever time is left, so the run ends on a short file. Within each group the order stays the collection's (a
+    stable sort)."""
+    rank: dict = {}
+    for item in items:
+        spark = item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ())
+        tier = 0 if item.get_closest_marker("slow") else 1 if spark else 2
+        rank[item.path] = min(tier, rank.get(item.path, 2))
+    items.sort(key=lambda item: rank[item.path])
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from jobs import run_flow
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 FLOW = """PIPELINE paying MODE {mode} {answers};
 SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING, amount DOUBLE);

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 pexpect = pytest.importorskip("pexpect")
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SLOW = """
 PIPELINE slow_calls MODE BATCH;

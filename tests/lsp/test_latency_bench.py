@@ -5,12 +5,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench import lsp_latency  # noqa: E402
 
 
+@pytest.mark.slow
 def test_the_latency_bench_measures_every_file_through_the_protocol(tmp_path):
     section = lsp_latency.section(tmp_path, edits=3, hover_statements=300)   # the bench's 5,000 take a minute
     rows = section.tables[0].rows

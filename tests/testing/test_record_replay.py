@@ -12,7 +12,7 @@ import yaml
 
 from dslc.testing import run_case
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fraud"
 

@@ -31,7 +31,7 @@ class NearestLowering:
         if node.state:
             self._state_probe(node)
             return
-        right = self._read_once(node) if self.streaming else self.v(node.right)
+        right = self._right_once(node) if self.streaming else self.v(node.right)
         index = self.v(f"{node.name}_index")
         o.comment(f"an action: reads {node.right} now and builds its index ({index_kind(node)})")
         o.call(f"{index} = nearest.index_side", [
@@ -75,7 +75,7 @@ class NearestLowering:
                 f"line={node.line}", *probe])
         self._view(self.v(node.name), node.name)
 
-    def _read_once(self, node: plan.NearestJoin) -> str:
+    def _right_once(self, node: plan.NearestJoin) -> str:
         """STREAMING: the right SOURCE read as a batch (its files as they are when the job starts)."""
         source: plan.Source = self.plan.node(node.right)
         var = self.v(f"{node.right}_once")

@@ -77,6 +77,10 @@ def test_a_broadcast_is_indexed_and_both_modes_write_the_same_rows(flow, capfd):
         cols = ("qid", "doc_id", "title", "distance") if name == "matched" else ("qid", "doc_id")
         assert by(flow.read(f"out/{name}"), *cols) == by(batch[name], *cols), name
     assert "NEAREST BY index (state version" in capfd.readouterr().err
+    figures = json.loads(sorted((flow.folder / "target" / "metrics").glob("*.json"))[-1].read_text())["operators"]
+    probed = figures["matched"]
+    assert probed["elements_in"] == len(asked) and probed["probes"] == len(asked) - 1
+    assert probed["candidates"] >= 3 * probed["probes"] and probed["index_rows"] == 51 and probed["index_builds"] >= 1
 
 
 EVERY = """PIPELINE every MODE STREAMING CHECKPOINT 'chk' TRIGGER EVERY 2s;

@@ -26,4 +26,4 @@ def test_dslc_test_examples_passes(spark):
     code = run_paths([str(EXAMPLES)], out=out)
     text = out.getvalue()
     assert code == 0, text
-    assert text.rstrip().splitlines()[-1] == "18 passed, 0 failed"
+    assert text.rstrip().splitlines()[-1] == "21 passed, 0 failed"

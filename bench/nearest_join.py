@@ -1,7 +1,8 @@
 """APPROX NEAREST 10 BY DISTANCE over 20,000 x 20,000 64-dim vectors: dslc's compiled job (the right
 side indexed once, the left probed per partition) against Spark's own lowering of the same SQL (a
 cross product and a top-k aggregate), measured in one run on the same session and files; the
-speedup and dslc's recall@10 against Spark's rows. Standalone (Spark's side takes minutes):
+speedup and dslc's recall@10 against Spark's rows. Standalone (Spark's side takes many minutes and,
+at 20,000 x 20,000, spills its sort of the cross product to tens of GB of local disk):
 
     .venv/bin/python -m bench.nearest_join            # 20,000 x 20,000
     .venv/bin/python -m bench.nearest_join 5000       # smaller

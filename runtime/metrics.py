@@ -21,6 +21,8 @@ COUNTERS: tuple[str, ...] = (
     "answered_429", "elements_5xx",   # of them: 429 answers, and elements that got a 5xx (runtime/diagnosis.py)
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
+# NEAREST BY's index, where one was built: the largest, and the latest BROADCAST version indexed
+_INDEX_FIELDS: tuple[str, ...] = ("index_rows", "index_bytes", "index_version")
 # seconds, added up over tasks: time the chain waited for room in the window, time elements spent
 # in their calls (Little's law: / task_seconds = the mean in flight), waiting for RATE tokens, and
 # each task's wall and CPU time (the figures the diagnosis reads, runtime/diagnosis.py)
@@ -144,6 +146,9 @@ def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
         out[key] = a.get(key, 0) + b.get(key, 0)
     for key in _MAX_FIELDS:
         out[key] = max(int(a.get(key, 0)), int(b.get(key, 0)))
+    for key in _INDEX_FIELDS:
+        if key in a or key in b:
+            out[key] = max(int(a.get(key, 0)), int(b.get(key, 0)))
     for key in _FLOAT_FIELDS:
         out[key] = round(float(a.get(key, 0.0)) + float(b.get(key, 0.0)), 6)
     hist: dict[str, int] = dict(a.get("latency_histogram", {}))
@@ -182,6 +187,7 @@ def top_errors(messages: dict[str, int], n: int = 3) -> list[tuple[str, int]]:
 
 
 _KNOWN = frozenset(("operator", "latency_histogram", "first_error", "error_messages", *COUNTERS, *_MAX_FIELDS,
+                    *_INDEX_FIELDS,
                     *_FLOAT_FIELDS))
 
 

@@ -87,6 +87,7 @@ _JOB_NAMES = frozenset({
     "batch_id", "batch_spark", "captured", "chains", "failure", "sinks", "state", "streaming", "sources", "python_source",
     "capture", "jdbc", "expectations",
     "pinned", "MetricsCollector", "flow_folder", "require_kafka", "resolve", "session", "F", "nearest",
+    "nearest_state",
     *keyword.kwlist, *keyword.softkwlist, *dir(builtins),
 })
 
@@ -226,8 +227,7 @@ class _Lowering(DatabaseSteps, NearestLowering):
                 used.add("refreshed_state")
         if any(isinstance(s, physical.Read) and s.node.connector == "PYTHON" for s in steps):
             used.add("python_source")
-        if any(isinstance(s, physical.Nearest) for s in steps):
-            used.add("nearest")
+        used |= self.nearest_modules()
         if self.target.writes or (not self.streaming and any(isinstance(s, physical.Read) and s.node.connector == "RATE"
                                                             for s in steps)):
             used.add("sources")

@@ -35,7 +35,8 @@ def _step_line(step: physical.Step, p: plan.Plan) -> str:
         return f"chain#{step.index} [{ops}] mapInArrow over '{step.input}'  -- {where} {lines}"
     node = step.node
     if isinstance(step, physical.Nearest):
-        return f"{step.name}: index probe {_describe(node)}  -- line {node.line}\n      index: {index_kind(node)}"
+        return (f"{step.name}: index probe {_describe(node)}  -- line {node.line}\n      index: {index_kind(node)}"
+                f"\n      {index_side(node, p)}")
     kind = _match_kind(step, p) if isinstance(step, physical.MatchJoin) else \
         {physical.Read: "read", physical.State: "state", physical.Sql: "sql"}[type(step)]
     return f"{step.name}: {kind} {_describe(node)}  -- line {node.line}"
@@ -48,6 +49,18 @@ def index_kind(node: plan.NearestJoin) -> str:
     if node.approx and natural and node.function != "vector_inner_product":
         return "hnsw (faiss), M=32, efSearch 256, re-ranked by Spark's FLOATs"
     return "exact (NumPy): one product of matrices, re-ranked by Spark's FLOATs"
+
+
+def index_side(node: plan.NearestJoin, p: plan.Plan) -> str:
+    """What the index holds and when it is built; its size and build time are the run's (printed
+    when built, and in the metrics: index_rows, index_bytes, index_build_seconds)."""
+    where = f"{node.right}.{node.right_vector}"
+    if node.state:
+        when = ("built on the driver from the state's one version" if p.settings.mode == "BATCH" else
+                "rebuilt for each version of the state, in each worker, from the first micro-batch that pins it")
+        return f"of: {where} (the BROADCAST's entries), {when}; size and build time: in the metrics"
+    when = "read once when the job starts" if p.settings.mode == "STREAMING" else "read once"
+    return f"of: {where} ({when}), built on the driver; size and build time: in the metrics"
 
 
 def _kept_where(phys: physical.Physical) -> str:
@@ -93,6 +106,9 @@ def render_json(phys: physical.Physical) -> str:
                         kept=phys.kept_reason(step.name))
         else:
             item.update(line=step.node.line, inputs=list(step.node.inputs))
+        if isinstance(step, physical.Nearest):
+            item["index"] = {"kind": index_kind(step.node), "of": f"{step.node.right}.{step.node.right_vector}",
+                             "state": step.node.state, "built": index_side(step.node, phys.plan)}
         steps.append(item)
     data = {"passes": [{"pass": n, "note": t} for n, t in phys.passes], "steps": steps,
             "sinks": [{"input": s.input, "connector": s.connector, "path": s.path} for s in phys.plan.sinks]}

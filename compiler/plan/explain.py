@@ -117,7 +117,7 @@ def _nearest(node: plan.NearestJoin) -> str:
     how = f"{'APPROX' if node.approx else 'EXACT'} NEAREST {node.k} BY {'SIMILARITY' if node.similarity else 'DISTANCE'}"
     return (f"NearestJoin[{node.left} {'LEFT OUTER ' if node.outer else ''}x {node.right} AS {node.right_alias}] "
             f"{how} {node.function}({node.left_vector}, {node.right_alias}.{node.right_vector}), "
-            f"{node.right} read once and indexed")
+            f"{node.right} {'entries indexed once per version' if node.state else 'read once and indexed'}")
 
 
 def _match(node: plan.Match) -> str:

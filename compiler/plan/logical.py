@@ -194,7 +194,7 @@ class Process(Node):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NearestJoin(Node):
     """NEAREST BY run with an index (optimizer/rules/nearest.py): `left`'s rows, each with its k
-    best rows of `right` (read once, indexed) as a struct column named `right_alias`, and the
+    best rows of `right` (read once, or a BROADCAST's entries; indexed) as a struct column named `right_alias`, and the
     right columns `left` lacks under their own names; the query that wrote the join reads this."""
 
     left: str
@@ -207,6 +207,7 @@ class NearestJoin(Node):
     approx: bool
     k: int
     outer: bool                 # LEFT OUTER
+    state: bool = False         # `right` is a BROADCAST state: its entries, indexed once per version
 
     @property
     def inputs(self) -> tuple[str, ...]:

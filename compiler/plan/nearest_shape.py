@@ -3,7 +3,8 @@ STREAMING, plan/streaming_sql.py accepts only those): a query whose FROM is `lef
 right [alias] (APPROX | EXACT) NEAREST ...` with no other join, both names of the pipeline, the
 ranking `vector_l2_distance`, `vector_cosine_similarity` or `vector_inner_product` of a left
 column and a right column, and the right side a SOURCE (read once, also in STREAMING, where its
-connector must be one Spark reads as a batch) or, in BATCH, any stream."""
+connector must be one Spark reads as a batch), a BROADCAST state (KEY/OP: its entries, indexed once
+per version) or, in BATCH, any stream."""
 from __future__ import annotations
 
 import dataclasses
@@ -50,7 +51,7 @@ def lowerable(p: plan.Plan, query: plan.Query) -> Shape | None:
     except KeyError:
         return None
     streaming = p.settings.mode == "STREAMING"
-    if isinstance(right, plan.BroadcastState) or (streaming and not (
+    if isinstance(left, plan.BroadcastState) or (streaming and not isinstance(right, plan.BroadcastState) and not (
             isinstance(right, plan.Source) and right.connector in READ_ONCE)):
         return None
     left_alias, right_alias = left_table.alias_or_name, right_table.alias_or_name

@@ -34,6 +34,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.connectors import PIPELINE_MODES, SINK_MODES, SINKS, SOURCES
 from dslc.compiler.plan.enrich_options import read_options
 from dslc.compiler.plan.model_calls import check_token_rate, model_call
+from dslc.compiler.plan.nearest_states import nearest_rights, state_problems
 from dslc.compiler.plan.provenance import provenance_column
 from dslc.compiler.plan.service_calls import ServiceChecks
 from dslc.compiler.source import SourceFile, Span
@@ -149,6 +150,7 @@ class _Planner:
                            expects=expects)
         sql_of = {name: stmt.sql for name, stmt in self.defs.items() if isinstance(stmt, ast.Select)}
         self.problems.extend(streaming.check(result, checked, sql_of))
+        self.problems.extend(state_problems(result, sql_of))
         self.problems.extend(database_streaming.static_only(result, [(c.sink, c.span) for c in checked]))
         return dataclasses.replace(result, remarks=tuple(database_streaming.notes(result)))
 
@@ -439,10 +441,10 @@ class _Planner:
                                    using=stmt.using.value if stmt.using else None, schema=schema,
                                    line=self.line(stmt.span), span=stmt.span, refresh_s=refresh or None)
 
-    def _schemas(self) -> Mapping[str, plan.Schema | None]:
+    def _schemas(self, states: frozenset[str] = frozenset()) -> Mapping[str, plan.Schema | None]:
         """Schemas of the relations a query may read, looked up on demand (None: not built yet,
         only possible inside a cycle); a view, so each SELECT costs the same in a long pipeline."""
-        return _SchemaView(self.defs, self.nodes)
+        return _SchemaView(self.defs, self.nodes, states)
 
     def _ordinals(self) -> dict[str, bool]:
         """`group_ordinals`/`order_ordinals` False when the pipeline SETs Spark's option false."""
@@ -451,15 +453,17 @@ class _Planner:
                                              ("order_ordinals", "spark.sql.orderbyordinal")) if key in off}
 
     def _select(self, stmt: ast.Select) -> plan.Query | None:
-        schemas = self._schemas()
+        tree, syntax_errors = self._parsed(stmt.sql)
+        indexed = nearest_rights(tree) if tree is not None else frozenset()
+        schemas = self._schemas(indexed)
         for ref in self._sql_tables(stmt.sql):
             key = ref.value.lower()
-            if isinstance(self.defs.get(key), ast.Broadcast):
+            if isinstance(self.defs.get(key), ast.Broadcast) and key not in indexed:
                 self.add(error("E0209", stmt.sql.span.sub(0, 6), name=ref.value, actual="broadcast state",
                                statement="a query", expected="source or stream",
-                               hint=f"use MATCH ... AGAINST {ref.value} to read a broadcast state"))
+                               hint=f"use MATCH ... AGAINST {ref.value} to read a broadcast state, or JOIN "
+                                    f"{ref.value} ... NEAREST k BY ... to find its nearest entries"))
                 return None
-        tree, syntax_errors = self._parsed(stmt.sql)
         if tree is None:
             self.problems.extend(syntax_errors)
             return None
@@ -792,20 +796,26 @@ def _importable(module: str) -> bool:
 
 
 class _SchemaView(Mapping):
-    """relation name (lower case) → schema of every SOURCE and STREAM defined so far (no states)."""
+    """relation name (lower case) → schema of every SOURCE and STREAM defined so far, and of the
+    broadcast `states` a query names as the right side of a NEAREST BY join (their entries)."""
 
-    def __init__(self, defs: Mapping[str, ast.Statement], nodes: Mapping[str, plan.PlanNode | None]):
+    def __init__(self, defs: Mapping[str, ast.Statement], nodes: Mapping[str, plan.PlanNode | None],
+                 states: frozenset[str] = frozenset()):
         self._defs = defs
         self._nodes = nodes
+        self._states = states
+
+    def _readable(self, key: str) -> bool:
+        return key in self._defs and (not isinstance(self._defs[key], ast.Broadcast) or key in self._states)
 
     def __getitem__(self, key: str) -> plan.Schema | None:
-        if key not in self._defs or isinstance(self._defs[key], ast.Broadcast):
+        if not self._readable(key):
             raise KeyError(key)
         node = self._nodes.get(key)
         return node.schema if node is not None else None
 
     def __iter__(self):
-        return (key for key, stmt in self._defs.items() if not isinstance(stmt, ast.Broadcast))
+        return (key for key in self._defs if self._readable(key))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)

@@ -27,6 +27,7 @@ from dslc.compiler.diagnostics import Diagnostic, error
 from dslc.compiler.frontend import ast
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.nearest_shape import lowerable
+from dslc.compiler.plan.nearest_states import reads_state
 from dslc.compiler.source import Span
 from dslc.compiler.sparksql.nearest import nearest_joins
 from dslc.compiler.sparksql.sql import extent
@@ -332,7 +333,7 @@ def nearest_problems(query: plan.Query, sql: ast.Sql, p: plan.Plan) -> list[Diag
     joins = nearest_joins(query.tree)
     if not joins:
         return None
-    if lowerable(p, query) is not None:
+    if lowerable(p, query) is not None or reads_state(p, query):     # nearest_states.py: lowered or refused
         return []
     return [_problem(extent(join, sql), "a NEAREST BY join whose right side is not a SOURCE read once",
                      "[NEAREST_BY_JOIN.STREAMING_NOT_SUPPORTED] Nearest-by join is not supported with streaming "

@@ -1,7 +1,7 @@
 """One self-contained HTML page of a run (`dslc run --report`, `dslc report`): the diagnosis, the
 plan picture with each operator's figures, a table of every figure, latency histograms, in
-flight and throughput over time, dead letters and their first error, each EXPECT's constraints
-(the worst first), STREAMING micro-batches.
+flight and throughput over time, dead letters and their first error, NEAREST BY's probes and
+index, each EXPECT's constraints (the worst first), STREAMING micro-batches.
 Everything is inline (CSS, SVG); the page loads nothing."""
 from __future__ import annotations
 
@@ -107,6 +107,23 @@ def _money_section(operators: dict[str, dict[str, Any]]) -> str:
         ["operator", "spent (at PRICE)", "tokens", "online calls", "batch lines answered", "batch lines failed"], rows))
 
 
+# NEAREST BY's figures (runtime/vectors/probe.py, runtime/spark/nearest*.py): (metrics key, heading)
+PROBE_FIGURES = (("elements_in", "rows probed"), ("probes", "probes"), ("candidates", "candidates ranked"),
+                 ("matches", "rows matched"), ("probe_seconds", "probe s"), ("index_rows", "index rows"),
+                 ("index_bytes", "index bytes"), ("index_builds", "index builds"),
+                 ("index_build_seconds", "index build s"), ("index_version", "state version"))
+
+
+def _probes(operators: dict[str, dict[str, Any]]) -> list[str]:
+    """A table of the NEAREST BY probes: rows probed, candidates, the index and its builds."""
+    probing = {name: m for name, m in operators.items() if "probes" in m}
+    if not probing:
+        return []
+    keys = [(k, head) for k, head in PROBE_FIGURES if any(k in m for m in probing.values())]
+    rows = [[name, *(m.get(k, "") for k, _ in keys)] for name, m in sorted(probing.items())]
+    return ['<h2 id="nearest">NEAREST BY probes</h2>', _table(["operator", *(head for _, head in keys)], rows)]
+
+
 def _outcome(outcome: dict[str, Any] | None) -> list[str]:
     """The run's outcome (runtime/spark/outcome.py): how it ended, rows read and written, dead
     letters with their top errors, answers by origin."""
@@ -193,6 +210,7 @@ def render(document: dict[str, Any]) -> str:
             for name, m in sorted(operators.items()) if m.get("dead_letters") or m.get("errors") or m.get("timeouts")]
     parts.append(_table(["operator", "dead letters", "errors", "timeouts", "first error"], rows) if rows
                  else "<p>None: every element was answered.</p>")
+    parts += _probes(operators)
     parts += _expectations(document.get("expectations") or {})
     batches = document.get("micro_batches") or []
     if batches:

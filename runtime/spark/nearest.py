@@ -41,26 +41,45 @@ class IndexedSide:
 def index_side(df: DataFrame, *, operator: str, line: int, column: str, function: str, similarity: bool,
                approx: bool) -> IndexedSide:
     """Driver, an action: read `df` (the right side) once and index its `column`."""
-    rows = df.toArrow()
+    side = build_side(df.toArrow(), df.schema, column=column, function=function, similarity=similarity,
+                      approx=approx)
+    say_built(side.info, operator=operator, line=line)
+    return side
+
+
+def build_side(rows: pa.Table, schema: StructType, *, column: str, function: str, similarity: bool,
+               approx: bool) -> IndexedSide:
+    """The index of `rows`' `column` (the right side's rows in Arrow, `schema` as Spark types them)."""
     matrix, complete, lengths = vectors(rows.column(column))
     present = frozenset(int(n) for n in np.unique(lengths[lengths >= 0]))
     index = VectorIndex(matrix, complete, present, metric=FUNCTIONS[function], similarity=similarity,
                         approx=approx, function=function)
-    info = index.info
-    print(f"dslc: {operator} (line {line}): NEAREST BY index of {info.rows} rows ({info.indexed} vectors of "
+    return IndexedSide(index, rows, schema)
+
+
+def say_built(info: IndexInfo, *, operator: str, line: int, version: int | None = None) -> None:
+    """One line on stderr: what was built, how big, how fast (a BROADCAST's version too)."""
+    of = "" if version is None else f" (state version {version})"
+    print(f"dslc: {operator} (line {line}): NEAREST BY index{of} of {info.rows} rows ({info.indexed} vectors of "
           f"{info.dim} dimensions): {info.kind}, {info.bytes / 1e6:.1f} MB, built in {info.build_seconds:.2f}s",
           file=sys.stderr)
-    return IndexedSide(index, rows, df.schema)
+
+
+def output_schema(df: DataFrame, right: StructType, alias: str) -> tuple[StructType, tuple[str, ...]]:
+    """The probe's output columns (the left's, the right row as a struct named `alias`, the right
+    columns the left lacks, flat) and the names of those flat columns."""
+    taken = {name.lower() for name in df.columns} | {alias.lower()}
+    flat = tuple(f.name for f in right.fields if f.name.lower() not in taken)
+    schema = StructType(list(df.schema.fields) + [StructField(alias, right, True)]
+                        + [f for f in right.fields if f.name in flat])
+    return schema, flat
 
 
 def probe(df: DataFrame, side: IndexedSide, *, operator: str, line: int, vector: str, k: int, outer: bool,
           alias: str, metrics: Any = None) -> DataFrame:
     """Each row of `df` (the left side) with its k best right rows: its columns, the right row as a
     struct named `alias`, and the right columns `df` does not have under their own names."""
-    taken = {name.lower() for name in df.columns} | {alias.lower()}
-    flat = tuple(f.name for f in side.schema.fields if f.name.lower() not in taken)
-    schema = StructType(list(df.schema.fields) + [StructField(alias, side.schema, True)]
-                        + [f for f in side.schema.fields if f.name in flat])
+    schema, flat = output_schema(df, side.schema, alias)
     spec = ProbeSpec(operator=operator, line=line, vector=vector, k=k, outer=outer, alias=alias, flat=flat)
     spark = df.sparkSession
     shipped = side if is_connect(spark) else spark.sparkContext.broadcast(side)

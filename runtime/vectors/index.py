@@ -114,9 +114,10 @@ class VectorIndex:
             self.graph.hnsw.efSearch = SEARCH_BREADTH
 
     # -- search ------------------------------------------------------------------------------
-    def search(self, queries: np.ndarray, k: int) -> list[np.ndarray]:
+    def search(self, queries: np.ndarray, k: int, tally: dict[str, int] | None = None) -> list[np.ndarray]:
         """For each query (a complete vector of this index's dimension), the positions of its k
-        best right rows, best first (fewer when fewer rows have a non-NULL ranking)."""
+        best right rows, best first (fewer when fewer rows have a non-NULL ranking). `tally`
+        (the caller's: the index is shared by the tasks of a worker) counts the candidates ranked."""
         if not len(queries):
             return []
         if not len(self.ids) and not len(self.special):
@@ -125,7 +126,10 @@ class VectorIndex:
         found: list[np.ndarray] = []
         for start in range(0, len(queries), CHUNK):
             chunk = queries[start:start + CHUNK]
-            found.extend(self._rank(chunk, self._candidates(chunk, k), k))
+            candidates = self._candidates(chunk, k)
+            if tally is not None:
+                tally["candidates"] = tally.get("candidates", 0) + sum(len(c) for c in candidates)
+            found.extend(self._rank(chunk, candidates, k))
         return found
 
     def _candidates(self, queries: np.ndarray, k: int) -> list[np.ndarray]:

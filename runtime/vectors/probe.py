@@ -40,6 +40,7 @@ class Probe:
         self.spec, self.index, self.right = spec, index, right
         self.struct_type = pa.struct([right.schema.field(i) for i in range(right.num_columns)])
         self.rows_in = self.probes = self.matches = self.unmatched = 0
+        self.tally: dict[str, int] = {"candidates": 0}    # right rows ranked exactly, over all probes
         self.seconds = 0.0
 
     def join(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -49,7 +50,7 @@ class Probe:
         if complete.any() or (lengths >= 0).any():
             check_dimensions(self.index.function, lengths, self.index.dim, self.index.lengths)
         rows = np.nonzero(complete)[0]
-        found = self.index.search(matrix[rows], self.spec.k) if len(rows) else []
+        found = self.index.search(matrix[rows], self.spec.k, self.tally) if len(rows) else []
         matched = dict(zip(rows.tolist(), found))
         left: list[np.ndarray] = []
         right: list[np.ndarray] = []
@@ -83,7 +84,8 @@ class Probe:
     def metrics(self) -> dict[str, dict[str, float]]:
         """This task's figures, by operator: rows in, rows out, probes and their time."""
         return {self.spec.operator: {"elements_in": self.rows_in, "elements_out": self.matches + self.unmatched,
-                                     "probes": self.probes, "matches": self.matches,
+                                     "probes": self.probes, "candidates": self.tally["candidates"],
+                                     "matches": self.matches,
                                      "probe_seconds": round(self.seconds, 6)}}
 
 

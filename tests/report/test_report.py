@@ -204,3 +204,21 @@ def test_each_expect_has_a_table_the_worst_constraint_first(tmp_path):
     assert re.search(r'class="diagnosis expectation"><span class="cause">expectation</span> '
                      r'<b>EXPECT ON labelled</b>: constraint known_category \(line 8, QUARANTINE\) fails the most '
                      r'rows: 6 of 40 \(15.0%\)', dom)
+
+
+def test_nearest_by_probes_have_a_table(tmp_path):
+    """#47: rows probed, candidates ranked, the index's size and its builds (a BROADCAST's latest
+    version); an operator without probes is not in it."""
+    nearest = {"elements_in": 40, "elements_out": 118, "probes": 39, "candidates": 2340, "matches": 117,
+               "probe_seconds": 0.012, "index_rows": 51, "index_bytes": 1632, "index_builds": 2,
+               "index_build_seconds": 0.003, "index_version": 70}
+    enrich = {"elements_in": 9, "elements_out": 9, "calls": 9, "capacity": 4}
+    dom = _page(tmp_path, {"operators": {"matched": nearest, "enriched": enrich}})
+    table = dom[dom.index('id="nearest"'):]
+    heads = re.findall(r"<th>([^<]+)</th>", table)
+    assert heads[:5] == ["operator", "rows probed", "probes", "candidates ranked", "rows matched"]
+    cells = dict(zip(heads[1:], re.findall(r"<td[^>]*>([^<]*)</td>", re.search(r"<tr><td>matched</td>(.*?)</tr>",
+                                                                             table).group(1))))
+    assert cells["candidates ranked"] == "2340" and cells["index builds"] == "2" and cells["state version"] == "70"
+    assert "<td>enriched</td>" not in table.split("</table>")[0]
+    assert 'id="nearest"' not in _page(tmp_path, {"operators": {"enriched": enrich}})

@@ -60,7 +60,8 @@ def _probe(query: plan.Query, shape: Shape) -> plan.NearestJoin:
                             left_vector=shape.left_vector, right_vector=shape.right_vector,
                             function=shape.function, similarity=bool(nearest.args.get("similarity")),
                             approx=bool(nearest.args.get("approximate")), k=nearest.k,
-                            outer=join_type(shape.join) == "LEFT OUTER")
+                            outer=join_type(shape.join) == "LEFT OUTER",
+                            state=isinstance(shape.right, plan.BroadcastState))
 
 
 def _rewritten(query: plan.Query, shape: Shape, probe: plan.NearestJoin) -> plan.Query:

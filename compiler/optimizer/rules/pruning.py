@@ -49,6 +49,13 @@ def required_columns(p: plan.Plan, name: str, _seen: frozenset[str] = frozenset(
             return None
         if isinstance(reader, plan.BroadcastState):
             return None
+        if isinstance(reader, plan.NearestJoin):     # the left's columns pass through the probe
+            downstream = None if reader.right.lower() == name.lower() else \
+                required_columns(p, reader.name, _seen | {name.lower()})
+            if downstream is None:                   # the right row is kept whole, as a struct
+                return None
+            needed |= downstream | {reader.left_vector.lower()}
+            continue
         if isinstance(reader, plan.Query):
             columns = _query_columns(reader)
             if columns is None:

@@ -40,13 +40,18 @@ def references(query: plan.Query) -> dict[str, int]:
 
 
 def computations(p: plan.Plan) -> dict[str, int]:
-    """relation (lower case) → how many times the job's outputs compute it if nothing is kept."""
+    """relation (lower case) → how many times the job's outputs compute it if nothing is kept.
+    A BATCH BROADCAST computes its input twice: it collects the rows in order (state.py), and
+    Spark's sort samples its input in a job of its own before it sorts."""
     found: dict[str, int] = {}
+    state_reads = 1 if p.settings.mode == "STREAMING" else 2
     for node in reversed(p.nodes):
         expect = p.expectation(node.name)
         total = len(expect.quarantine_paths) if expect is not None else 0   # each folder read by its own writer
         for reader in p.consumers(node.name):
-            if isinstance(reader, (plan.Sink, plan.BroadcastState)):
+            if isinstance(reader, plan.BroadcastState):
+                total += state_reads
+            elif isinstance(reader, plan.Sink):
                 total += 1
             elif isinstance(reader, plan.Query):
                 total += references(reader).get(node.name.lower(), 1) * found.get(reader.name.lower(), 0)

@@ -153,7 +153,7 @@ class Emitter:
                 for item_label, item in items:
                     self.value(item, item_label, ",", prefix)
             self.line(close + tail)
-        elif isinstance(value, str):
+        elif isinstance(value, str) and not isinstance(value, Code):    # Code is source: its literals break
             self.line(f"{label}(")
             with self.indent():
                 self.lines(wrapped(value, self.room()))

@@ -39,3 +39,16 @@ def test_broken_lines_rebuild_the_same_object_and_fit_when_they_can(width):
 
 def test_a_one_item_tuple_keeps_its_comma():
     assert construct((C.Column("a", "STRING"),)) == ["(C.Column(name='a', type='STRING'),)"]
+
+
+def test_code_longer_than_its_line_stays_code_not_a_string():
+    """A path the job resolves (`resolve(FOLDER, '...')`, as a `dslc test` case's answer store in
+    its long case folder) is broken inside its literal: evaluated it is the path, never the text
+    of the call (which once made a folder named `resolve(FOLDER, '...` beside the .flow file)."""
+
+    path = "/tmp/dslc-test-x/000-pipeline_test/000-a_rule_update_raises_the_limit__then_a_delete/store/answers.db"
+    store = C.Store(location=Code(f"resolve(FOLDER, {path!r})"), ttl_s=60.0)
+    source = "\n".join(construct(store, width=80))
+    assert all(len(line) <= 100 for line in source.splitlines())
+    rebuilt = eval(source, {"C": C, "FOLDER": "/flows", "resolve": lambda folder, p: ("resolved", folder, p)})
+    assert rebuilt.location == ("resolved", "/flows", path)

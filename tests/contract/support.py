@@ -39,6 +39,14 @@ class PipelineFolder:
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return path
 
+    def move_in(self, folder: str, name: str, rows: list[dict]) -> None:
+        """JSON lines written beside `folder`, then moved in: a streaming source sees the file
+        whole, at one moment."""
+        staged = self.rows_file(f"staging/{name}", rows)
+        target = self.folder / folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(staged, target)
+
     def text_file(self, relative: str, text: str) -> Path:
         path = self.folder / relative
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +93,14 @@ class PipelineFolder:
         if "batch_id" in df.columns:
             df = df.drop("batch_id")
         return [r.asDict(recursive=True) for r in df.collect()]
+
+    def committed(self, relative: str) -> list[dict]:
+        """A running streaming sink's committed rows so far (none while its first micro-batch
+        committed no file)."""
+        try:
+            return self.read(relative)
+        except Exception:          # noqa: BLE001 - UNABLE_TO_INFER_SCHEMA: nothing committed yet
+            return []
 
 
 def by(rows: list[dict], *keys: str) -> list[tuple]:

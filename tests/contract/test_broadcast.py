@@ -1,7 +1,6 @@
 """BROADCAST, as the contract states it, in BATCH and STREAMING."""
 from __future__ import annotations
 
-import os
 import threading
 import time
 
@@ -106,22 +105,6 @@ SINK judged TO PARQUET 'out/judged';
 """
 
 
-def _move_in(flow, folder: str, name: str, rows: list[dict]) -> None:
-    """A file written beside the folder, then moved in: it arrives whole, at one moment."""
-    staged = flow.rows_file(f"staging/{name}", rows)
-    target = flow.folder / folder / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staged, target)
-
-
-def _rows(flow, sink: str) -> list[dict]:
-    """A sink's committed rows so far (none while its first micro-batch committed no file)."""
-    try:
-        return flow.read(sink)
-    except Exception:          # noqa: BLE001 - UNABLE_TO_INFER_SCHEMA: nothing committed yet
-        return []
-
-
 def test_trigger_every_each_data_batch_sees_every_rule_update_that_arrived_before_it(flow):
     """docs/streaming.md: each data micro-batch sees every rule update that had arrived when it
     started; MATCH and PROCESS judge the same orders by the same rules. Each round moves a rule
@@ -135,7 +118,7 @@ def judge(row, rules):
 """)
     (flow.folder / "in/orders").mkdir(parents=True)
     (flow.folder / "in/rules").mkdir(parents=True)
-    _move_in(flow, "in/rules", "0.json", [{"rule_id": "only", "op": "set", "country": "NL", "max_amount": 0.0, "round": 0}])
+    flow.move_in("in/rules", "0.json", [{"rule_id": "only", "op": "set", "country": "NL", "max_amount": 0.0, "round": 0}])
     failures: list[BaseException] = []
 
     def run() -> None:
@@ -150,12 +133,12 @@ def judge(row, rules):
         rounds = 4
         for r in range(1, rounds + 1):
             time.sleep(1.3)
-            _move_in(flow, "in/rules", f"{r}.json",
+            flow.move_in("in/rules", f"{r}.json",
                      [{"rule_id": "only", "op": "set", "country": "NL", "max_amount": float(r), "round": r}])
             time.sleep(1.0)
-            _move_in(flow, "in/orders", f"{r}.json", [{"id": f"o{r}", "country": "NL", "amount": r + 0.5}])
+            flow.move_in("in/orders", f"{r}.json", [{"id": f"o{r}", "country": "NL", "amount": r + 0.5}])
             deadline = time.monotonic() + 60
-            while len(_rows(flow, "out/judged")) < r or len(_rows(flow, "out/flagged")) < r:
+            while len(flow.committed("out/judged")) < r or len(flow.committed("out/flagged")) < r:
                 assert not failures and time.monotonic() < deadline, [str(f) for f in failures]
                 time.sleep(0.3)
     finally:

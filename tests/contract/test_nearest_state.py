@@ -4,7 +4,6 @@ when the BROADCAST changes) ... in BATCH and in STREAMING ... with the same resu
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 
@@ -93,29 +92,13 @@ SINK matched TO PARQUET 'out/matched';
 """
 
 
-def _move_in(flow, folder: str, name: str, rows: list[dict]) -> None:
-    """A file written beside the folder, then moved in: it arrives whole, at one moment."""
-    staged = flow.rows_file(f"staging/{name}", rows)
-    target = flow.folder / folder / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(staged, target)
-
-
-def _rows(flow, sink: str) -> list[dict]:
-    """A sink's committed rows so far (none while its first micro-batch committed no file)."""
-    try:
-        return flow.read(sink)
-    except Exception:          # noqa: BLE001 - UNABLE_TO_INFER_SCHEMA: nothing committed yet
-        return []
-
-
 def test_a_broadcast_update_rebuilds_the_index_for_the_next_micro_batch(flow):
     """Each round adds doc r at exactly the vector of question r, which arrives a second later:
     question r's nearest doc is r only if its micro-batch probes an index of the new version."""
     rng = np.random.default_rng(5)
     vectors = rng.normal(size=(5, 8)).astype(np.float32) * 10
     (flow.folder / "in/questions").mkdir(parents=True)
-    _move_in(flow, "in/docs", "0.json", [{"doc_id": 0, "op": "set", "title": "t0", "embedding": vectors[0].tolist()}])
+    flow.move_in("in/docs", "0.json", [{"doc_id": 0, "op": "set", "title": "t0", "embedding": vectors[0].tolist()}])
     failures: list[BaseException] = []
 
     def run() -> None:
@@ -130,12 +113,12 @@ def test_a_broadcast_update_rebuilds_the_index_for_the_next_micro_batch(flow):
     try:
         for r in range(1, rounds + 1):
             time.sleep(1.3)
-            _move_in(flow, "in/docs", f"{r}.json",
+            flow.move_in("in/docs", f"{r}.json",
                      [{"doc_id": r, "op": "set", "title": f"t{r}", "embedding": vectors[r].tolist()}])
             time.sleep(1.0)
-            _move_in(flow, "in/questions", f"{r}.json", [{"qid": r, "embedding": vectors[r].tolist()}])
+            flow.move_in("in/questions", f"{r}.json", [{"qid": r, "embedding": vectors[r].tolist()}])
             deadline = time.monotonic() + 60
-            while len(_rows(flow, "out/matched")) < r:
+            while len(flow.committed("out/matched")) < r:
                 assert not failures and time.monotonic() < deadline, [str(f) for f in failures]
                 time.sleep(0.3)
     finally:

@@ -5,14 +5,15 @@ most the budget plus the documented slack (the estimate errors of the requests i
 reruns complete the job, and every prompt is paid once over all runs."""
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from jobs import run_flow
+from ticket_rows import LABELS
+from ticket_rows import write_tickets as _tickets
 
-from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
+from dslc.testing.openai_service import OpenAIService, serve_in_thread
 
 pytestmark = pytest.mark.spark
 
@@ -32,19 +33,6 @@ STREAM labelled = ENRICH spread
   STORE BUDGET {budget} TOKENS;
 SINK labelled TO JSON 'out/labelled';
 """
-
-LABELS = keyword_labeller({"category": [("invoice", "billing"), ("password", "account"), ("", "other")],
-                           "urgency": [("down", 5), ("", 2)]})
-
-
-def _tickets(folder: Path, n: int = 48, distinct: int = 24) -> list[dict]:
-    subjects = ["invoice twice", "password reset", "site down", "hello there", "refund invoice", "cannot login"]
-    rows = [{"id": f"t{i}", "subject": subjects[i % distinct % len(subjects)],
-             "body": f"ticket body number {i % distinct} " + "details " * (i % distinct % 5)} for i in range(n)]
-    (folder / "in").mkdir(parents=True)
-    for part in range(2):
-        (folder / f"in/{part}.json").write_text("".join(json.dumps(r) + "\n" for r in rows[part::2]))
-    return rows
 
 
 def _flow(folder: Path, base: str, mode: str) -> Path:

@@ -19,9 +19,7 @@ import math
 
 from dslc.runtime.config import EmbeddingCall, Enrich, ModelCall, Price
 from dslc.runtime.limits.budget import BudgetSpent
-from dslc.runtime.store.base import AnswerStore
-from dslc.runtime.store.open_stores import store_for
-from dslc.runtime.store.per_step import PerStep
+from dslc.runtime.limits.store_counter import StoreCounter
 
 DISCOUNT = 0.5                 # FLEX and BATCH against STANDARD
 NANO = 1_000_000_000           # the budget counter's unit: a nano-dollar
@@ -104,31 +102,20 @@ class MoneyBudget:
         self.location = location
         self.counter = budget_counter(operator, run)
         self.spent = False
-        self._store: AnswerStore | None = None
-        self._spends: PerStep[int, int] = PerStep(self._spend_many)
+        self._counter = StoreCounter(location, self.counter)
 
     def nano(self, prompt_tokens: int, completion_tokens: int) -> int:
         """A request's cost in nano-dollars."""
         return math.ceil(self.price.cost(1, prompt_tokens, completion_tokens) * NANO)
 
-    async def _spend_many(self, amounts: list[int]) -> list[int]:
-        if self._store is None:
-            self._store = await store_for(self.location)
-        total = await self._store.spend(self.counter, sum(amounts))
-        out, running = [], total - sum(amounts)
-        for amount in amounts:
-            running += amount
-            out.append(running)
-        return out
-
     async def reserve(self, prompt_tokens: int, completion_tokens: int) -> int:
         """Take a request's estimated cost before it is sent (what was taken), else BudgetSpent."""
         reserved = self.nano(prompt_tokens, completion_tokens)
         if not self.spent:
-            if await self._spends(reserved) <= self.limit:
+            if await self._counter.spend(reserved) <= self.limit:
                 return reserved
             self.spent = True
-            await self._spends(-reserved)
+            await self._counter.spend(-reserved)
         raise BudgetSpent(f"BUDGET {amount_text(self.amount)} USD of '{self.operator}' is spent")
 
     async def settle(self, reserved: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
@@ -137,8 +124,8 @@ class MoneyBudget:
             return
         actual = self.nano(prompt_tokens or 0, completion_tokens or 0)
         if actual != reserved:
-            await self._spends(actual - reserved)
+            await self._counter.spend(actual - reserved)
 
     async def refund(self, reserved: int) -> None:
         """A request the service refused cost nothing."""
-        await self._spends(-reserved)
+        await self._counter.spend(-reserved)

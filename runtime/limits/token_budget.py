@@ -21,9 +21,7 @@ from __future__ import annotations
 
 from dslc.runtime.config import Enrich
 from dslc.runtime.limits.budget import BudgetSpent
-from dslc.runtime.store.base import AnswerStore
-from dslc.runtime.store.open_stores import store_for
-from dslc.runtime.store.per_step import PerStep
+from dslc.runtime.limits.store_counter import StoreCounter
 
 
 def token_budget(config: Enrich) -> TokenBudget | None:
@@ -43,34 +41,22 @@ class TokenBudget:
         self.location = location
         self.counter = f"budget-tokens:{operator}:{run}"
         self.spent = False
-        self._store: AnswerStore | None = None
-        self._spends: PerStep[int, int] = PerStep(self._spend_many)
-
-    async def _spend_many(self, amounts: list[int]) -> list[int]:
-        """One store round trip for the amounts of a loop step; the running total after each."""
-        if self._store is None:
-            self._store = await store_for(self.location)
-        total = await self._store.spend(self.counter, sum(amounts))
-        out, running = [], total - sum(amounts)
-        for amount in amounts:
-            running += amount
-            out.append(running)
-        return out
+        self._counter = StoreCounter(location, self.counter)
 
     async def reserve(self, tokens: int) -> None:
         """Take `tokens` before a request is sent, else BudgetSpent (and nothing is taken)."""
         if not self.spent:
-            if await self._spends(tokens) <= self.amount:
+            if await self._counter.spend(tokens) <= self.amount:
                 return
             self.spent = True
-            await self._spends(-tokens)
+            await self._counter.spend(-tokens)
         raise BudgetSpent(f"BUDGET {self.amount} TOKENS of '{self.operator}' is spent")
 
     async def settle(self, reserved: int, actual: int | None) -> None:
         """The answer's usage replaces the reservation (None: not reported, the estimate stays)."""
         if actual is not None and actual != reserved:
-            await self._spends(actual - reserved)
+            await self._counter.spend(actual - reserved)
 
     async def refund(self, reserved: int) -> None:
         """A request the service refused cost nothing."""
-        await self._spends(-reserved)
+        await self._counter.spend(-reserved)

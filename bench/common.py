@@ -109,3 +109,20 @@ def dslc_run(flow: Path, *spark_args: str) -> float:
                     *(("--", *spark_args) if spark_args else ())], cwd=flow.parent, env=env, check=True,
                    capture_output=True)
     return time.perf_counter() - started
+
+
+class CountingOutput:
+    """The output of an EnrichOperator driven without Spark: counts its rows; a dead letter is
+    a bench that measured the wrong thing."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def emit(self, row: Any) -> None:
+        self.rows += 1
+
+    def emit_watermark(self, watermark: Any) -> None:
+        pass
+
+    def emit_dead_letter(self, letter: Any) -> None:
+        raise AssertionError(f"unexpected dead letter {letter}")

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from unittest import mock
 
 from . import bare_client
-from .common import PARTITIONS, Context, run_flow, write_input
+from .common import PARTITIONS, Context, CountingOutput, run_flow, write_input
 from .report import Section, Table, Target, ratio
 
 CAPACITIES = (50, 100)
@@ -114,19 +114,6 @@ def run(ctx: Context) -> Section:
 # --------------------------------------------------------------------------- no Spark
 
 
-class _Count:
-    rows = 0
-
-    def emit(self, row) -> None:
-        self.rows += 1
-
-    def emit_watermark(self, watermark) -> None:
-        pass
-
-    def emit_dead_letter(self, letter) -> None:
-        raise AssertionError(f"unexpected dead letter {letter}")
-
-
 def _loop_thread(factory: Callable[[], asyncio.AbstractEventLoop]) -> asyncio.AbstractEventLoop:
     loop, ready = factory(), threading.Event()
 
@@ -149,7 +136,7 @@ def _operator(loop: asyncio.AbstractEventLoop, url: str, capacity: int, n: int) 
                     key_columns=("id",), mode=Mode.UNORDERED, capacity=capacity, timeout_s=30.0)
     with mock.patch.object(async_operator, "worker_loop", lambda: loop), \
             mock.patch.object(loop_chain, "worker_loop", lambda: loop):
-        operator, out = async_operator.EnrichOperator(config), _Count()
+        operator, out = async_operator.EnrichOperator(config), CountingOutput()
         driver = loop_chain.LoopDriver([operator])   # as in a chain: the rows go in on the loop
         operator.open(out)
     cpu, wall = time.process_time(), time.perf_counter()

@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .common import PARTITIONS, Context, run_flow, write_input
+from .common import PARTITIONS, Context, CountingOutput, run_flow, write_input
 from .report import Section, Table, Target, ratio
 
 FLOW = """
@@ -104,18 +104,6 @@ def _operator_rate(url: str, batch: bool, capacity: int, rows: int, customers: i
     from dslc.runtime.core.async_operator import EnrichOperator
     from dslc.runtime.core.loop_chain import LoopDriver
 
-    class Count:
-        rows = 0
-
-        def emit(self, row) -> None:
-            self.rows += 1
-
-        def emit_watermark(self, watermark) -> None:
-            pass
-
-        def emit_dead_letter(self, letter) -> None:
-            raise AssertionError(letter)
-
     query = "SELECT tier, risk FROM customers WHERE customer_id = {customer_id}"
     found, _ = compile_lookup(query, {"customer_id": "STRING"}, ("tier", "risk"), batch)
     assert found is not None
@@ -125,7 +113,7 @@ def _operator_rate(url: str, batch: bool, capacity: int, rows: int, customers: i
                     batch=Batch(200, 0.0) if batch else None)
     rng = random.Random(rows)
     data = [{"order_id": f"o{i}", "customer_id": f"c{rng.randrange(customers):07d}"} for i in range(rows)]
-    operator, out = EnrichOperator(config), Count()
+    operator, out = EnrichOperator(config), CountingOutput()
     driver = LoopDriver([operator])
     operator.open(out)
     started = time.perf_counter()

@@ -18,6 +18,7 @@ from dslc.runtime.config import Column, Enrich, HttpCall, Mode, PythonCall
 from dslc.runtime.core.async_operator import EnrichOperator
 from dslc.runtime.core.loop_chain import LoopDriver
 
+from .common import CountingOutput
 from .report import Table, ratio
 
 CAPACITY = 100
@@ -28,25 +29,11 @@ async def answer(row: dict[str, Any]) -> dict[str, Any]:
     return {"value": row["id"]}
 
 
-class _Count:
-    def __init__(self) -> None:
-        self.rows = 0
-
-    def emit(self, row: dict[str, Any]) -> None:
-        self.rows += 1
-
-    def emit_watermark(self, watermark: Any) -> None:
-        pass
-
-    def emit_dead_letter(self, letter: dict[str, Any]) -> None:
-        raise AssertionError(f"unexpected dead letter {letter}")
-
-
 def _operator_rate(call: Any, mode: Mode, rows: int) -> float:
     """Rows/s through one EnrichOperator's whole lifecycle."""
     config = Enrich(name=f"micro_{mode.value.lower()}", line=1, call=call, returns=(Column("value", "STRING"),),
                     key_columns=("id",), mode=mode, capacity=CAPACITY, timeout_s=30.0)
-    operator, out = EnrichOperator(config), _Count()
+    operator, out = EnrichOperator(config), CountingOutput()
     driver = LoopDriver([operator])   # as in a chain: the rows go in on the worker loop
     operator.open(out)
     started = time.perf_counter()

@@ -83,10 +83,8 @@ class _Streams:
         if id(spark) in self.sessions:
             return
         self.sessions.add(id(spark))
-        try:
-            spark.streams.addListener(_listener_class()(self))
-        except Exception:  # noqa: BLE001 - no listener (an old Connect client): the queries' recent progress
-            pass
+        from .session import add_listener
+        add_listener(spark, _listener_class()(self))      # else: the queries' recent progress, in total()
 
     def progress(self, update: Any) -> None:
         """One micro-batch's progress (a StreamingQueryProgress, or its dict)."""

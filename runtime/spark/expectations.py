@@ -244,25 +244,24 @@ def _listen(spark) -> None:
     if id(spark) in _figures.sessions:
         return
     _figures.sessions.add(id(spark))
-    try:
-        from pyspark.sql.streaming import StreamingQueryListener
+    from pyspark.sql.streaming import StreamingQueryListener
 
-        class Listener(StreamingQueryListener):
-            def onQueryStarted(self, event) -> None:
-                pass
+    from .session import add_listener
 
-            def onQueryProgress(self, event) -> None:
-                _figures.progress(event.progress)
+    class Listener(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
 
-            def onQueryIdle(self, event) -> None:
-                pass
+        def onQueryProgress(self, event) -> None:
+            _figures.progress(event.progress)
 
-            def onQueryTerminated(self, event) -> None:
-                pass
+        def onQueryIdle(self, event) -> None:
+            pass
 
-        spark.streams.addListener(Listener())
-    except Exception:  # noqa: BLE001 - no listener: the queries' recent progress is read at the end
-        pass
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    add_listener(spark, Listener())      # else: the queries' recent progress, read at the end
 
 
 def declare(expect: C.Expect, runs: str = "spark") -> C.Expect:

@@ -87,10 +87,8 @@ def listen(spark: Any) -> None:
         def onQueryTerminated(self, event) -> None:
             pass
 
-    try:
-        spark.streams.addListener(Running())
-    except Exception:  # noqa: BLE001 - a Connect client without listeners: START and the end still come
-        pass
+    from .session import add_listener
+    add_listener(spark, Running())      # none under Spark Connect: START and the end still come
 
 
 def caught_up(queries: list[Any]) -> None:

@@ -51,7 +51,6 @@ def trigger_args(trigger: str | None) -> dict:
 def _start(writer: DataStreamWriter, checkpoint: Path, trigger: str | None, path: str | None = None) -> StreamingQuery:
     """Every query of a job: its own checkpoint folder, the job's trigger, then start."""
     writer = writer.option("checkpointLocation", str(checkpoint))
-    lineage.listen(writer._spark)        # dslc run --lineage: RUNNING after each micro-batch
     args = trigger_args(trigger)
     if args:
         writer = writer.trigger(**args)

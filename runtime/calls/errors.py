@@ -9,8 +9,10 @@ may differ. So every error an element meets is in one class (docs/runtime.md, "E
   again, and a service that never answered stops the run (core/refusals.py).
 - `credentials`: 401 or 403, the request's credentials were refused: not retried; refused
   calls with none answered stop the run (core/refusals.py).
-- `request`: any other 4xx, or a row that cannot make a request (a null placeholder): the same
-  request gets the same answer, not retried.
+- `request`: any other 4xx, a row that cannot make a request (a null placeholder), or a
+  certificate the service's TLS connection fails (an untrusted CA, a wrong host name: the
+  pipeline's CA or `verify` option is wrong, the service is up): the same request gets the same
+  answer, not retried.
 - `answer`: the service answered, but not with what RETURNS declares (a type that does not fit,
   a body that is not JSON, the wrong shape, a model's refusal or cut-short answer): not retried.
 
@@ -19,6 +21,8 @@ from its HTTP status); any other exception's class is read from its type. Dead l
 (`error_class`).
 """
 from __future__ import annotations
+
+import ssl
 
 TRANSIENT = "transient"
 UNREACHABLE = "unreachable"
@@ -34,10 +38,12 @@ RETRIED = frozenset((TRANSIENT, UNREACHABLE))
 _RETRIED_4XX = frozenset((408, 425, 429))
 
 try:    # executors have aiohttp; a Python-only worker need not
-    from aiohttp import ClientConnectorError
+    from aiohttp import ClientConnectorCertificateError, ClientConnectorError
     _NO_CONNECTION: tuple[type[BaseException], ...] = (ClientConnectorError, ConnectionRefusedError)
+    _BAD_CERTIFICATE: tuple[type[BaseException], ...] = (ClientConnectorCertificateError, ssl.SSLCertVerificationError)
 except ImportError:     # pragma: no cover
     _NO_CONNECTION = (ConnectionRefusedError,)
+    _BAD_CERTIFICATE = (ssl.SSLCertVerificationError,)
 
 
 def status_class(status: int) -> str:
@@ -54,6 +60,8 @@ def error_class(exc: BaseException) -> str:
     named = getattr(exc, "error_class", None)
     if isinstance(named, str):
         return named
+    if isinstance(exc, _BAD_CERTIFICATE):     # a connection aiohttp counts as failed, but made
+        return REQUEST
     if isinstance(exc, _NO_CONNECTION):
         return UNREACHABLE
     return TRANSIENT

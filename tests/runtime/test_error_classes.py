@@ -85,3 +85,18 @@ def test_the_class_of_each_kind_of_error() -> None:
     assert errors.error_class(ConnectionRefusedError()) == "unreachable"
     assert errors.error_class(ValueError("a user function failed")) == "transient"
     assert not errors.retried(CallError("HTTP 403", 403)) and errors.retried(CallError("HTTP 429", 429))
+
+
+def test_a_certificate_the_connection_fails_is_the_requests_error_not_an_unreachable_service():
+    """An untrusted CA is the pipeline's configuration (its CA file, `verify`), not an outage: the
+    same request fails the same way, so it is not retried and never stops the run as a service
+    that never answered (tests/e2e/test_https.py runs it against a real TLS service)."""
+    import ssl
+
+    from aiohttp import ClientConnectorCertificateError, ClientConnectorError
+    from aiohttp.client_reqrep import ConnectionKey
+
+    key = ConnectionKey("127.0.0.1", 443, True, True, None, None, None, None)
+    refused_tls = ClientConnectorCertificateError(key, ssl.SSLCertVerificationError("certificate verify failed"))
+    assert errors.error_class(refused_tls) == errors.REQUEST and not errors.retried(refused_tls)
+    assert errors.error_class(ClientConnectorError(key, ConnectionRefusedError(111, "refused"))) == errors.UNREACHABLE

@@ -45,14 +45,15 @@ def recorded_latency(directory: str) -> dict[str, float]:
 
 def recorded_completion(directory: str) -> dict[str, float]:
     """Mean completion tokens per operator of a recording folder: the tokens of each recorded
-    answer's JSON text (a structured output's content is that JSON)."""
+    answer's JSON text (a structured output's content is that JSON), its provenance note left out."""
     from dslc.runtime.limits.tokens import text_tokens
+    from dslc.runtime.schema.provenance import answered
     from dslc.runtime.wrappers.recording import entries
 
     by_operator: dict[str, list[int]] = {}
     for call in entries(Path(directory)):
         if "answer" in call:
-            by_operator.setdefault(call["operator"], []).append(text_tokens(json.dumps(call["answer"])))
+            by_operator.setdefault(call["operator"], []).append(text_tokens(json.dumps(answered(call["answer"]))))
     return {op: statistics.mean(values) for op, values in by_operator.items()}
 
 

@@ -93,6 +93,16 @@ def marked(value: Any, source: str, answered_at: float | None = None) -> Any:
     return value
 
 
+def answered(value: Any) -> Any:
+    """`value` as the service answered it: its results without their notes (what a model's
+    completion said, for counting its tokens)."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if k != NOTE}
+    if isinstance(value, list):
+        return [answered(item) for item in value]
+    return value
+
+
 def sha256(text: str) -> str:
     """The hex SHA-256 of `text` as UTF-8 (a prompt as sent, a request key)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -131,8 +131,10 @@ def test_tickets_example_tokens_within_ten_percent_of_the_service_bill(spark, tm
         assert abs(recorded.tokens - billed) <= 0.1 * billed, (recorded, stats)
 
         # with STORE and a BUDGET n TOKENS: the verdict, then only the keys not yet stored cost tokens
-        text = flow.read_text().replace("ON ERROR DEAD LETTER 'target/dlq/labels';",
-                                        "ON ERROR DEAD LETTER 'target/dlq/labels' STORE BUDGET 500 TOKENS;")
+        text = flow.read_text()
+        assert "ON ERROR DEAD LETTER 'target/dlq/labels' " in text
+        text = text.replace("ON ERROR DEAD LETTER 'target/dlq/labels' ",
+                            "ON ERROR DEAD LETTER 'target/dlq/labels' STORE BUDGET 500 TOKENS ")
         flow.write_text(text.replace("CHECKPOINT 'target/chk/tickets'", "CHECKPOINT 'target/chk2'"))
         budgeted = _estimate(flow)["labelled"]
         assert budgeted.budget_unit == "TOKENS" and budgeted.budget_enough is False

@@ -68,12 +68,12 @@ def test_labels_and_vectors_in_both_modes(spark, tmp_path, mode):
     assert vectors == {f"t{i}": pytest.approx(embedding_of(s)) for i, s in enumerate(SUBJECTS)}
     [letter] = [json.loads(line) for p in (tmp_path / "dlq").glob("part-*") for line in p.read_text().splitlines()]
     assert letter["key"] == {"subject": f"{REFUSE} odd", "body": "body 4"} and "refused" in letter["error"]
-    assert letter["answer"] and letter["attempts"] == 4         # RETRY 3: a refusal is asked again, then dead
+    assert letter["answer"] and letter["attempts"] == 1         # a refusal is not asked again: it costs one call
 
     operators = _metrics(tmp_path)
     model, embed = operators["labelled"], operators["vectors"]
     assert stats["bad_requests"] == 0 and stats["rejected"] == 0
-    assert model["calls"] == stats["chat_calls"] == 9 + 4                # one per ticket, the refused one 4 times
+    assert model["calls"] == stats["chat_calls"] == 10                   # one per ticket, the refused one too
     assert embed["elements_called"] == stats["embedding_inputs"] == 10
     assert embed["calls"] == stats["embedding_calls"] <= 6               # batches of up to 4 per task
     tokens = {k: model[k] + embed[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")}

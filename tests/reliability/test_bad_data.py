@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.spark]
 FLOW = """SOURCE items FROM JSON 'in/' OPTIONS (mode = 'PERMISSIVE') SCHEMA (id STRING, amount DOUBLE);
 STREAM enriched = ENRICH items WITH HTTP GET '{base}/svc/{{id}}' RETURNS (score DOUBLE, label STRING)
   ASYNC ORDERED CAPACITY 4 TIMEOUT 10s RETRY 1
-  ON MISS NULL ON ERROR DEAD LETTER 'dlq';
+  ON MISS NULL ON ERROR DEAD LETTER 'dlq' UP TO 100%;   -- most rows are bad on purpose
 SINK enriched TO PARQUET 'out' MODE OVERWRITE;
 """
 JSON_TYPE = "application/json"

@@ -127,7 +127,7 @@ def test_a_model_answer_names_the_model_its_fingerprint_and_the_prompt_hash(tmp_
     how = first.rows[0]["how"]
     assert first.rows[0]["category"] == "billing" and calls == 1
     assert (how["source"], how["model"], how["system_fingerprint"], how["tier"]) == (
-        "call", "gpt-test", "fp_dslc_test", None)
+        "call", "gpt-test", "fp_dslc_test", "standard")
     assert how["prompt_sha256"] == hashlib.sha256("Subject: invoice wrong".encode()).hexdigest()
     stored = second.rows[0]["how"]
     assert stored["source"] == "store"

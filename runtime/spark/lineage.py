@@ -45,11 +45,12 @@ def transport_for(dest: str) -> Any:
     return FileTransport(FileConfig(log_file_path=str(path), append=True))
 
 
-def listen(spark: Any) -> None:
-    """With --lineage, send a RUNNING event after every micro-batch of this session's queries."""
+def listener(spark: Any) -> Any | None:
+    """With --lineage, the streaming listener that sends a RUNNING event after every micro-batch of
+    this session's queries (once per session); the session adds it (session.add_listener)."""
     handoff = os.environ.get(LINEAGE_ENV)
     if not handoff or id(spark) in _sessions:
-        return
+        return None
     _sessions.add(id(spark))
     with open(handoff, encoding="utf-8") as handle:
         given = json.load(handle)
@@ -87,8 +88,7 @@ def listen(spark: Any) -> None:
         def onQueryTerminated(self, event) -> None:
             pass
 
-    from .session import add_listener
-    add_listener(spark, Running())      # none under Spark Connect: START and the end still come
+    return Running()
 
 
 def caught_up(queries: list[Any]) -> None:

@@ -48,8 +48,10 @@ def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str
     if not is_connect(spark):
         quiet_by_default(spark)
     ship_modules(spark, folder, modules)
-    from .lineage import listen
-    listen(spark)                   # dslc run --lineage: a RUNNING event after each micro-batch
+    from .lineage import listener
+    running = listener(spark)       # dslc run --lineage: a RUNNING event after each micro-batch
+    if running is not None:
+        add_listener(spark, running)    # none under Spark Connect: START and the end still come
     from .preflight import check_before_start
     check_before_start(spark)       # under `dslc run`: every query Spark refuses, before any action
     return spark

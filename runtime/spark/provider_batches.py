@@ -75,13 +75,16 @@ def before_pass(df: DataFrame, op: C.Enrich, metrics: Any, keep: Callable[[DataF
 
 
 def _rows(df: DataFrame, columns: tuple[str, ...]) -> Iterator[dict[str, Any]]:
-    """The distinct values of the request columns, brought to the driver a partition at a time."""
+    """The distinct values of the request columns, brought to the driver as Arrow (as the chain's
+    pass gets its rows: the same Python values, so the same request keys), several times faster
+    than a Row at a time."""
     if not columns:
         if df.limit(1).count():
             yield {}
         return
-    for row in df.select(*[names.col(c) for c in columns]).distinct().toLocalIterator():
-        yield row.asDict()
+    table = df.select(*[names.col(c) for c in columns]).distinct().toArrow()
+    for batch in table.to_batches():
+        yield from batch.to_pylist()
 
 
 def _run(op: C.Enrich, call: Any, rows: Iterator[dict[str, Any]], report: Callable[[Figures], None],

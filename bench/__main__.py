@@ -27,6 +27,7 @@ from . import (
     lsp_latency,
     models,
     pay_half,
+    provenance_overhead,
     pushdown,
     report,
     services,
@@ -55,6 +56,7 @@ BENCHES = {
     "databases": databases.run,
     "expect": expect_overhead.run,
     "pay": pay_half.run,
+    "provenance": provenance_overhead.run,
 }
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 

@@ -1,4 +1,4 @@
-"""17. EXPECT: what five constraints cost on a chain of 1,000,000 rows.
+"""18. EXPECT: what five constraints cost on a chain of 1,000,000 rows.
 
 Section 2's chain (ENRICH WITH PYTHON answering at once -> PROCESS -> PROCESS, then a GROUP BY)
 is run three ways from the same input: without EXPECT; with an EXPECT of five constraints on the
@@ -89,7 +89,7 @@ def run(ctx: Context) -> Section:
     spark_cost = seconds["5 constraints on the chain's output (Spark)"] / base - 1
     python_cost = seconds["5 constraints inside the chain (Python)"] / base - 1
     section = Section(
-        "17. EXPECT: five constraints on a 1,000,000-row chain",
+        "18. EXPECT: five constraints on a 1,000,000-row chain",
         f"""\
 Section 2's chain (`ENRICH WITH PYTHON` -> `PROCESS`, then `GROUP BY`) on {rows:,} rows of (device,
 value) in 2 partitions, without EXPECT, with five WARN constraints (IS NOT NULL, LIKE, BETWEEN, two

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import shutil
 import sys
 import tempfile
 import time
@@ -53,10 +54,17 @@ def write_data(folder: Path, n: int) -> None:
 
 
 def main(n: int = 20_000) -> dict:
-    from pyspark.sql import SparkSession
-
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     folder = Path(tempfile.mkdtemp(prefix="dslc-nearest-bench-"))
+    try:
+        return _measure(folder, n)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)      # Spark's spilled cross product: many GB
+
+
+def _measure(folder: Path, n: int) -> dict:
+    from pyspark.sql import SparkSession
+
     write_data(folder, n)
     flow = folder / "pipeline.flow"
     flow.write_text(FLOW)

@@ -6,7 +6,7 @@ import os
 import re
 import runpy
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,7 @@ from dslc.compiler.frontend.lexical import split_statements
 from dslc.compiler.pipeline import check_source, lower_plan
 from dslc.compiler.plan import subset
 from dslc.compiler.plan.logical import Plan
-from dslc.compiler.source import TextSource
+from dslc.compiler.source import SourceFile, Span, TextSource
 from dslc.runtime import run_env
 
 if TYPE_CHECKING:
@@ -172,6 +172,9 @@ class Session:
             plan = self.check([*self.statements, *statements], path=shown_as)
             found = self.analyze([*self.statements, *statements], plan, shown_as)
             self.check_databases([*self.statements, *statements], plan)
+        except CompileError as exc:
+            self.folder = previous_folder
+            raise self._in_file(exc, path, text, statements) from None
         except BaseException:
             self.folder = previous_folder
             raise
@@ -179,6 +182,21 @@ class Session:
         self.plan = plan
         self.spark = found
         return len(statements)
+
+    def _in_file(self, exc: CompileError, path: Path, text: str, statements: list[str]) -> CompileError:
+        """`exc` of a file loaded after typed statements, its errors at the file's own lines when
+        they all lie in the file's part of the program (#48 item 13); else as it was."""
+        if not self.statements or not statements:
+            return exc
+        before = self.program()[:-1]
+        start = len(before) + _terminated(statements[0], before).index(statements[0])
+        program = exc.source.text
+        end = start + len(text.rstrip())
+        if program[start:end] != text.rstrip() or not all(start <= d.span.start <= d.span.end <= end
+                                                          for d in exc.diagnostics):
+            return exc
+        moved = [replace(d, span=Span(d.span.start - start, d.span.end - start)) for d in exc.diagnostics]
+        return CompileError(SourceFile(str(path), text), moved)
 
     def reset(self) -> None:
         self.statements = []

@@ -141,8 +141,10 @@ def render_dot(phys: physical.Physical) -> str:
             out.append("  }")
         else:
             shape = "cylinder" if isinstance(step, physical.Read) else "box"
-            out.append(f"  {_quote(step.name)} [shape={shape}, label={_quote(_label(step.node, phys.plan))}];")
-            producer[step.name.lower()] = step.name
+            label = _label(step.node, phys.plan)
+            shown = _shown_id(step.node, label, {n.name for n in phys.plan.nodes} | set(producer.values()))
+            out.append(f"  {_quote(shown)} [shape={shape}, label={_quote(label)}];")
+            producer[step.name.lower()] = shown
     out += _edges(phys, producer)
     for i, sink in enumerate(phys.plan.sinks):
         out.append(f"  sink{i} [shape=note, label={_quote(sink.connector + ' ' + (sink.path or ''))}];")
@@ -152,8 +154,24 @@ def render_dot(phys: physical.Physical) -> str:
     return "\n".join(out) + "\n"
 
 
+def _shown_id(node: plan.PlanNode, label: str, taken: set[str]) -> str:
+    """The DOT id of a step's box, which the SVG shows as its tooltip: the node's name, or for a
+    node a rule made (`e__filter`, `m__nearest`) the first line of its label, made unique."""
+    if not (isinstance(node, plan.Query) and node.origin) and not isinstance(node, plan.NearestJoin):
+        return node.name
+    first = label.split("\n")[0]
+    shown, n = first, 2
+    while shown in taken:
+        shown, n = f"{first} ({n})", n + 1
+    return shown
+
+
 def _label(node: plan.PlanNode, p: plan.Plan) -> str:
-    """A node's box: its name and kind; a query a rule made (`e__filter`) says what it does."""
+    """A node's box: its name and kind; a node a rule made (`e__filter`, `m__nearest`) says what
+    it does instead of its name inside the plan."""
+    if isinstance(node, plan.NearestJoin):
+        query = node.name.removesuffix("__nearest")
+        return f"index probe for {query}\n{node.k} nearest of {node.right}.{node.right_vector}"
     if isinstance(node, plan.Query) and node.origin:
         where = node.tree.args.get("where")
         kept = " ".join((where.this.sql(dialect="spark") if where is not None else node.sql).split())
@@ -168,7 +186,7 @@ def _edges(phys: physical.Physical, producer: dict[str, str]) -> list[str]:
     out = []
     for step in phys.steps:
         inputs = [step.input] if isinstance(step, physical.Chain) else list(step.node.inputs)
-        target = step.operators[0].name if isinstance(step, physical.Chain) else step.name
+        target = step.operators[0].name if isinstance(step, physical.Chain) else producer[step.name.lower()]
         shuffle = isinstance(step, physical.Sql) and step.node.aggregates
         for name in inputs:
             style = ' [style=dashed, label="shuffle"]' if shuffle else ""

@@ -84,3 +84,17 @@ def test_a_service_url_in_the_picture_has_no_password(tmp_path, capsys):
                     "  RETURNS (v STRING);\nSINK e TO CONSOLE;\n")
     dot = _explain(flow, "dot", capsys)
     assert "hunter2" not in dot and "s3cret" not in dot and "https://api.example.com/x/{k}?api_key=***" in dot
+
+
+def test_no_picture_of_an_example_shows_a_name_the_optimiser_made(capsys):
+    """#48 item 14, again: NEAREST BY's index probe was drawn as `suggested__nearest`, and a moved
+    filter's box, though labelled, kept `located__filter` as its id, which the SVG shows as the
+    box's tooltip (its <title>)."""
+    for path in sorted(EXAMPLES.glob("*/pipeline.flow")):
+        svg = _explain(path, "svg", capsys)
+        shown = [t.text or "" for t in ElementTree.fromstring(svg[svg.index("<svg"):]).iter()
+                 if t.tag.endswith(("text", "title"))]
+        assert not [t for t in shown if "__" in t], path
+    dot = _explain(EXAMPLES / "help_search" / "pipeline.flow", "dot", capsys)
+    assert any(label.startswith("index probe for suggested\\n") for label in _labels(dot))
+    assert '"index probe for suggested" -> "suggested";' in dot

@@ -103,6 +103,23 @@ def test_a_loaded_file_keeps_its_line_numbers(tmp_path: Path):
     assert failure.value.render().startswith(f"{broken}:9:37: error[E0306]")   # the file's name and line
 
 
+def test_a_file_loaded_after_typed_statements_has_its_errors_at_its_own_lines(tmp_path: Path):
+    """#48 item 13: `:load` into a session holding statements reported the file's errors as
+    `<repl>:LINE` at the line of the session's program, not at the file's."""
+    broken = tmp_path / "broken.flow"
+    broken.write_text(LOADED.replace("PIPELINE lines MODE BATCH;", "-- statements typed before")
+                      .replace("refunded DOUBLE", "refunded DUBLE"))
+    for typed in ("SOURCE other FROM JSON 'o/' SCHEMA (k STRING)", "SET spark.sql.shuffle.partitions = '4'"):
+        session = Session()
+        session.add(typed)
+        with pytest.raises(CompileError) as failure:
+            session.load(broken)
+        assert failure.value.render().startswith(f"{broken}:9:37: error[E0306]")
+        assert "   9 | SOURCE refunds FROM JSON 'refunds/'   -- line 8" not in failure.value.render()
+        assert "   9 |   SCHEMA (order_id STRING, refunded DUBLE);" in failure.value.render()
+        assert session.statements == [typed]
+
+
 def test_a_mistyped_command_gets_a_did_you_mean():
     """#48 item 13: `:shw` and `:explain` were only 'unknown command'."""
     err = io.StringIO()

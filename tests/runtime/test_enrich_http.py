@@ -1,6 +1,7 @@
 """ENRICH WITH HTTP GET against a real local aiohttp server with injected faults."""
 from __future__ import annotations
 
+import json
 import time
 import urllib.parse
 from typing import Any
@@ -256,3 +257,29 @@ def test_a_call_task_whose_element_timed_out_goes_on_with_the_next_elements(faul
     m = op.metrics()
     assert m["timeouts"] == 1 and m["calls"] == 4 and m["max_in_flight"] == 1
     assert not op._pool                            # noqa: SLF001 - dispose ended the call task
+
+
+TOKEN = "Tk-4f81/c0de93a7-never-written"
+
+
+def _with_token(server: FaultServer, **kw: Any) -> Enrich:
+    from dslc.runtime.secrets import Secrets
+
+    return Enrich(name=f"http{next(_names)}", line=12, returns=(Column("key", "STRING"),),
+                  key_columns=("id",), timeout_s=5.0, on_error=Outcome.DEAD_LETTER,
+                  call=HttpCall(server.url("/kv/{id}"), headers=(("Authorization", "Bearer ${TOKEN}"),)),
+                  secrets=Secrets({"TOKEN": TOKEN}), **kw)
+
+
+def test_a_secret_echoed_by_an_error_body_is_masked_in_any_encoding_and_where_it_is_cut(fault_server) -> None:
+    """#48 item 17: an error body writing `/` as `\\/` (PHP's json_encode), and a 503 body whose
+    token straddles the point where the text shown is cut, leave no part of the token."""
+    echoed = json.dumps({"error": f"bad token {TOKEN}"}).replace("/", "\\/")
+    fault_server.script("php", Reply(status=400, body=echoed))
+    fault_server.script("cut", Reply(status=503, body="x" * 190 + f" token {TOKEN} rejected"))
+    op, out = run(_with_token(fault_server), [{"id": "php"}, {"id": "cut"}])
+    errors = {letter["key"]["id"]: letter["error"] for letter in out.dead_letters}
+    assert "${TOKEN}" in errors["php"] and "HTTP 400" in errors["php"]
+    shown = json.dumps([errors, op.metrics()])
+    for piece in (TOKEN[:6], TOKEN[-8:], "Tk-4f81\\\\/c0de"):
+        assert piece not in shown, piece

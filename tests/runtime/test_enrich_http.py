@@ -283,3 +283,20 @@ def test_a_secret_echoed_by_an_error_body_is_masked_in_any_encoding_and_where_it
     shown = json.dumps([errors, op.metrics()])
     for piece in (TOKEN[:6], TOKEN[-8:], "Tk-4f81\\\\/c0de"):
         assert piece not in shown, piece
+
+
+def test_a_long_json_error_body_shows_the_errors_message(fault_server: FaultServer) -> None:
+    """#48 item 4: a gateway's error object longer than 300 bytes shows its `message` (and code),
+    not its first bytes of braces and field names; a body that is not JSON is shortened."""
+    gateway = {"error": {"message": "Invalid model name passed in model=gpt-9", "type": "invalid_request_error",
+                         "param": None, "code": "model_not_found"},
+               "request": {"id": "req_" + "0" * 40, "trace": ["litellm.proxy"] * 20}}
+    fault_server.script("gateway", Reply(status=400, body=json.dumps(gateway)))
+    fault_server.script("fastapi", Reply(status=422, body=json.dumps({"detail": [
+        {"loc": ["body", "x"], "msg": "field required", "type": "value_error.missing", "pad": "p" * 300}]})))
+    fault_server.script("html", Reply(status=502, body="<html>" + "b" * 1000 + "</html>"))
+    op, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": "gateway"}, {"id": "fastapi"}, {"id": "html"}])
+    errors = {letter["key"]["id"]: letter["error"] for letter in out.dead_letters}
+    assert errors["gateway"].endswith("/kv/gateway: Invalid model name passed in model=gpt-9 [model_not_found]")
+    assert errors["fastapi"].endswith("/kv/fastapi: field required [value_error.missing]")
+    assert errors["html"].endswith(": <html>" + "b" * 293 + "\u2026")

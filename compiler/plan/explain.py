@@ -7,6 +7,7 @@ from typing import Any
 
 from dslc.compiler.plan import expect_explain
 from dslc.compiler.plan import logical as plan
+from dslc.runtime.secrets import mask_url
 
 
 def _schema(schema: plan.Schema) -> str:
@@ -89,7 +90,7 @@ def _limits(node: plan.Enrich) -> list[str]:
         opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
                                                           if node.rate.tokens_per_minute else ""))
     if node.store:
-        opts.append(f"store={node.store.location!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
+        opts.append(f"store={mask_url(node.store.location)!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
     if node.budget:
         opts.append(f"budget={node.budget.amount} {node.budget.unit}")
     if node.batch:

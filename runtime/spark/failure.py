@@ -53,7 +53,7 @@ def clear_line(error: BaseException) -> str:
 #: The run's stops the runtime raises on executors, found by name in a failed job's text (Spark
 #: carries a worker's exception as text), with the exit code each ends the run with.
 STOPS = {"CredentialsRefused": exit_codes.WRONG, "ServiceUnreachable": exit_codes.FAILED,
-         "BudgetSpent": exit_codes.BUDGET, "OutageStop": exit_codes.FAILED}
+         "BudgetSpent": exit_codes.BUDGET, "OutageStop": exit_codes.FAILED, "StoreLost": exit_codes.FAILED}
 _STOP = re.compile(r"\b(" + "|".join(STOPS) + r"): (.+)$", re.MULTILINE)
 
 

@@ -70,6 +70,11 @@ class AnswerStore:
         verifies the data (the driver does it once before any call). Raises StoreError."""
         raise NotImplementedError
 
+    async def intact(self) -> bool:
+        """Whether the store still holds what it held when opened (a Redis server restarted
+        without its data does not): asked after the store was lost and came back."""
+        return True
+
     async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
         """The answers stored for `keys` that are younger than `ttl_s` (None: any age)."""
         raise NotImplementedError

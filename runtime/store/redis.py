@@ -13,8 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
+
+from dslc.runtime.secrets import MASK, mask_url, scrub
 
 from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
 from .ledger import BatchRecord, LineRecord
@@ -64,8 +67,11 @@ def _digest(key: str) -> str:
 class RedisStore(AnswerStore):
     """The answer store on a Redis server."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, connect_to: str | None = None) -> None:
         self.location = location
+        self._url = connect_to or location     # `${NAME}` filled (open_stores.filled)
+        #: how messages show the location: without its user:password, whether a secret or literal
+        self.shown = mask_url(location)
         self._client: Any = None
 
     def _answer(self, operator: str, key: str) -> str:
@@ -79,12 +85,12 @@ class RedisStore(AnswerStore):
             import redis.asyncio as aioredis
             from redis.exceptions import RedisError
         except ImportError:
-            raise StoreError(f"answer store {self.location}: the `redis` Python package is not installed "
+            raise StoreError(f"answer store {self.shown}: the `redis` Python package is not installed "
                              "(pip install redis)") from None
         try:
-            self._client = aioredis.from_url(self.location, socket_connect_timeout=5, socket_timeout=30)
+            self._client = aioredis.from_url(self._url, socket_connect_timeout=5, socket_timeout=30)
         except (ValueError, RedisError) as exc:
-            raise StoreError(f"answer store {self.location}: bad Redis location: {exc}") from None
+            raise StoreError(f"answer store {self.shown}: bad Redis location: {self._said(exc)}") from None
         try:
             await self._client.ping()
             version = await self._client.hget("dslc:meta", "schema_version")
@@ -93,22 +99,31 @@ class RedisStore(AnswerStore):
                 version = await self._client.hget("dslc:meta", "schema_version")
         except (RedisError, OSError) as exc:
             await self.close()
-            raise StoreError(f"answer store {self.location} is unreachable: {exc}; start Redis there, or give "
+            raise StoreError(f"answer store {self.shown} is unreachable: {self._said(exc)}; start Redis there, or give "
                              "ANSWERS another location") from None
         version = int(version)
         if version > SCHEMA_VERSION:
-            raise StoreError(f"answer store {self.location} was written by a newer dslc (store version {version}; "
+            raise StoreError(f"answer store {self.shown} was written by a newer dslc (store version {version}; "
                              f"this dslc reads version {SCHEMA_VERSION}): upgrade dslc, or use another database")
         if version == 1:    # version 2 adds what Spark joins an answer by, kept beside it as answers come
             await self._client.hset("dslc:meta", "schema_version", str(SCHEMA_VERSION))
             version = SCHEMA_VERSION
         if version < SCHEMA_VERSION:
-            raise StoreError(f"answer store {self.location} was written by an older dslc (store version {version}) "
-                             f"and cannot be migrated: empty it with `dslc store clear {self.location}`")
+            raise StoreError(f"answer store {self.shown} was written by an older dslc (store version {version}) "
+                             f"and cannot be migrated: empty it with `dslc store clear {self.shown}`")
         self._reserve = self._client.register_script(_RESERVE)
         self._release = self._client.register_script(_RELEASE)
         self._take = self._client.register_script(_LEASE)
         self._renew = self._client.register_script(_RENEW)
+
+    async def intact(self) -> bool:
+        return bool(await self._client.exists("dslc:meta"))
+
+    def _said(self, exc: BaseException) -> str:
+        """An error's text without the location's password (as a URL or alone)."""
+        text = scrub(str(exc))
+        password = urllib.parse.urlsplit(self._url).password
+        return text.replace(urllib.parse.unquote(password), MASK).replace(password, MASK) if password else text
 
     async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
         if not keys:

@@ -19,7 +19,17 @@ from typing import Any
 
 from dslc.runtime.secrets import MASK, mask_url, scrub
 
-from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
+from .base import (
+    SCHEMA_VERSION,
+    UNREADABLE,
+    AnswerStore,
+    Join,
+    OperatorStats,
+    Stored,
+    StoreError,
+    encode,
+    readable,
+)
 from .ledger import BatchRecord, LineRecord
 
 # One slot of a rate shared by the job: the server's clock, so executors' clocks need not agree.
@@ -58,6 +68,31 @@ for i, key in ipairs(KEYS) do
 end
 return 0
 """
+
+
+# Delete an answer (KEYS) if it is still the one stored at ARGV's time (-1: still unreadable).
+_FORGET = """
+for i, key in ipairs(KEYS) do
+  local raw = redis.call('GET', key)
+  if raw then
+    local ok, item = pcall(cjson.decode, raw)
+    local at = tonumber(ARGV[i])
+    if (at < 0 and not ok) or (ok and type(item) == 'table' and item.at == at) then redis.call('DEL', key) end
+  end
+end
+return 0
+"""
+
+
+def _item(raw: bytes | None) -> dict | None:
+    """A stored answer's record, None when there is none or it cannot be read (cut, edited)."""
+    if raw is None:
+        return None
+    try:
+        item = json.loads(raw)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) and {"k", "v", "at"} <= item.keys() else None
 
 
 def _digest(key: str) -> str:
@@ -115,6 +150,7 @@ class RedisStore(AnswerStore):
         self._release = self._client.register_script(_RELEASE)
         self._take = self._client.register_script(_LEASE)
         self._renew = self._client.register_script(_RENEW)
+        self._forget = self._client.register_script(_FORGET)
 
     async def intact(self) -> bool:
         return bool(await self._client.exists("dslc:meta"))
@@ -125,17 +161,21 @@ class RedisStore(AnswerStore):
         password = urllib.parse.urlsplit(self._url).password
         return text.replace(urllib.parse.unquote(password), MASK).replace(password, MASK) if password else text
 
-    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
+    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None,
+                       unreadable: bool = False) -> dict[str, Stored]:
         if not keys:
             return {}
         values = await self._client.mget([self._answer(operator, k) for k in keys])
         since = time.time() - ttl_s if ttl_s else float("-inf")
         found: dict[str, Stored] = {}
         for key, raw in zip(keys, values):
-            if raw is not None:
-                item = json.loads(raw)
-                if item["at"] >= since and item["k"] == key:
-                    found[key] = Stored(decode(item["v"]), item["at"])
+            item = _item(raw)
+            if item is not None and item["at"] >= since and item["k"] == key:
+                stored = readable(item["v"], item["at"], unreadable)
+                if stored is not None:
+                    found[key] = stored
+            elif item is None and raw is not None and unreadable:
+                found[key] = Stored(UNREADABLE, -1.0)
         return found
 
     async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
@@ -164,6 +204,11 @@ class RedisStore(AnswerStore):
             if float(at) >= since:
                 out.append((args.decode("utf-8"), output))
         return out
+
+    async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
+        if stale:
+            await self._forget(keys=[self._answer(operator, key) for key, _ in stale],
+                               args=[repr(float(at)) for _, at in stale])
 
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
                     ttl_s: float | None = None) -> set[str]:

@@ -28,15 +28,16 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from dslc.runtime.calls.base import EnrichCall
+from dslc.runtime.calls.base import CallError, EnrichCall, check_result_types
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.limits.money import amount_text, call_budget
 from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.schema import results as result_types
 from dslc.runtime.schema.provenance import marked
 from dslc.runtime.secrets import mask_url
-from dslc.runtime.store.base import AnswerStore, Join, Stored
+from dslc.runtime.store.base import UNREADABLE, AnswerStore, Join, Stored
 from dslc.runtime.store.lost import through
 from dslc.runtime.store.open_stores import store_for, use_secrets
 from dslc.runtime.store.per_step import PerStep, unique
@@ -103,6 +104,7 @@ class StoredCall(DelegatingCall):
         self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
         self._notes = config.provenance is not None          # PROVENANCE: a stored answer says so
+        self._check = result_types.checker(config.returns)   # a stored answer fits today's RETURNS
         self._watch = ModelWatch(config, metrics) if watched(config) else None   # a model that changed
 
     # ----------------------------------------------------------------- the store, batched per loop step
@@ -118,8 +120,31 @@ class StoredCall(DelegatingCall):
         return through(self.store, self.location, operation)
 
     async def _get_many(self, keys: list[str]) -> list[Stored | None]:
-        found = await self._through(lambda store: store.get_many(self.operator, unique(keys), self.ttl_s))
+        found = await self._found(keys)
         return [found.get(key) for key in keys]
+
+    async def _found(self, keys: list[str]) -> dict[str, Stored]:
+        """The stored answers of `keys` that can be read and fit today's RETURNS types. One that
+        cannot (cut or edited, or stored before a column was retyped) is forgotten (if it is still
+        the one read), so that its key is leased and called again and the answer written anew (a
+        column added since is NULL in an answer without it, as in a fresh one)."""
+        found = await self._through(lambda store: store.get_many(self.operator, unique(keys), self.ttl_s,
+                                                                 unreadable=True))
+        stale = [(key, stored.at) for key, stored in found.items() if not self._fits(stored.value)]
+        if stale:
+            await self._through(lambda store: store.forget(self.operator, stale))
+            for key, _ in stale:
+                del found[key]
+        return found
+
+    def _fits(self, value: Any) -> bool:
+        if value is UNREADABLE:
+            return False
+        try:
+            check_result_types(value, self._check)
+        except CallError:
+            return False
+        return True
 
     async def _lease_many(self, keys: list[str]) -> list[bool]:
         held = await self._through(lambda store: store.lease(self.operator, unique(keys), self.owner, LEASE_S,
@@ -164,8 +189,7 @@ class StoredCall(DelegatingCall):
             return
         if len(self._known) > 100_000:
             self._known.clear()
-        found = await self._through(lambda store: store.get_many(self.operator, unique(keys), self.ttl_s))
-        self._known.update(found)
+        self._known.update(await self._found(keys))
 
     prefetch.wanted = True   # type: ignore[attr-defined]
 

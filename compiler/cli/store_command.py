@@ -114,6 +114,7 @@ async def _cancel(where: str, nodes: list, secrets_file: str | None) -> list[str
 
 
 async def _clear(where: str, operators: list[str] | None) -> str:
+    from dslc.runtime.store import run_hold
     from dslc.runtime.store.base import StoreError
     from dslc.runtime.store.open_stores import make_store
 
@@ -129,6 +130,11 @@ async def _clear(where: str, operators: list[str] | None) -> str:
         await fresh.close()
         return f"emptied the answer store {mask_url(where)} (it was of another store version)"
     try:
+        running = await run_hold.holders(store)
+        if running:
+            raise StoreError(f"answer store {mask_url(where)} is in use by a running job ({', '.join(running)}): "
+                             "clearing it now would make that run pay again for the answers it stored; wait for "
+                             "the run to end (or stop it), then clear")
         if operators:
             gone = sum([await store.clear(op) for op in operators])
             return f"cleared {gone} answer{'s' if gone != 1 else ''} of {', '.join(operators)} from {mask_url(where)}"

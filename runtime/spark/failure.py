@@ -17,6 +17,7 @@ import traceback
 from typing import Callable
 
 from dslc.runtime import exit_codes, run_env
+from dslc.runtime.store import run_hold
 
 from . import outcome
 from .analysis_errors import located
@@ -113,4 +114,5 @@ def run_main(main: Callable[[], object]) -> None:
     finally:
         outcome.finish(code, line)
         close_all()   # a failed job never reached its report, which stops its live progress
+        run_hold.release_all()      # `dslc store clear` may empty the stores again
 

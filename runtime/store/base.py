@@ -82,6 +82,10 @@ class AnswerStore:
         -1 when its time cannot be read either), else it is left out."""
         raise NotImplementedError
 
+    async def held(self, operator: str, now: float) -> list[str]:
+        """The owners of the leases of `operator` that have not lapsed at `now`."""
+        raise NotImplementedError
+
     async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
         """Delete the answer of each (key, at) if it is still the one stored at `at` (-1: still
         unreadable): an answer that no longer fits, so that its key may be leased and called."""

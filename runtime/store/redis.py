@@ -205,6 +205,11 @@ class RedisStore(AnswerStore):
                 out.append((args.decode("utf-8"), output))
         return out
 
+    async def held(self, operator: str, now: float) -> list[str]:
+        names = await self._keys(f"dslc:l:{operator}:*")      # a lapsed lease has expired
+        owners = await self._client.mget(names) if names else []
+        return [owner.decode("utf-8") for owner in owners if owner is not None]
+
     async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
         if stale:
             await self._forget(keys=[self._answer(operator, key) for key, _ in stale],

@@ -215,6 +215,10 @@ class SqliteStore(AnswerStore):
 
     # ----------------------------------------------------------------- leases
 
+    async def held(self, operator: str, now: float) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT owner FROM leases WHERE operator = ? AND until >= ?",
+                                              (operator, now))]
+
     async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
         if stale:
             self._write(lambda db: db.executemany("DELETE FROM answers WHERE operator = ? AND key = ? AND at = ?",

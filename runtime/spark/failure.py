@@ -86,6 +86,9 @@ def run_main(main: Callable[[], object]) -> None:
     log) and exit status 1; run by hand, it is raised as usual."""
     log = run_env.RUN_LOG.get()
     code, line = exit_codes.DONE, None
+    if log:         # under `dslc run`: the JVM (or `dslc run`) gone, this driver goes too
+        from .orphans import die_with_parent
+        die_with_parent(group=False)
     outcome.begin()
     try:
         if log:

@@ -163,13 +163,20 @@ def render_text(p: plan.Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The fields that hold an answer store's location (ANSWERS; a STORE's), shown without user:password.
+_STORE_LOCATIONS = ("location", "answers")
+
+
 def _jsonable(value: Any) -> Any:
     if is_dataclass(value):
         out = {"kind": type(value).__name__}
         for f in fields(value):
             if f.name == "span" or not f.repr:    # positions and sqlglot trees are not data
                 continue
-            out[f.name] = _jsonable(getattr(value, f.name))
+            item = getattr(value, f.name)
+            if f.name in _STORE_LOCATIONS and isinstance(item, str):
+                item = mask_url(item)           # a Redis password: never shown (#48 item 19)
+            out[f.name] = _jsonable(item)
         return out
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]

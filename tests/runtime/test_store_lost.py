@@ -179,7 +179,8 @@ def test_explain_and_store_stats_never_show_the_password(redis, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("REDIS_PASSWORD", PASSWORD)
     (tmp_path / "p.flow").write_text(FLOW.format(answers=f"redis://:{written}@127.0.0.1:{server.port}/0"))
-    assert main(["explain", "p.flow"]) == 0
+    for fmt in ("text", "json", "dot"):
+        assert main(["explain", "p.flow", "--format", fmt]) == 0
     assert main(["store", "stats", "p.flow"]) == 0
     out = capsys.readouterr()
     assert f"answer store redis://127.0.0.1:{server.port}/0 (Redis" in out.out

@@ -99,7 +99,7 @@ class Diagnostic:
         gutter = " " * len(str(line))
         out = [
             f"{source.path}:{line}:{col}: {self.severity}[{self.code}]: {self.message}",
-            f"   {line} | {text.expandtabs(1)}",
+            f"   {line} | {shown_line(text)}",
             f"   {gutter} | {' ' * (col - 1)}{'^' * width}",
         ]
         if self.hint:
@@ -110,6 +110,17 @@ class Diagnostic:
 def error(code: str, span: Span, hint: str | None = None, **params: object) -> Diagnostic:
     """Build a diagnostic from the message table."""
     return Diagnostic(code, MESSAGES[code].format(**params), span, hint)
+
+
+def shown_line(text: str) -> str:
+    """A source line as a diagnostic shows it: a tab as one space and any other control character
+    (a CR inside a string) as its Unicode picture (U+2400...), one column each, so the line
+    stays one line and the caret under it stays in place."""
+    text = text.expandtabs(1)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else chr(0x2400 + ord(c)) if ord(c) < 0x20 else "\u2421" if c == "\x7f"
+                   else "\ufffd" for c in text)
 
 
 def printable(text: str) -> str:

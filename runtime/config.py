@@ -466,8 +466,9 @@ class Enrich:
 
     @property
     def secret_names(self) -> tuple[str, ...]:
-        """The `${NAME}` secrets the call's templates name (any kind of call)."""
-        return secret_names(self.call)
+        """The `${NAME}` secrets the call's templates name (any kind of call), and its answer
+        store's location (`redis://:${PASSWORD}@host`)."""
+        return secret_names((self.call, self.store.location if self.store is not None else ""))
 
 
 @dataclass(frozen=True, slots=True)

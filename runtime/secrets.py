@@ -12,7 +12,9 @@ The compiler imports this module, so it imports nothing else of the runtime.
 """
 from __future__ import annotations
 
+import base64
 import dataclasses
+import json
 import os
 import re
 import urllib.parse
@@ -83,10 +85,11 @@ class Secrets(Mapping[str, str]):
     """Secret values by name. Shown as `***` by repr and str, so a config printed in a log or an
     error never carries a value; pickled whole (that is how the values reach executors)."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_values", "_forms")
 
     def __init__(self, values: Mapping[str, str] | None = None) -> None:
         self._values = dict(values or {})
+        self._forms: list[tuple[str, str]] | None = None
 
     def __getitem__(self, name: str) -> str:
         return self._values[name]
@@ -113,6 +116,7 @@ class Secrets(Mapping[str, str]):
 
     def __setstate__(self, state: dict) -> None:
         self._values = state["values"]
+        self._forms = None
 
     def only(self, names: tuple[str, ...]) -> Secrets:
         """The values of these names (an operator carries only the secrets it uses)."""
@@ -125,13 +129,58 @@ class Secrets(Mapping[str, str]):
         return SECRET.sub(lambda m: self._values.get(m.group(1), m.group(0)), text)
 
     def mask(self, text: str) -> str:
-        """`text` with every secret value (longest first), as written or percent-encoded as in a
-        URL, replaced by `${NAME}`."""
-        for name, value in sorted(self._values.items(), key=lambda kv: -len(kv[1])):
-            for form in (value, urllib.parse.quote(value, safe="")):
-                if form and form in text:
-                    text = text.replace(form, "${" + name + "}")
-        return text
+        """`text` with every secret value replaced by `${NAME}`: as written and in each encoding a
+        service may echo it in (`encodings`), longest first, and a value's start that ends the
+        text (a body cut in the middle of it; at least `CUT_SHOWN` characters). Mask before any
+        text is shortened: a cut elsewhere than at the end is not recognised."""
+        if not self._values or not text:
+            return text
+        if self._forms is None:
+            forms = {(form, name) for name, value in self._values.items() for form in encodings(value)}
+            self._forms = sorted(forms, key=lambda pair: (-len(pair[0]), pair))
+        for form, name in self._forms:
+            if form in text:
+                text = text.replace(form, "${" + name + "}")
+        return _mask_cut(text, self._forms)
+
+
+#: How many characters of a value's start at the end of a text are taken for that value, cut.
+CUT_SHOWN = 4
+#: A base64 form shorter than this is not looked for (it would match unrelated text).
+BASE64_SHORTEST = 8
+
+
+def encodings(value: str) -> list[str]:
+    """The forms a value takes in a text that echoes it: as written, percent-encoded (a URL, a
+    form), JSON-escaped (also with `/` as `\\/`, as PHP writes it, and with non-ASCII as `\\u`),
+    and base64 (standard and URL-safe) at each of the three alignments it can take inside a
+    longer encoded text (an HTTP Basic credential, a JWT), only the characters that depend on
+    the value alone."""
+    escaped = json.dumps(value, ensure_ascii=False)[1:-1]
+    forms = {value, urllib.parse.quote(value, safe=""), urllib.parse.quote_plus(value, safe=""),
+             escaped, escaped.replace("/", "\\/"), json.dumps(value)[1:-1]}
+    raw = value.encode()
+    for shift in range(3):
+        # the groups of 3 bytes made of the value's bytes only, when `shift` bytes come before it
+        first, last = -(-shift // 3), (shift + len(raw)) // 3
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            encoded = encode(b"\0" * shift + raw).decode("ascii")
+            form = encoded[4 * first:4 * last]
+            if len(form) >= BASE64_SHORTEST:
+                forms.add(form)
+    return [form for form in forms if form]
+
+
+def _mask_cut(text: str, forms: list[tuple[str, str]]) -> str:
+    """`text` with a value's start that ends it (trailing spaces, quotes and an ellipsis aside)
+    replaced by `${NAME}`: what is left of a secret in a text cut in its middle."""
+    body = text.rstrip(" \t\r\n.\u2026\"'")
+    tail = text[len(body):]
+    for form, name in forms:
+        for shown in range(len(form) - 1, min(CUT_SHOWN, len(form)) - 1, -1):
+            if body.endswith(form[:shown]):
+                return body[:-shown] + "${" + name + "}" + tail
+    return text
 
 
 def read_file(path: str) -> dict[str, str]:

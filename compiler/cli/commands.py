@@ -330,16 +330,19 @@ def _call(command: list[str], env: dict[str, str], stderr=None, where: str = "lo
     """Run spark-submit; on Ctrl-C or SIGTERM stop it (it got Ctrl-C too) and return 130 / 143.
     `stderr`: where spark-submit's stderr goes (the run's log). With live progress on a terminal,
     its output passes through the live table (live.py), which says that Spark is starting on
-    `where` until the job's first figures; otherwise one line says so."""
+    `where` until the job's first figures; otherwise one line says so. spark-submit is killed
+    when `dslc run` dies, however it dies (runtime/spark/orphans.py)."""
+    from dslc.runtime.spark.orphans import parent_death_signal
     from dslc.runtime.spark.progress import PROGRESS_FILE_ENV
     progress = env.get(PROGRESS_FILE_ENV)
     if progress is None:
         print(f"dslc: starting Spark ({where})…", file=sys.stderr, flush=True)
-        return _wait(subprocess.Popen(command, env=env, stderr=stderr))
+        return _wait(subprocess.Popen(command, env=env, stderr=stderr, preexec_fn=parent_death_signal()))
     from dslc.compiler.cli.live import LiveProgress, pass_through
     with LiveProgress(Path(progress), where=where) as live:
         process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                   stderr=stderr if stderr is not None else subprocess.STDOUT)
+                                   stderr=stderr if stderr is not None else subprocess.STDOUT,
+                                   preexec_fn=parent_death_signal())
         copier = pass_through(process.stdout, live)
         try:
             return _wait(process)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from dslc.compiler.diagnostics import ToolError
+from dslc.runtime.secrets import mask_url
 
 
 def _flow_stores(path: str) -> dict[str, list[str]]:
@@ -56,7 +57,7 @@ async def _stats(where: str, operators: list[str] | None) -> list[str]:
     finally:
         await store.close()
     kind = "Redis" if is_redis(where) else f"SQLite, {file_size(where) // 1024} KiB"
-    lines = [f"answer store {where} ({kind}, store version {store.version})"]
+    lines = [f"answer store {mask_url(where)} ({kind}, store version {store.version})"]
     if not found:
         lines.append("  no answers" + (f" of {', '.join(operators)}" if operators else ""))
     else:
@@ -113,6 +114,7 @@ async def _cancel(where: str, nodes: list, secrets_file: str | None) -> list[str
 
 
 async def _clear(where: str, operators: list[str] | None) -> str:
+    from dslc.runtime.store import run_hold
     from dslc.runtime.store.base import StoreError
     from dslc.runtime.store.open_stores import make_store
 
@@ -126,13 +128,18 @@ async def _clear(where: str, operators: list[str] | None) -> str:
         fresh = make_store(where)
         await fresh.open()
         await fresh.close()
-        return f"emptied the answer store {where} (it was of another store version)"
+        return f"emptied the answer store {mask_url(where)} (it was of another store version)"
     try:
+        running = await run_hold.holders(store)
+        if running:
+            raise StoreError(f"answer store {mask_url(where)} is in use by a running job ({', '.join(running)}): "
+                             "clearing it now would make that run pay again for the answers it stored; wait for "
+                             "the run to end (or stop it), then clear")
         if operators:
             gone = sum([await store.clear(op) for op in operators])
-            return f"cleared {gone} answer{'s' if gone != 1 else ''} of {', '.join(operators)} from {where}"
+            return f"cleared {gone} answer{'s' if gone != 1 else ''} of {', '.join(operators)} from {mask_url(where)}"
         gone = await store.clear()
-        return f"cleared {gone} answer{'s' if gone != 1 else ''} (every operator) from {where}"
+        return f"cleared {gone} answer{'s' if gone != 1 else ''} (every operator) from {mask_url(where)}"
     finally:
         await store.close()
 
@@ -141,7 +148,9 @@ async def _reset(where: str) -> None:
     from dslc.runtime.store.base import is_redis
     if is_redis(where):
         import redis.asyncio as aioredis
-        client = aioredis.from_url(where)
+
+        from dslc.runtime.store.open_stores import filled
+        client = aioredis.from_url(filled(where))
         try:
             names = [k async for k in client.scan_iter(match="dslc:*", count=1000)]
             if names:
@@ -156,6 +165,7 @@ async def _reset(where: str) -> None:
 
 def cmd_store(args: argparse.Namespace) -> int:
     """dslc store stats|clear FILE [--operator NAME]."""
+    from dslc.runtime.secrets import MissingSecret
     from dslc.runtime.store.base import StoreError, is_redis
 
     target = args.target
@@ -180,7 +190,7 @@ def cmd_store(args: argparse.Namespace) -> int:
                 print("\n".join(asyncio.run(_stats(where, operators))))
             else:
                 print(asyncio.run(_clear(where, operators)))
-    except StoreError as exc:
+    except (StoreError, MissingSecret) as exc:
         raise ToolError(str(exc)) from None
     return 0
 

@@ -57,10 +57,15 @@ def pipeline_secrets(p: plan.Plan) -> tuple[str, ...]:
     found: dict[str, None] = {}
     for node in p.nodes:
         if isinstance(node, plan.Enrich):
-            found.update(dict.fromkeys(secret_names(node.call)))
+            found.update(dict.fromkeys(_enrich_secrets(node)))
     for _, url in p.databases:      # DATABASE statements: checked before Spark starts
         found.update(dict.fromkeys(secret_names(url)))
     return tuple(found)
+
+
+def _enrich_secrets(node: plan.Enrich) -> tuple[str, ...]:
+    """The secrets an ENRICH names: its call's, and its ANSWERS location's (a Redis password)."""
+    return secret_names((node.call, node.store.location if node.store is not None else ""))
 
 
 def _user_modules(p: plan.Plan) -> tuple[str, ...]:
@@ -428,7 +433,7 @@ class _Lowering(DatabaseSteps, NearestLowering):
             if states:
                 o.line(f"states={self._states_ref(states)},")
             o.line("metrics=metrics,")
-            if any(isinstance(op, plan.Enrich) and secret_names(op.call) for op in step.operators):
+            if any(isinstance(op, plan.Enrich) and _enrich_secrets(op) for op in step.operators):
                 o.line("secrets=secrets,")
             self._estimate_keywords()
         o.line(")")

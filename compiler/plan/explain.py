@@ -7,6 +7,7 @@ from typing import Any
 
 from dslc.compiler.plan import expect_explain
 from dslc.compiler.plan import logical as plan
+from dslc.runtime.secrets import mask_url
 
 
 def _schema(schema: plan.Schema) -> str:
@@ -89,7 +90,7 @@ def _limits(node: plan.Enrich) -> list[str]:
         opts.append(f"rate={node.rate.per_second:g}/s" + (f" tokens={node.rate.tokens_per_minute:g}/min"
                                                           if node.rate.tokens_per_minute else ""))
     if node.store:
-        opts.append(f"store={node.store.location!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
+        opts.append(f"store={mask_url(node.store.location)!r}" + (f" ttl={node.store.ttl_s:g}s" if node.store.ttl_s else ""))
     if node.budget:
         opts.append(f"budget={node.budget.amount} {node.budget.unit}")
     if node.batch:
@@ -162,13 +163,20 @@ def render_text(p: plan.Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: The fields that hold an answer store's location (ANSWERS; a STORE's), shown without user:password.
+_STORE_LOCATIONS = ("location", "answers")
+
+
 def _jsonable(value: Any) -> Any:
     if is_dataclass(value):
         out = {"kind": type(value).__name__}
         for f in fields(value):
             if f.name == "span" or not f.repr:    # positions and sqlglot trees are not data
                 continue
-            out[f.name] = _jsonable(getattr(value, f.name))
+            item = getattr(value, f.name)
+            if f.name in _STORE_LOCATIONS and isinstance(item, str):
+                item = mask_url(item)           # a Redis password: never shown (#48 item 19)
+            out[f.name] = _jsonable(item)
         return out
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]

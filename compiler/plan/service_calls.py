@@ -64,11 +64,11 @@ class ServiceChecks:
                                            hint="a header name is letters, digits and - (e.g. 'X-Api-Key')"))
                 good = False
             if value is None:
-                self.problems.append(error("E0320", name.span, name=name.value,
-                                           hint=f"write '{name.value}' = 'value' (a secret as '${{NAME}}')"))
+                self.problems.append(error("E0320", name.span, name=printable(name.value),
+                                           hint=f"write '{printable(name.value)}' = 'value' (a secret as '${{NAME}}')"))
                 continue
             if not value.value.strip():
-                self.problems.append(error("E0320", value.span, name=name.value,
+                self.problems.append(error("E0320", value.span, name=printable(name.value),
                                            hint="an empty header value sends nothing: drop the header"))
                 continue
             if _BAD_HEADER_VALUE.search(value.value):
@@ -85,7 +85,7 @@ class ServiceChecks:
                 good = False
             good = self.secrets(value) and good
             if name.value.lower() in seen:
-                self.problems.append(error("E0324", name.span, clause=f"header '{name.value}'",
+                self.problems.append(error("E0324", name.span, clause=f"header '{printable(name.value)}'",
                                            hint="keep one of them"))
                 good = False
             seen[name.value.lower()] = name

@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import yarl
 
+from dslc.runtime.calls import error_body
 from dslc.runtime.calls.url import redact_url
 from dslc.runtime.config import EmbeddingCall, ModelCall
 from dslc.runtime.secrets import Secrets
@@ -74,9 +75,9 @@ class BatchApi:
                             pause = min(PAUSE_S[1], pause * 2)
                             continue
                     if not 200 <= response.status < 300:
-                        text = (await response.text(errors="replace"))[:2000]
-                        raise BatchApiError(f"HTTP {response.status} from {self.shown_url}{_shown(path)}: "
-                                            f"{self.secrets.mask(_message(text))}", response.status)
+                        text = error_body.shown(await error_body.read(response), self.secrets)
+                        raise BatchApiError(f"HTTP {response.status} from {self.shown_url}{_shown(path)}: {text}",
+                                            response.status)
                     return await response.read() if raw else await response.json(content_type=None)
             except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
                 if attempt == ATTEMPTS:
@@ -128,16 +129,3 @@ class BatchApi:
 
 def _shown(path: str) -> str:
     return path.split("?")[0]
-
-
-def _message(text: str) -> str:
-    """The `error.message` of an OpenAI error body, else the body's start."""
-    import json
-
-    try:
-        message = json.loads(text)["error"]["message"]
-        if isinstance(message, str):
-            return message[:300]
-    except (ValueError, KeyError, TypeError):
-        pass
-    return text[:300]

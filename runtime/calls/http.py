@@ -20,7 +20,7 @@ from dslc.runtime.limits.retry_after import retry_after_s
 from dslc.runtime.schema import provenance
 from dslc.runtime.secrets import Secrets, mask_url, names_in, scrub
 
-from . import sessions
+from . import error_body, sessions
 from .answers import shape_for
 from .base import (
     CallError,
@@ -150,7 +150,8 @@ class HttpEnrichCall(EnrichCall):
                 await response.release()
                 return 404, b""
             if not 200 <= response.status < 300:
-                text = (await response.content.read(200)).decode("utf-8", "replace")
+                # the secrets masked in the whole body before it is cut (the error's message shown)
+                text = error_body.shown(await error_body.read(response), self.secrets)
                 error = CallError(f"HTTP {response.status} from {redact_url(url)}: {text}", response.status,
                                   retry_after_s(response.headers.get("Retry-After")))
                 error.general = f"HTTP {response.status} from {redact_url(self.url)}: {text}"

@@ -143,8 +143,20 @@ def _coerce(value: Any, arrow_type: pa.DataType) -> Any:
     if pa.types.is_integer(arrow_type) and isinstance(value, float) and value.is_integer():
         return int(value)
     if pa.types.is_string(arrow_type) and not isinstance(value, str):
-        return str(value)
+        return _text(value)
     return value
+
+
+def _text(value: Any) -> str:
+    """A value answered for a STRING column as text: an object, a list or a boolean as its JSON
+    (compact, as Spark's to_json writes it: `{"name":"gold"}`, `true`), never Python's repr
+    (`{'name': 'gold'}`, `True`); a number as it prints."""
+    if isinstance(value, (dict, list, tuple, bool)):
+        try:
+            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        except (TypeError, ValueError):
+            pass
+    return str(value)
 
 
 def rows_to_batch(rows: list[Row], schema: pa.Schema, chain_name: str = "") -> pa.RecordBatch:

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from dslc.runtime import config as C
 from dslc.runtime import exit_codes
+from dslc.runtime.store import run_hold
 from dslc.runtime.store.base import StoreError, is_redis
-from dslc.runtime.store.open_stores import check_location
+from dslc.runtime.store.open_stores import check_location, use_secrets
 from dslc.runtime.wrappers.stored import budget_message
 
 BUDGET_EXIT = exit_codes.BUDGET
@@ -44,7 +45,9 @@ def prepare(operators: tuple, folder: str, streaming: bool) -> tuple:
     for op in operators:
         if isinstance(op, C.Enrich) and op.store is not None:
             where = location(op.store.location, folder)
+            use_secrets(where, op.secrets)      # a `${NAME}` in ANSWERS (a Redis password)
             check(where)
+            run_hold.hold(where)                # `dslc store clear` refuses while this job runs
             op = dataclasses.replace(op, store=dataclasses.replace(op.store, location=where, run=run))
             if op.budget is not None and streaming:
                 op = dataclasses.replace(op, budget=dataclasses.replace(op.budget, stop_task=True))

@@ -6,7 +6,8 @@ module instead: it imports PySpark from the installed package rather than from i
 (compiled_pyspark.py), and loads what every chain's worker imports (pyarrow, the chain's runtime)
 once in the daemon, so that each forked worker starts with them instead of importing them
 again, all at once, on the same cores (bench/run_start.py). Only where dslc is installed: a
-cluster's executors, which may not have it, keep Spark's own daemon.
+cluster's executors, which may not have it, keep Spark's own daemon. It and its workers die
+with the JVM (orphans.py), so a killed `dslc run` leaves none of them sending calls.
 """
 # isort: off
 import dslc.runtime.spark  # noqa: F401 - first: its __init__ puts the compiled PySpark before the zip
@@ -19,4 +20,7 @@ except Exception:  # noqa: BLE001
     pass
 
 if __name__ == "__main__":
+    from dslc.runtime.spark.orphans import die_with_parent
+
+    die_with_parent(group=True)     # the JVM gone, this daemon and its workers go (orphans.py)
     daemon.manager()

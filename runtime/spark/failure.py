@@ -17,6 +17,7 @@ import traceback
 from typing import Callable
 
 from dslc.runtime import exit_codes, run_env
+from dslc.runtime.store import run_hold
 
 from . import outcome
 from .analysis_errors import located
@@ -53,7 +54,7 @@ def clear_line(error: BaseException) -> str:
 #: The run's stops the runtime raises on executors, found by name in a failed job's text (Spark
 #: carries a worker's exception as text), with the exit code each ends the run with.
 STOPS = {"CredentialsRefused": exit_codes.WRONG, "ServiceUnreachable": exit_codes.FAILED,
-         "BudgetSpent": exit_codes.BUDGET, "OutageStop": exit_codes.FAILED}
+         "BudgetSpent": exit_codes.BUDGET, "OutageStop": exit_codes.FAILED, "StoreLost": exit_codes.FAILED}
 _STOP = re.compile(r"\b(" + "|".join(STOPS) + r"): (.+)$", re.MULTILINE)
 
 
@@ -85,6 +86,9 @@ def run_main(main: Callable[[], object]) -> None:
     log) and exit status 1; run by hand, it is raised as usual."""
     log = run_env.RUN_LOG.get()
     code, line = exit_codes.DONE, None
+    if log:         # under `dslc run`: the JVM (or `dslc run`) gone, this driver goes too
+        from .orphans import die_with_parent
+        die_with_parent(group=False)
     outcome.begin()
     try:
         if log:
@@ -113,4 +117,5 @@ def run_main(main: Callable[[], object]) -> None:
     finally:
         outcome.finish(code, line)
         close_all()   # a failed job never reached its report, which stops its live progress
+        run_hold.release_all()      # `dslc store clear` may empty the stores again
 

@@ -42,7 +42,7 @@ from dslc.runtime import run_env
 from dslc.runtime.calls.factory import KINDS
 from dslc.runtime.core.stored_answers import KEY_PREFIX
 from dslc.runtime.store.open_stores import make_store
-from dslc.runtime.wrappers.joinable import variant_of
+from dslc.runtime.wrappers.joinable import sound, variant_of
 
 from . import names
 from .session import is_connect
@@ -141,15 +141,34 @@ def _parsed(texts: Sequence[str], schema: StructType) -> pa.Table:
     return pa_json.read_json(io.BytesIO(data), parse_options=options).select(schema.fieldNames())
 
 
+def _both(answers: list[tuple[str, str]], args: StructType,
+          returns: StructType) -> tuple[list[tuple[str, str]], pa.Table, pa.Table]:
+    """The answers Arrow parses (args and outputs as tables). When Arrow cannot, the entries that
+    are not what joinable.py writes for today's RETURNS (cut, edited) are left out (their rows
+    go through the operator) and the rest parsed again; raises what Arrow raises if it still
+    cannot (a value it cannot read exactly as its type: Spark's from_json reads those)."""
+    try:
+        return answers, _parsed([a for a, _ in answers], args), _parsed([o for _, o in answers], returns)
+    except _ARROW_REFUSALS:
+        kept = sound(answers, tuple((f.name, f.dataType.simpleString().upper()) for f in returns.fields))
+        if len(kept) == len(answers):
+            raise
+    return kept, _parsed([a for a, _ in kept], args), _parsed([o for _, o in kept], returns)
+
+
+_ARROW_REFUSALS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError)
+
+
 def _stored(spark, answers: list[tuple[str, str]], args: StructType, returns: StructType,
             keys: list[str]) -> DataFrame:
     """The answers as rows of typed columns: the request columns as `keys`, the RETURNS columns,
     and FLAG. Arrow parses them on the driver; a value it cannot read exactly as its column's
-    type (which joinable.py does not write) leaves the parsing to Spark's from_json."""
+    type (which joinable.py does not write) leaves the parsing to Spark's from_json, of the
+    entries that are sound (`joinable.sound`): never a damaged one."""
     try:
-        arguments = _parsed([a for a, _ in answers], args)
-        outputs = _parsed([o for _, o in answers], returns)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        answers, arguments, outputs = _both(answers, args, returns)
+    except _ARROW_REFUSALS:
+        answers = sound(answers, tuple((f.name, f.dataType.simpleString().upper()) for f in returns.fields))
         table = pa.table({"args": pa.array([a for a, _ in answers], pa.string()),
                           "output": pa.array([o for _, o in answers], pa.string())})
         stored = _dataframe(spark, table)
@@ -202,9 +221,8 @@ def _lookup_table(answers: list[tuple[str, str]], args: StructType, returns: Str
     columns, typed as the rows and the chain's output have them; None when Arrow cannot read a
     value as its type (Spark's join and from_json take those)."""
     try:
-        arguments = _parsed([a for a, _ in answers], args)
-        outputs = _parsed([o for _, o in answers], returns)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError):
+        _, arguments, outputs = _both(answers, args, returns)
+    except _ARROW_REFUSALS:
         return None
     columns = {f"{KEY_PREFIX}{i}": arguments.column(c) for i, c in enumerate(args.fieldNames())}
     table = pa.table([*columns.values(), *outputs.columns], names=[*columns, *outputs.column_names])

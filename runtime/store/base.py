@@ -70,8 +70,25 @@ class AnswerStore:
         verifies the data (the driver does it once before any call). Raises StoreError."""
         raise NotImplementedError
 
-    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
-        """The answers stored for `keys` that are younger than `ttl_s` (None: any age)."""
+    async def intact(self) -> bool:
+        """Whether the store still holds what it held when opened (a Redis server restarted
+        without its data does not): asked after the store was lost and came back."""
+        return True
+
+    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None,
+                       unreadable: bool = False) -> dict[str, Stored]:
+        """The answers stored for `keys` that are younger than `ttl_s` (None: any age); with
+        `unreadable`, one that cannot be read (cut, edited) as Stored(UNREADABLE, its time, or
+        -1 when its time cannot be read either), else it is left out."""
+        raise NotImplementedError
+
+    async def held(self, operator: str, now: float) -> list[str]:
+        """The owners of the leases of `operator` that have not lapsed at `now`."""
+        raise NotImplementedError
+
+    async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
+        """Delete the answer of each (key, at) if it is still the one stored at `at` (-1: still
+        unreadable): an answer that no longer fits, so that its key may be leased and called."""
         raise NotImplementedError
 
     async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
@@ -197,3 +214,17 @@ def encode(value: Any) -> str:
 def decode(text: str | bytes) -> Any:
     """An answer from stored text."""
     return json.loads(text, object_hook=_untag)
+
+
+#: The value of a stored answer that cannot be read (`get_many(..., unreadable=True)`).
+UNREADABLE = object()
+
+
+def readable(text: str | bytes, at: float, unreadable: bool) -> Stored | None:
+    """The stored answer of `text`; one that cannot be read (cut or edited) is None, or
+    Stored(UNREADABLE, at) when asked for: its key is called again and the answer written
+    anew, instead of the job stopping."""
+    try:
+        return Stored(decode(text), at)
+    except (ValueError, TypeError, KeyError):
+        return Stored(UNREADABLE, at) if unreadable else None

@@ -6,14 +6,38 @@ import asyncio
 import os
 import threading
 
+from dslc.runtime import secrets as S
+
 from .base import AnswerStore, is_redis
+
+#: The values of the `${NAME}` secrets of a location as written, given by the operators that use
+#: it (`use_secrets`): an executor has no environment to read them from.
+_secrets: dict[str, S.Secrets] = {}
+
+
+def use_secrets(location: str, secrets: S.Secrets | None) -> None:
+    """Remember the values that fill `location`'s `${NAME}` secrets in this process."""
+    if secrets and S.names_in(location):
+        _secrets[location] = secrets
+
+
+def filled(location: str) -> str:
+    """`location` with its `${NAME}` secrets filled: from the values an operator gave, else read
+    as the job's driver reads them (the secrets file, the environment; MissingSecret if unset)."""
+    names = S.names_in(location)
+    if not names:
+        return location
+    known = _secrets.get(location)
+    values = known if known is not None and all(n in known for n in names) else S.read(names)
+    return values.fill(location)
 
 
 def make_store(location: str) -> AnswerStore:
-    """A new, unopened store for a location: a file path (SQLite) or `redis://host:port/db`."""
+    """A new, unopened store for a location: a file path (SQLite) or `redis://host:port/db`
+    (its `${NAME}` secrets filled here; messages show it as written, its password masked)."""
     if is_redis(location):
         from .redis import RedisStore
-        return RedisStore(location)
+        return RedisStore(location, filled(location))
     from .sqlite import SqliteStore
     return SqliteStore(location)
 

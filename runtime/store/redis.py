@@ -13,10 +13,23 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
+from dslc.runtime.secrets import MASK, mask_url, scrub
+
+from .base import (
+    SCHEMA_VERSION,
+    UNREADABLE,
+    AnswerStore,
+    Join,
+    OperatorStats,
+    Stored,
+    StoreError,
+    encode,
+    readable,
+)
 from .ledger import BatchRecord, LineRecord
 
 # One slot of a rate shared by the job: the server's clock, so executors' clocks need not agree.
@@ -57,6 +70,31 @@ return 0
 """
 
 
+# Delete an answer (KEYS) if it is still the one stored at ARGV's time (-1: still unreadable).
+_FORGET = """
+for i, key in ipairs(KEYS) do
+  local raw = redis.call('GET', key)
+  if raw then
+    local ok, item = pcall(cjson.decode, raw)
+    local at = tonumber(ARGV[i])
+    if (at < 0 and not ok) or (ok and type(item) == 'table' and item.at == at) then redis.call('DEL', key) end
+  end
+end
+return 0
+"""
+
+
+def _item(raw: bytes | None) -> dict | None:
+    """A stored answer's record, None when there is none or it cannot be read (cut, edited)."""
+    if raw is None:
+        return None
+    try:
+        item = json.loads(raw)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) and {"k", "v", "at"} <= item.keys() else None
+
+
 def _digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -64,8 +102,11 @@ def _digest(key: str) -> str:
 class RedisStore(AnswerStore):
     """The answer store on a Redis server."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, connect_to: str | None = None) -> None:
         self.location = location
+        self._url = connect_to or location     # `${NAME}` filled (open_stores.filled)
+        #: how messages show the location: without its user:password, whether a secret or literal
+        self.shown = mask_url(location)
         self._client: Any = None
 
     def _answer(self, operator: str, key: str) -> str:
@@ -79,12 +120,12 @@ class RedisStore(AnswerStore):
             import redis.asyncio as aioredis
             from redis.exceptions import RedisError
         except ImportError:
-            raise StoreError(f"answer store {self.location}: the `redis` Python package is not installed "
+            raise StoreError(f"answer store {self.shown}: the `redis` Python package is not installed "
                              "(pip install redis)") from None
         try:
-            self._client = aioredis.from_url(self.location, socket_connect_timeout=5, socket_timeout=30)
+            self._client = aioredis.from_url(self._url, socket_connect_timeout=5, socket_timeout=30)
         except (ValueError, RedisError) as exc:
-            raise StoreError(f"answer store {self.location}: bad Redis location: {exc}") from None
+            raise StoreError(f"answer store {self.shown}: bad Redis location: {self._said(exc)}") from None
         try:
             await self._client.ping()
             version = await self._client.hget("dslc:meta", "schema_version")
@@ -93,34 +134,48 @@ class RedisStore(AnswerStore):
                 version = await self._client.hget("dslc:meta", "schema_version")
         except (RedisError, OSError) as exc:
             await self.close()
-            raise StoreError(f"answer store {self.location} is unreachable: {exc}; start Redis there, or give "
+            raise StoreError(f"answer store {self.shown} is unreachable: {self._said(exc)}; start Redis there, or give "
                              "ANSWERS another location") from None
         version = int(version)
         if version > SCHEMA_VERSION:
-            raise StoreError(f"answer store {self.location} was written by a newer dslc (store version {version}; "
+            raise StoreError(f"answer store {self.shown} was written by a newer dslc (store version {version}; "
                              f"this dslc reads version {SCHEMA_VERSION}): upgrade dslc, or use another database")
         if version == 1:    # version 2 adds what Spark joins an answer by, kept beside it as answers come
             await self._client.hset("dslc:meta", "schema_version", str(SCHEMA_VERSION))
             version = SCHEMA_VERSION
         if version < SCHEMA_VERSION:
-            raise StoreError(f"answer store {self.location} was written by an older dslc (store version {version}) "
-                             f"and cannot be migrated: empty it with `dslc store clear {self.location}`")
+            raise StoreError(f"answer store {self.shown} was written by an older dslc (store version {version}) "
+                             f"and cannot be migrated: empty it with `dslc store clear {self.shown}`")
         self._reserve = self._client.register_script(_RESERVE)
         self._release = self._client.register_script(_RELEASE)
         self._take = self._client.register_script(_LEASE)
         self._renew = self._client.register_script(_RENEW)
+        self._forget = self._client.register_script(_FORGET)
 
-    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
+    async def intact(self) -> bool:
+        return bool(await self._client.exists("dslc:meta"))
+
+    def _said(self, exc: BaseException) -> str:
+        """An error's text without the location's password (as a URL or alone)."""
+        text = scrub(str(exc))
+        password = urllib.parse.urlsplit(self._url).password
+        return text.replace(urllib.parse.unquote(password), MASK).replace(password, MASK) if password else text
+
+    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None,
+                       unreadable: bool = False) -> dict[str, Stored]:
         if not keys:
             return {}
         values = await self._client.mget([self._answer(operator, k) for k in keys])
         since = time.time() - ttl_s if ttl_s else float("-inf")
         found: dict[str, Stored] = {}
         for key, raw in zip(keys, values):
-            if raw is not None:
-                item = json.loads(raw)
-                if item["at"] >= since and item["k"] == key:
-                    found[key] = Stored(decode(item["v"]), item["at"])
+            item = _item(raw)
+            if item is not None and item["at"] >= since and item["k"] == key:
+                stored = readable(item["v"], item["at"], unreadable)
+                if stored is not None:
+                    found[key] = stored
+            elif item is None and raw is not None and unreadable:
+                found[key] = Stored(UNREADABLE, -1.0)
         return found
 
     async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
@@ -149,6 +204,16 @@ class RedisStore(AnswerStore):
             if float(at) >= since:
                 out.append((args.decode("utf-8"), output))
         return out
+
+    async def held(self, operator: str, now: float) -> list[str]:
+        names = await self._keys(f"dslc:l:{operator}:*")      # a lapsed lease has expired
+        owners = await self._client.mget(names) if names else []
+        return [owner.decode("utf-8") for owner in owners if owner is not None]
+
+    async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
+        if stale:
+            await self._forget(keys=[self._answer(operator, key) for key, _ in stale],
+                               args=[repr(float(at)) for _, at in stale])
 
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
                     ttl_s: float | None = None) -> set[str]:

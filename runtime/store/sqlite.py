@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, decode, encode
+from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, StoreError, encode, readable
 from .ledger import BatchRecord, LineRecord
 
 APPLICATION_ID = 0x64736C63   # 'dslc'
@@ -57,6 +57,14 @@ MIGRATIONS: dict[int, str] = {
 def _chunks(keys: list[str]) -> Iterator[list[str]]:
     for start in range(0, len(keys), _CHUNK):
         yield keys[start:start + _CHUNK]
+
+
+#: SQLite's errors of a file or folder it may not write (not of a damaged file).
+_NOT_WRITABLE = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
+
+
+def _not_writable(exc: sqlite3.DatabaseError) -> bool:
+    return str(getattr(exc, "sqlite_errorname", "")).startswith(_NOT_WRITABLE)
 
 
 class SqliteStore(AnswerStore):
@@ -98,6 +106,10 @@ class SqliteStore(AnswerStore):
             self._schema(db, where)
         except sqlite3.DatabaseError as exc:
             db.close()
+            if _not_writable(exc):      # a read-only folder or file: nothing is damaged, nothing lost
+                raise StoreError(f"answer store {where} cannot be written ({exc}): the store and its folder must be "
+                                 "writable (SQLite keeps its -wal and -shm files beside it); make them writable, or "
+                                 "give ANSWERS another path") from None
             raise StoreError(f"answer store {where} is damaged or not an SQLite file ({exc}); move it away "
                              "(its answers are lost) or give ANSWERS another path") from None
         except BaseException:
@@ -166,7 +178,8 @@ class SqliteStore(AnswerStore):
 
     # ----------------------------------------------------------------- answers
 
-    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None) -> dict[str, Stored]:
+    async def get_many(self, operator: str, keys: list[str], ttl_s: float | None,
+                       unreadable: bool = False) -> dict[str, Stored]:
         since = time.time() - ttl_s if ttl_s else float("-inf")
         found: dict[str, Stored] = {}
         for part in _chunks(keys):
@@ -174,7 +187,9 @@ class SqliteStore(AnswerStore):
             for key, value, at in self.db.execute(
                     f"SELECT key, value, at FROM answers WHERE operator = ? AND key IN ({marks})", (operator, *part)):
                 if at >= since:
-                    found[key] = Stored(decode(value), at)
+                    stored = readable(value, at, unreadable)
+                    if stored is not None:
+                        found[key] = stored
         return found
 
     async def put_many(self, operator: str, items: list[tuple[str, Any]], ttl_s: float | None,
@@ -199,6 +214,15 @@ class SqliteStore(AnswerStore):
                                "AND output IS NOT NULL", (operator, variant, since)).fetchall()
 
     # ----------------------------------------------------------------- leases
+
+    async def held(self, operator: str, now: float) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT owner FROM leases WHERE operator = ? AND until >= ?",
+                                              (operator, now))]
+
+    async def forget(self, operator: str, stale: list[tuple[str, float]]) -> None:
+        if stale:
+            self._write(lambda db: db.executemany("DELETE FROM answers WHERE operator = ? AND key = ? AND at = ?",
+                                                  [(operator, key, at) for key, at in stale]))
 
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
                     ttl_s: float | None = None) -> set[str]:

@@ -6,8 +6,10 @@ join of the rows on the columns the request is made of against the answers store
 (runtime/spark/stored_join.py). For that, an answer is stored with:
 
 - `variant`: a digest of the operator's request with its columns left open (the URL template,
-  the method, the prompt...): answers stored by an operator whose request was different are
-  not joined;
+  the method, the prompt...) and of its RETURNS (names and types): answers stored by an
+  operator whose request or RETURNS was different are not joined (`output` holds the RETURNS
+  columns of its day: a column added since would be NULL, one retyped misread); the operator
+  finds them in the store row by row, and checks them against today's RETURNS;
 - `args`: the row's request columns, as a JSON object Spark's `from_json` reads back exactly;
 - `output`: the RETURNS columns the answer makes, as JSON Spark reads back exactly.
 
@@ -53,15 +55,33 @@ def _fits(value: Any, type_name: str) -> bool:
 
 
 def variant_of(call: EnrichCall) -> str | None:
-    """A digest of the call's request with its request columns left open; None when the call does
-    not say which columns its request reads."""
+    """A digest of the call's request with its request columns left open, and of its RETURNS;
+    None when the call does not say which columns its request reads."""
     columns = call.request_columns()
     if not columns:
         return None
     key = call.request_key({c: f"{_SENTINEL}{c}" for c in columns})
     if key is None:
         return None
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+    returns = json.dumps([(c.name, c.type.upper()) for c in call.config.returns], separators=(",", ":"))
+    return hashlib.sha256(f"{key}\n{returns}".encode("utf-8")).hexdigest()[:24]
+
+
+def sound(entries: list[tuple[str, str]], returns: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """The (args, output) entries that are what `Joinable.entry` writes for these RETURNS (name,
+    type): JSON objects, the output's values fitting their columns. A damaged entry (cut, edited)
+    is left out: its row goes through the operator, which calls again if the answer is damaged too."""
+    names = {name for name, _ in returns}
+    kept = []
+    for args, output in entries:
+        try:
+            given, made = json.loads(args), json.loads(output)
+        except ValueError:
+            continue
+        if (isinstance(given, dict) and isinstance(made, dict) and set(made) == names
+                and all(_fits(made[name], type_name) for name, type_name in returns)):
+            kept.append((args, output))
+    return kept
 
 
 class Joinable:

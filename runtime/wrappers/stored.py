@@ -25,17 +25,21 @@ import asyncio
 import os
 import socket
 import uuid
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-from dslc.runtime.calls.base import EnrichCall
+from dslc.runtime.calls.base import CallError, EnrichCall, check_result_types
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.limits.money import amount_text, call_budget
 from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.schema import results as result_types
 from dslc.runtime.schema.provenance import marked
-from dslc.runtime.store.base import AnswerStore, Join, Stored
-from dslc.runtime.store.open_stores import store_for
+from dslc.runtime.secrets import mask_url
+from dslc.runtime.store.base import UNREADABLE, AnswerStore, Join, Stored
+from dslc.runtime.store.lost import through
+from dslc.runtime.store.open_stores import store_for, use_secrets
 from dslc.runtime.store.per_step import PerStep, unique
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.joinable import Joinable
@@ -47,6 +51,7 @@ RENEW_S = 1.5          # how often a holder renews the leases of its calls in fl
 POLL_S = (0.01, 0.2)   # first and longest wait between looks for an answer another task is getting
 
 
+T = TypeVar("T")
 NOT_KNOWN = object()   # `known_answer`: the row's answer was not found by the chunk's lookup
 
 
@@ -60,7 +65,7 @@ def budget_message(config: Enrich, unanswered: int, scope: str = "") -> str:
     assert budget is not None
     rows = f"{unanswered} row{'s' if unanswered != 1 else ''}{scope}"
     return (f"BUDGET {amount_text(budget.amount)} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
-            f"still unanswered; every answer received is in the answer store {config.store.location if config.store else ''}: "
+            f"still unanswered; every answer received is in the answer store {mask_url(config.store.location) if config.store else ''}: "
             "run the same command again to continue (it pays for nothing twice)")
 
 
@@ -75,6 +80,7 @@ class StoredCall(DelegatingCall):
         self.counts_calls = counts_calls     # BATCH counts its calls itself (one per batch)
         self.operator = config.name
         self.location = config.store.location
+        use_secrets(self.location, config.secrets)     # a `${NAME}` in ANSWERS, filled on the executor
         self.ttl_s = config.store.ttl_s
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"
         # a miss is kept unless misses are retried (ON MISS RETRY): then only results are
@@ -98,6 +104,7 @@ class StoredCall(DelegatingCall):
         self._chunk_keys: dict[int, str | None] = {}       # request keys of the chunk `prefetch` looked up
         self._local: dict[str, asyncio.Future[Any]] = {}  # keys being resolved by an element here
         self._notes = config.provenance is not None          # PROVENANCE: a stored answer says so
+        self._check = result_types.checker(config.returns)   # a stored answer fits today's RETURNS
         self._watch = ModelWatch(config, metrics) if watched(config) else None   # a model that changed
 
     # ----------------------------------------------------------------- the store, batched per loop step
@@ -107,18 +114,47 @@ class StoredCall(DelegatingCall):
             self._store = await store_for(self.location)
         return self._store
 
+    def _through(self, operation: Callable[[AnswerStore], Awaitable[T]]) -> Awaitable[T]:
+        """`operation` on the store; a store lost mid-run is waited for, else stops the run
+        (store/lost.py), never the rows' error."""
+        return through(self.store, self.location, operation)
+
     async def _get_many(self, keys: list[str]) -> list[Stored | None]:
-        found = await (await self.store()).get_many(self.operator, unique(keys), self.ttl_s)
+        found = await self._found(keys)
         return [found.get(key) for key in keys]
 
+    async def _found(self, keys: list[str]) -> dict[str, Stored]:
+        """The stored answers of `keys` that can be read and fit today's RETURNS types. One that
+        cannot (cut or edited, or stored before a column was retyped) is forgotten (if it is still
+        the one read), so that its key is leased and called again and the answer written anew (a
+        column added since is NULL in an answer without it, as in a fresh one)."""
+        found = await self._through(lambda store: store.get_many(self.operator, unique(keys), self.ttl_s,
+                                                                 unreadable=True))
+        stale = [(key, stored.at) for key, stored in found.items() if not self._fits(stored.value)]
+        if stale:
+            await self._through(lambda store: store.forget(self.operator, stale))
+            for key, _ in stale:
+                del found[key]
+        return found
+
+    def _fits(self, value: Any) -> bool:
+        if value is UNREADABLE:
+            return False
+        try:
+            check_result_types(value, self._check)
+        except CallError:
+            return False
+        return True
+
     async def _lease_many(self, keys: list[str]) -> list[bool]:
-        held = await (await self.store()).lease(self.operator, unique(keys), self.owner, LEASE_S, self.ttl_s)
+        held = await self._through(lambda store: store.lease(self.operator, unique(keys), self.owner, LEASE_S,
+                                                             self.ttl_s))
         return [key in held for key in keys]
 
     async def _put_many(self, items: list[tuple[str, Any, Join | None]]) -> list[None]:
         joins = {key: join for key, _, join in items if join is not None}
-        await (await self.store()).put_many(self.operator, [(key, value) for key, value, _ in items], self.ttl_s,
-                                            joins)
+        answers = [(key, value) for key, value, _ in items]
+        await self._through(lambda store: store.put_many(self.operator, answers, self.ttl_s, joins))
         return [None] * len(items)
 
     def _join(self, row: Row, value: Any) -> Join | None:
@@ -129,11 +165,11 @@ class StoredCall(DelegatingCall):
         return Join(joinable.variant, *entry) if entry is not None else None
 
     async def _release_many(self, keys: list[str]) -> list[None]:
-        await (await self.store()).release(self.operator, unique(keys), self.owner)
+        await self._through(lambda store: store.release(self.operator, unique(keys), self.owner))
         return [None] * len(keys)
 
     async def _spend_many(self, amounts: list[int]) -> list[int]:
-        total = await (await self.store()).spend(self.budget_counter, sum(amounts))
+        total = await self._through(lambda store: store.spend(self.budget_counter, sum(amounts)))
         start = total - sum(amounts)
         out, running = [], start
         for amount in amounts:
@@ -153,8 +189,7 @@ class StoredCall(DelegatingCall):
             return
         if len(self._known) > 100_000:
             self._known.clear()
-        found = await (await self.store()).get_many(self.operator, unique(keys), self.ttl_s)
-        self._known.update(found)
+        self._known.update(await self._found(keys))
 
     prefetch.wanted = True   # type: ignore[attr-defined]
 

@@ -170,3 +170,42 @@ def test_dslc_run_exits_with_code_3_when_the_budget_is_spent(tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     out = [json.loads(line) for p in (tmp_path / "out").glob("*.json") for line in p.read_text().splitlines()]
     assert sorted(r["label"] for r in out) == sorted(f"l-k{i % 6}" for i in range(18))
+
+
+def test_a_redis_password_given_as_a_secret_is_filled_and_never_shown(spark, serve_app, tmp_path, capfd,
+                                                                       monkeypatch):
+    """#48 item 19: `ANSWERS 'redis://:${REDIS_PASSWORD}@...'` is filled on the driver and the
+    executors (the answers are stored: a rerun pays nothing), and the password shows nowhere."""
+    import shutil
+    import socket
+    import subprocess
+    import time
+
+    password = "pw-e2e-71c4-never-shown"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    redis = subprocess.Popen([shutil.which("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                              "--appendonly", "no", "--dir", str(tmp_path), "--requirepass", password],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(400):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        monkeypatch.setenv("REDIS_PASSWORD", password)
+        calls: Counter = Counter()
+        server = _service(serve_app, calls)
+        _orders(tmp_path, 20, 5)
+        flow = _flow(tmp_path, server.port, answers=f"ANSWERS 'redis://:${{REDIS_PASSWORD}}@127.0.0.1:{port}/0'")
+        run_flow(flow)
+        assert sorted(calls) == [f"c{i}" for i in range(5)] and set(calls.values()) == {1}
+        run_flow(flow)
+        assert set(calls.values()) == {1}                    # every answer came from the store
+        out = capfd.readouterr()
+        assert password not in out.out + out.err + (tmp_path / "job.py").read_text()
+    finally:
+        redis.kill()
+        redis.wait()

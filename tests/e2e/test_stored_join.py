@@ -234,3 +234,57 @@ def test_answers_parsed_by_arrow_are_the_rows_from_json_makes(spark, monkeypatch
     rows = sorted(by_arrow.collect(), key=lambda r: r[0])
     assert rows == sorted(by_spark.collect(), key=lambda r: r[0])
     assert rows[0]["the tier"] == "gold – ü\n€" and rows[0]["visits"] == 2**62 and rows[1]["score"] == 1e300
+
+
+GROWN = """PIPELINE warm MODE BATCH ANSWERS 'answers.db';
+SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING, region INT, amount DOUBLE);
+STREAM enriched = ENRICH orders WITH HTTP GET 'http://127.0.0.1:{port}/customers/{{region}}/{{customer_id}}'
+  RETURNS ({returns}) ASYNC UNORDERED CAPACITY 8 TIMEOUT 5s ON MISS NULL STORE;
+SINK enriched TO JSON 'out/big';
+"""
+
+
+def test_answers_stored_under_other_returns_are_not_joined(spark, serve_app, tmp_path, monkeypatch):
+    """#48 item 18: after RETURNS gains a column, a warm rerun does not join the answers stored
+    with the old RETURNS (that column NULL in every row): the operator finds them in the store,
+    where the whole answer holds the new column, and calls nothing again."""
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+    server = _service(serve_app, calls)
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 10 + 1}", "region": 1, "amount": 9.0} for i in range(30)]
+    (tmp_path / "in/0.json").write_text("".join(json.dumps(r) + "\n" for r in orders))
+
+    def run(returns: str) -> tuple[list[dict], dict]:
+        flow = tmp_path / "pipeline.flow"
+        flow.write_text(GROWN.format(port=server.port, returns=returns))
+        import shutil
+        shutil.rmtree(tmp_path / "out", ignore_errors=True)
+        run_flow(flow)
+        rows = [json.loads(line) for p in sorted((tmp_path / "out/big").glob("*.json"))
+                for line in p.read_text().splitlines()]
+        return rows, json.loads((tmp_path / "metrics.json").read_text())["operators"]["enriched"]
+
+    run("tier STRING")
+    paid = sum(calls.values())
+    rows, figures = run("tier STRING, score DOUBLE")
+    assert sum(calls.values()) == paid and figures["store_joined"] == 0
+    expected = {f"c{n}": n / 4 for n in range(1, 11) if n % 7 not in (0, 3, 5)}
+    got = {r["customer_id"]: r["score"] for r in rows if r["customer_id"] in expected}
+    assert got == expected
+
+
+def test_a_damaged_joinable_answer_is_left_to_the_operator(spark):
+    """A cut or edited `output` is not read by Spark's from_json as a row of NULLs: it is left
+    out of the join (its row goes through the operator)."""
+    from pyspark.sql.types import StructType
+
+    from dslc.runtime.spark import stored_join
+
+    args = StructType.fromDDL("customer_id STRING")
+    returns = StructType.fromDDL("tier STRING, score DOUBLE")
+    answers = [(json.dumps({"customer_id": "c1"}), json.dumps({"tier": "gold", "score": 0.5})),
+               (json.dumps({"customer_id": "c2"}), '{"tier": "si'),
+               (json.dumps({"customer_id": "c3"}), json.dumps({"tier": 12345, "score": "high"}))]
+    rows = stored_join._stored(spark, answers, args, returns, ["__dslc_k0"]).collect()
+    assert [(r["__dslc_k0"], r["tier"], r["score"]) for r in rows] == [("c1", "gold", 0.5)]

@@ -567,3 +567,19 @@ def test_header_names_and_values_with_line_breaks_are_refused_on_one_line_each()
     source, diags = diagnostics_of(text, FOLDER)
     assert [d.message.split(" is not")[0] for d in diags] == ["'X-A\\r\\nEvil'", "'one\\r\\nInjected: yes'"]
     assert all(len(d.render(source).splitlines()) == 4 for d in diags)
+
+
+def test_every_header_diagnostic_quotes_a_name_with_a_line_break_on_one_line():
+    """#48 item 27: a header without a value and a header given twice quoted the name raw too,
+    and a raw CR inside a string moved the terminal's cursor in the source line shown."""
+    text = (ORDERS + "STREAM e = ENRICH orders WITH HTTP GET 'https://api.example.com/c/{customer_id}'\n"
+            "  HEADERS ('X-A\\nB' = 'on', 'X-A\\nB' = 'two', 'X-C\\r\\nD', 'X-E\rF' = 'v')\n"
+            "  RETURNS (tier STRING);\nSINK e TO CONSOLE;")
+    source, diags = diagnostics_of(text, FOLDER)
+    assert {d.code for d in diags} == {"E0320", "E0323", "E0324"}
+    for d in diags:
+        shown = d.render(source)
+        assert len(shown.splitlines()) == 4 and "\r" not in shown, shown
+    line = next(d.render(source).splitlines()[1] for d in diags if "X-E" in d.message)
+    caret = next(d.render(source).splitlines()[2] for d in diags if "X-E" in d.message)
+    assert line[caret.index("^"):caret.index("^") + 6] == "'X-E\u240dF"

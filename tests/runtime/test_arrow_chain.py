@@ -353,3 +353,18 @@ def _counts(metrics: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The reported metrics without the task's wall and CPU seconds (which vary run to run)."""
     return [{name: {k: v for k, v in m.items() if k not in ("task_seconds", "cpu_seconds")} for name, m in item.items()}
             for item in metrics]
+
+
+def test_an_object_answered_for_a_string_column_is_written_as_json_text(search_path) -> None:
+    """#48 item 25: `{'name': 'gold'}` (Python's repr) was written; the text is JSON, as
+    Spark's to_json would write it."""
+    from dslc.runtime.core.arrow_chain import rows_to_batch
+
+    schema = to_arrow_schema((C.Column("tier", "STRING"), C.Column("tags", "STRING"), C.Column("vip", "STRING"),
+                              C.Column("n", "STRING")))
+    rows = [{"tier": {"name": "gold", "level": 2, "note": "ü"}, "tags": ["a", None], "vip": True, "n": 1.5},
+            {"tier": "plain", "tags": None, "vip": False, "n": 7}]
+    assert rows_to_batch(rows, schema).to_pylist() == [
+        {"tier": '{"name":"gold","level":2,"note":"ü"}', "tags": '["a",null]', "vip": "true", "n": "1.5"},
+        {"tier": "plain", "tags": None, "vip": "false", "n": "7"}]
+    assert json.loads(rows_to_batch(rows, schema).to_pylist()[0]["tier"]) == rows[0]["tier"]

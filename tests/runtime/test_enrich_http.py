@@ -1,6 +1,7 @@
 """ENRICH WITH HTTP GET against a real local aiohttp server with injected faults."""
 from __future__ import annotations
 
+import json
 import time
 import urllib.parse
 from typing import Any
@@ -256,3 +257,46 @@ def test_a_call_task_whose_element_timed_out_goes_on_with_the_next_elements(faul
     m = op.metrics()
     assert m["timeouts"] == 1 and m["calls"] == 4 and m["max_in_flight"] == 1
     assert not op._pool                            # noqa: SLF001 - dispose ended the call task
+
+
+TOKEN = "Tk-4f81/c0de93a7-never-written"
+
+
+def _with_token(server: FaultServer, **kw: Any) -> Enrich:
+    from dslc.runtime.secrets import Secrets
+
+    return Enrich(name=f"http{next(_names)}", line=12, returns=(Column("key", "STRING"),),
+                  key_columns=("id",), timeout_s=5.0, on_error=Outcome.DEAD_LETTER,
+                  call=HttpCall(server.url("/kv/{id}"), headers=(("Authorization", "Bearer ${TOKEN}"),)),
+                  secrets=Secrets({"TOKEN": TOKEN}), **kw)
+
+
+def test_a_secret_echoed_by_an_error_body_is_masked_in_any_encoding_and_where_it_is_cut(fault_server) -> None:
+    """#48 item 17: an error body writing `/` as `\\/` (PHP's json_encode), and a 503 body whose
+    token straddles the point where the text shown is cut, leave no part of the token."""
+    echoed = json.dumps({"error": f"bad token {TOKEN}"}).replace("/", "\\/")
+    fault_server.script("php", Reply(status=400, body=echoed))
+    fault_server.script("cut", Reply(status=503, body="x" * 190 + f" token {TOKEN} rejected"))
+    op, out = run(_with_token(fault_server), [{"id": "php"}, {"id": "cut"}])
+    errors = {letter["key"]["id"]: letter["error"] for letter in out.dead_letters}
+    assert "${TOKEN}" in errors["php"] and "HTTP 400" in errors["php"]
+    shown = json.dumps([errors, op.metrics()])
+    for piece in (TOKEN[:6], TOKEN[-8:], "Tk-4f81\\\\/c0de"):
+        assert piece not in shown, piece
+
+
+def test_a_long_json_error_body_shows_the_errors_message(fault_server: FaultServer) -> None:
+    """#48 item 4: a gateway's error object longer than 300 bytes shows its `message` (and code),
+    not its first bytes of braces and field names; a body that is not JSON is shortened."""
+    gateway = {"error": {"message": "Invalid model name passed in model=gpt-9", "type": "invalid_request_error",
+                         "param": None, "code": "model_not_found"},
+               "request": {"id": "req_" + "0" * 40, "trace": ["litellm.proxy"] * 20}}
+    fault_server.script("gateway", Reply(status=400, body=json.dumps(gateway)))
+    fault_server.script("fastapi", Reply(status=422, body=json.dumps({"detail": [
+        {"loc": ["body", "x"], "msg": "field required", "type": "value_error.missing", "pad": "p" * 300}]})))
+    fault_server.script("html", Reply(status=502, body="<html>" + "b" * 1000 + "</html>"))
+    op, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": "gateway"}, {"id": "fastapi"}, {"id": "html"}])
+    errors = {letter["key"]["id"]: letter["error"] for letter in out.dead_letters}
+    assert errors["gateway"].endswith("/kv/gateway: Invalid model name passed in model=gpt-9 [model_not_found]")
+    assert errors["fastapi"].endswith("/kv/fastapi: field required [value_error.missing]")
+    assert errors["html"].endswith(": <html>" + "b" * 293 + "\u2026")

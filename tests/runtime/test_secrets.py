@@ -2,7 +2,10 @@
 the environment, a missing one named with where it was looked for, values masked in any text."""
 from __future__ import annotations
 
+import base64
+import json
 import pickle
+import urllib.parse
 
 import pytest
 
@@ -69,3 +72,37 @@ def test_values_are_masked_and_never_printed():
     assert "t0p" not in repr(C.Enrich(name="e", line=1, call=C.HttpCall(url="http://x/"), returns=(),
                                       key_columns=(), secrets=secrets))
     assert pickle.loads(pickle.dumps(secrets)) == secrets      # how the values reach executors
+
+
+TOKEN = "Tk-4f81/c0de93a7+never-written"
+
+
+@pytest.mark.parametrize("echoed", [
+    json.dumps({"error": f"bad token {TOKEN}"}).replace("/", "\\/"),          # PHP's json_encode
+    json.dumps({"error": f"bad token {TOKEN}"}),
+    f"bad token {urllib.parse.quote(TOKEN, safe='')}",
+    f"bad token {urllib.parse.quote_plus(TOKEN)}",
+    "Basic " + base64.b64encode(f"user:{TOKEN}".encode()).decode(),
+    "Basic " + base64.b64encode(f"us:{TOKEN}".encode()).decode(),
+    "Basic " + base64.urlsafe_b64encode(f"u:{TOKEN}".encode()).decode(),
+    f"bad token {TOKEN[:9]}",                # a body cut in the middle of the value
+    f"bad token {TOKEN[:5]}...",
+])
+def test_every_encoding_of_a_secret_and_a_cut_one_is_masked(echoed):
+    masked = S.Secrets({"TOKEN": TOKEN}).mask(echoed)
+    assert "${TOKEN}" in masked
+    for form in _leaks(TOKEN):
+        assert form not in masked, (form, masked)
+
+
+def _leaks(value: str) -> list[str]:
+    """Pieces of the value a reader could take it from: its halves, raw and base64-decoded."""
+    half = len(value) // 2
+    return [value[:half], value[half:], urllib.parse.quote(value[:half], safe=""),
+            base64.b64encode(value[3:].encode()).decode()[4:16]]
+
+
+def test_masking_leaves_other_text_alone():
+    secrets = S.Secrets({"TOKEN": TOKEN})
+    for text in ("HTTP 401: unauthorized", "Tk-4 is a tank", "", "aGVsbG8gd29ybGQ="):
+        assert secrets.mask(text) == text

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 
 import pytest
@@ -75,3 +76,26 @@ def test_unknown_operator_and_missing_store_are_clear_errors(tmp_path, monkeypat
     assert "no ENRICH named 'nope' uses STORE" in capsys.readouterr().err
     assert main(["store", "stats", "missing.db"]) == 1
     assert "no answer store at missing.db" in capsys.readouterr().err
+
+
+def test_clear_refuses_while_a_run_holds_the_store(setup, capsys, monkeypatch):
+    """#48 item 26: `dslc store clear` during a run of the pipeline emptied the store under it
+    (exit 0, no word) and the run paid the cleared keys again: the run's hold makes it refuse."""
+    from dslc.runtime.store import run_hold
+
+    monkeypatch.setattr(run_hold, "HOLD_S", 0.6)      # lapses unless renewed: the renewing is tested
+    monkeypatch.setattr(run_hold, "RENEW_S", 0.1)
+    flow, location = setup
+    run_hold.hold(location)
+    try:
+        import time
+        time.sleep(1.5)                                  # past HOLD_S: still held, being renewed
+        assert main(["store", "clear", str(flow)]) != 0
+        err = capsys.readouterr().err
+        assert "is in use by a running job" in err and f"pid {os.getpid()}" in err
+        assert main(["store", "stats", location]) == 0
+        assert "labelled" in capsys.readouterr().out       # nothing was cleared
+    finally:
+        run_hold.release(location)
+    assert main(["store", "clear", str(flow)]) == 0        # the run ended: its hold is gone
+    assert "cleared 4 answers" in capsys.readouterr().out

@@ -156,3 +156,80 @@ def test_batched_calls_keep_each_elements_answer(fault_server: FaultServer, loca
     second, out = run(config, rows(range(25)))
     assert fault_server.total == first.metrics()["calls"] + 1            # only keys 20..24, in one batch
     assert second.metrics()["store_hits"] == 20 and len(out.rows) == 25
+
+
+def _stored_as(config: Enrich, rows_: list[dict], text: str | None = None, value=None) -> None:
+    """Overwrite the stored answers of these rows: with `value`, or with raw `text` (SQLite)."""
+    import asyncio
+    import sqlite3
+
+    from dslc.runtime.calls.http import HttpEnrichCall
+    from dslc.runtime.store.open_stores import make_store
+
+    keys = [HttpEnrichCall(config).request_key(row) for row in rows_]
+    if text is not None:
+        with sqlite3.connect(config.store.location) as db:
+            db.executemany("UPDATE answers SET value = ? WHERE key = ?", [(text, k) for k in keys])
+        return
+
+    async def put() -> None:
+        store = make_store(config.store.location)
+        await store.open()
+        await store.put_many(config.name, [(k, value) for k in keys], None)
+        await store.close()
+    asyncio.run(put())
+
+
+def test_a_stored_answer_that_no_longer_fits_returns_is_called_again(fault_server: FaultServer, location):
+    """#48 item 18: an answer stored under other RETURNS types (`value` a number, today a
+    STRING... a BIGINT column answered 'x') is not served: its key is called again."""
+    config = enrich(fault_server, location, returns=(Column("value", "STRING"), Column("n", "BIGINT")))
+    _stored_as(config, rows("ab"), value={"value": "v-old", "n": "not a number"})
+    _, out = run(config, rows("ab"))
+    assert fault_server.total == 2 and sorted(r["value"] for r in out.rows) == ["v-a", "v-b"]
+    _, out = run(config, rows("ab"))                    # the answers written anew are served
+    assert fault_server.total == 2 and sorted(r["value"] for r in out.rows) == ["v-a", "v-b"]
+
+
+def test_a_cut_stored_answer_is_called_again_not_a_bare_json_error(fault_server: FaultServer, tmp_path):
+    config = enrich(fault_server, str(tmp_path / "answers.db"))
+    run(config, rows("ab"))
+    _stored_as(config, rows("a"), text='{"value": "v-')
+    _, out = run(config, rows("ab"))
+    assert sorted(r["value"] for r in out.rows) == ["v-a", "v-b"]
+    assert fault_server.by_key["a"] == 2 and fault_server.by_key["b"] == 1
+
+
+def test_a_read_only_store_is_not_called_damaged(tmp_path):
+    import asyncio
+    import os
+    import subprocess
+
+    from dslc.runtime.store.base import StoreError
+    from dslc.runtime.store.open_stores import make_store
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    location = str(folder / "answers.db")
+
+    async def open_put() -> None:
+        store = make_store(location)
+        await store.open(check=True)
+        await store.put_many("op", [("k", {"v": "1"})], None)
+        await store.close()
+    asyncio.run(open_put())
+    # read-only: a mode without write for a user, immutable for root (who may write any mode)
+    lock, unlock = ((["chattr", "+i", str(folder)], ["chattr", "-i", str(folder)]) if os.geteuid() == 0 else
+                    (["chmod", "555", str(folder)], ["chmod", "755", str(folder)]))
+    for name in folder.iterdir():
+        if name.name != "answers.db":
+            name.unlink()
+    subprocess.run(lock, check=True)
+    try:
+        with pytest.raises(StoreError) as refused:
+            asyncio.run(open_put())
+    finally:
+        subprocess.run(unlock, check=True)
+    said = str(refused.value)
+    assert f"answer store {location} cannot be written" in said
+    assert "damaged" not in said and "lost" not in said

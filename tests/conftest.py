@@ -42,6 +42,16 @@ def pytest_configure(config) -> None:
         config.option.loadscopereorder = False
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile`, with the files that share a server's session fixture as one unit of work
+    (tests/shared_servers.py): the server starts once per test run, not once per worker."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from shared_servers import scheduler
+
+    return scheduler(config, log)
+
+
 def pytest_collection_modifyitems(session, config, items) -> None:
     """The files holding a test marked `slow` first, then those that run Spark (marked `spark` or
     using the session), then the rest: the two workers start on the long files and the quick

@@ -21,16 +21,20 @@ import pytest
 # Executors in their own JVMs (local-cluster, the standalone cluster) get the same options; the
 # jobs `dslc run` starts get no Spark UI either (as the session below): nobody looks at it.
 # The drivers (spark-submit) also map an archive of Spark's classes made once per machine
-# (tests/jvm_archive.py): about half the CPU of a driver's start.
+# (tests/jvm_archive.py): about half the CPU of a driver's start. The executors in JVMs of their
+# own and the standalone cluster's daemons map it too: they load Spark's classes from the same
+# class path (a JVM whose class path does not fit ignores the archive, quietly).
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_sharing = ""
 if "SPARK_SUBMIT_OPTS" not in os.environ:
     from jvm_archive import QUIET, archive
 
     _classes = archive(JVM_OPTIONS)
     _sharing = f" {QUIET} -XX:SharedArchiveFile={_classes}" if _classes else ""
-    os.environ["SPARK_SUBMIT_OPTS"] = (f'{JVM_OPTIONS}{_sharing} -Dspark.executor.extraJavaOptions="{JVM_OPTIONS}" '
+    os.environ["SPARK_SUBMIT_OPTS"] = (f'{JVM_OPTIONS}{_sharing} '
+                                       f'-Dspark.executor.extraJavaOptions="{JVM_OPTIONS}{_sharing}" '
                                        "-Dspark.ui.enabled=false")
-os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", JVM_OPTIONS + _sharing)
 
 
 def pytest_configure(config) -> None:

@@ -61,6 +61,7 @@ def pytest_configure(config) -> None:
         config.option.loadscopereorder = False
 
 
+@pytest.hookimpl(optionalhook=True)     # also without pytest-xdist (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """`--dist loadfile`, with the files that share a server's session fixture as one unit of work
     (tests/shared_servers.py): the server starts once per test run, not once per worker."""

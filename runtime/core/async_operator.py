@@ -38,8 +38,8 @@ import types
 from collections.abc import Callable, Coroutine, Hashable
 from typing import Any
 
-from dslc.runtime.calls.base import EnrichCall
-from dslc.runtime.calls.factory import build_call
+from dslc.runtime.calls.base import NOT_KNOWN, EnrichCall
+from dslc.runtime.calls.factory import build_call, compose
 from dslc.runtime.config import Enrich, Mode
 from dslc.runtime.core.async_queue import (
     ElementEntry,
@@ -59,12 +59,9 @@ from dslc.runtime.core.resolution import (
     resume,
 )
 from dslc.runtime.core.worker_loop import loop_alive, worker_loop
-from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import drop_cache
 from dslc.runtime.limits.money import calls_cost, tokens_priced
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.wrappers.batching import BatchingCall
-from dslc.runtime.wrappers.stored import NOT_KNOWN, BudgetSpent, StoredCall, budget_message
 
 # --------------------------------------------------------------------------- operator
 
@@ -118,7 +115,15 @@ class EnrichOperator:
     def __init__(self, config: Enrich, call: EnrichCall | None = None) -> None:
         self.config = config
         self.name = config.name
-        self._call = call if call is not None else build_call(config)
+        self._metrics = OperatorMetrics(config.name)
+        if config.price is not None:      # PRICE: money counted (limits/money.py)
+            self._metrics.cost_usd = 0.0
+        # the whole call, wrappers composed (BATCH, STORE...): asked only through EnrichCall
+        self._call = compose(call, config, self._metrics) if call is not None else build_call(config, self._metrics)
+        self._gathers = self._call.gathers
+        self._known_answer = self._call.known_answer   # STORE: an answer the chunk's lookup found
+        if self._call.prefetch is not None:
+            self.prefetch = self._call.prefetch   # the loop chain looks a chunk's keys up at once
         self._queue: OrderedQueue | UnorderedQueue = make_queue(
             config.mode is Mode.ORDERED, config.capacity, key_of=_key_of(config.order_by) if config.order_by else None)
         # guards the queue; taken directly (a C-level `with`) where nobody waits, through the
@@ -137,23 +142,9 @@ class EnrichOperator:
         self._pool: set[asyncio.Task[None]] = set()
         self._idle: list[asyncio.Future[bool]] = []
         self._waking = 0   # call tasks woken or started that have not yet looked at the inbox
-        self._metrics = OperatorMetrics(config.name)
-        if config.price is not None:      # PRICE: money counted (limits/money.py)
-            self._metrics.cost_usd = 0.0
-        self._call.bind_metrics(self._metrics)
-        self._batching: BatchingCall | None = None
-        if config.batch is not None:
-            self._call = self._batching = BatchingCall(self._call, config, self._metrics)
-        self._stored: StoredCall | None = None
-        if config.store is not None:   # outside BATCH: a stored answer never joins a batch
-            self._call = self._stored = StoredCall(self._call, config, self._metrics,
-                                                   counts_calls=config.batch is None)
-            self.prefetch = self._stored.prefetch   # the loop chain looks a chunk's keys up at once
-        # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in
-        # flight (the first one outside its TIMEOUT); the queue still holds up to n elements
-        self._limit: AdaptiveLimit | None = AdaptiveLimit(
-            config.capacity, config.batch.size if config.batch else 1) if config.adaptive else None
-        self._resolver = ElementResolver(config, self._call, self._metrics, self._limit)
+        # the policies around each element's attempts (RETRY, RATE, ADAPTIVE: each attempt takes
+        # a slot of the adaptive limit, the queue still holds up to CAPACITY elements...)
+        self._resolver = ElementResolver(config, self._call, self._metrics)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._output: Output | None = None
         self._running = 0          # calls in flight (loop thread only)
@@ -210,9 +201,9 @@ class EnrichOperator:
 
     def finish(self) -> None:
         """Drain: wait for every in-flight element and emit it."""
-        if self._batching is not None and self._loop is not None:
+        if self._loop is not None:
             # after the elements handed over so far (the inbox drains first): no more will come
-            self._loop.call_soon_threadsafe(self._batching.flush)
+            self._loop.call_soon_threadsafe(self._call.end_of_input)
         while True:
             with self._cond:
                 while len(self._queue) and not self._has_ready():
@@ -264,7 +255,7 @@ class EnrichOperator:
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses
         m.counters["coalesced"] = stats.coalesced
-        bucket = self._resolver.bucket or (self._batching.bucket if self._batching is not None else None)
+        bucket = self._resolver.bucket
         if bucket is not None:
             m.rate_wait_seconds = bucket.waited_seconds
         if self.config.price is not None and not tokens_priced(self.config):   # HTTP, PYTHON: PRICE per call
@@ -285,7 +276,7 @@ class EnrichOperator:
 
     def _admits_changed(self) -> None:
         """Whether an element's call starts at once (nothing has to admit it) or in a call task."""
-        self._starts_at_once = self._progress is not None and not self._resolver.admits and self._batching is None
+        self._starts_at_once = self._progress is not None and not self._resolver.admits and not self._gathers
 
     @property
     def busy(self) -> bool:
@@ -323,9 +314,9 @@ class EnrichOperator:
         (the queue would let it out at once, in every mode); a call that waits is carried on by
         a call task."""
         queue = self._queue
-        stored = self._stored
-        if stored is not None:      # STORE: an answer the chunk's lookup found needs no call at all
-            value = stored.known_answer(row)
+        known_answer = self._known_answer
+        if known_answer is not None:      # STORE: an answer the chunk's lookup found needs no call at all
+            value = known_answer(row)
             if value is not NOT_KNOWN:
                 resolution = self._resolver.from_store(row, value)
                 if queue.is_empty():
@@ -378,8 +369,7 @@ class EnrichOperator:
 
     def end_on_loop(self) -> None:
         """The input has ended (loop thread): send a pending batch now."""
-        if self._batching is not None:
-            self._batching.flush()
+        self._call.end_of_input()
 
     def finished_on_loop(self) -> None:
         """Every element has left (loop thread)."""
@@ -391,13 +381,7 @@ class EnrichOperator:
         stop the run (core/refusals.py). BUDGET in STREAMING: a task that left rows unanswered
         fails, so its micro-batch does not commit without them (a rerun replays it and finds the
         answers received in the store)."""
-        guard = self._resolver.guard
-        if guard is not None:
-            guard.at_end()
-        budget = self.config.budget
-        unanswered = self._metrics.counters["unanswered"]
-        if budget is not None and budget.stop_task and unanswered:
-            raise BudgetSpent(budget_message(self.config, unanswered, " of this task"))
+        self._resolver.at_end()
 
     # ----------------------------------------------------------------- driven from another thread
 
@@ -471,7 +455,7 @@ class EnrichOperator:
         enough, it wakes more when its call has to wait (`_hand_on`); with BATCH every
         element waits for its batch, and all must join it in this loop round, so one each."""
         self._wake_scheduled = False   # cleared before looking: a later append reschedules
-        if self._batching is not None:
+        if self._gathers:
             self._hand_on()
         elif self._inbox and not self._waking:
             self._wake(1)
@@ -570,13 +554,13 @@ class EnrichOperator:
         calls under TIMEOUT (enforced by this operator's reaper, which cancels `task`), and its
         answer; always completes its entry unless cancelled by dispose."""
         started = time.perf_counter()
-        resolver, limit = self._resolver, self._limit
+        resolver = self._resolver
         try:
             epoch = 0
             if resolver.admits:
                 self._hand_on()            # admission may wait
                 await resolver.admit(entry.payload)
-                epoch = limit.epoch if limit is not None else 0
+                epoch = resolver.epoch()
             first = self._first_step(entry.payload, started, epoch)
         except asyncio.CancelledError:
             raise
@@ -619,7 +603,7 @@ class EnrichOperator:
     async def _carry(self, waiting: _Waiting, task: asyncio.Task[None]) -> None:
         """Carry a call that waits on to its answer in call task `task`, under its TIMEOUT."""
         self._hand_on()
-        resolver, limit = self._resolver, self._limit
+        resolver = self._resolver
         entry = waiting.entry
         assert entry is not None, "a waiting call is carried on once its element is in the queue"
         row = entry.payload
@@ -634,10 +618,8 @@ class EnrichOperator:
             if not deadline.expired:
                 raise                      # cancelled by dispose, not by the TIMEOUT
             task.uncancel()
-            if limit is not None:
-                limit.overloaded(waiting.epoch)
             try:
-                resolution = await resolver.timed_out(row, waiting.attempts[0])
+                resolution = await resolver.expired(row, waiting.attempts[0], waiting.epoch)
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:  # noqa: BLE001

@@ -255,4 +255,4 @@ def test_a_call_task_whose_element_timed_out_goes_on_with_the_next_elements(faul
     assert [d["key"] for d in out.dead_letters] == [{"id": "stuck"}]
     m = op.metrics()
     assert m["timeouts"] == 1 and m["calls"] == 4 and m["max_in_flight"] == 1
-    assert not op._pool                            # noqa: SLF001 - dispose ended the call task
+    assert not op._calls.pool.busy                 # noqa: SLF001 - dispose ended the call task

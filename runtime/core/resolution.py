@@ -451,7 +451,8 @@ class ElementResolver:
         """What a miss, timeout or error becomes under `outcome`. The error's text goes through
         `secrets.scrub` (secret values, a URL's user:password and credential-like query values)
         before it reaches a metric, a dead letter or a task failure, and an original exception
-        whose text held one is not passed on. Its class (calls/errors.py; `timeout` and `miss`
+        whose text held one is not passed on (a masked copy keeps its fields: the status, what the
+        service answered, masked too). Its class (calls/errors.py; `timeout` and `miss`
         for those) goes with it into the metrics and the dead letter."""
         if kind == "error":
             error_class = errors.error_class(cause) if cause is not None else errors.TRANSIENT
@@ -465,8 +466,12 @@ class ElementResolver:
                 scrub(f"{type(cause).__name__}: {general}", secrets) if general else error))
             if cause is not None:
                 text = f"{type(cause).__name__}: {cause}"
-                if secrets or scrub(text) != text:
-                    masked = CallError(scrub(text, secrets), error_class=error_class)
+                if secrets or scrub(text) != text:   # the text masked, the fields kept (#48 items 1, 21)
+                    raw = getattr(cause, "raw", None)
+                    masked = CallError(scrub(text, secrets), status=getattr(cause, "status", None),
+                                       retry_after_s=getattr(cause, "retry_after_s", None),
+                                       raw=scrub(raw, secrets) if isinstance(raw, str) else raw,
+                                       error_class=error_class)
                     masked.__suppress_context__ = True
                     cause = masked
         elif outcome is Outcome.DEAD_LETTER:

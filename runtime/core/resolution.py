@@ -31,7 +31,7 @@ from dslc.runtime.limits.outage import OutageBreaker, breaker_for
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.policies.adaptive import AdaptiveAdmission
-from dslc.runtime.policies.base import AGAIN, AttemptPolicy, Element, hooks
+from dslc.runtime.policies.base import AGAIN, EXPIRES, AttemptPolicy, Element, hooks
 from dslc.runtime.policies.base import UNANSWERED as LEFT_UNANSWERED
 from dslc.runtime.policies.budget import BudgetWatch
 from dslc.runtime.policies.outage import OutageHold
@@ -288,7 +288,7 @@ class ElementResolver:
         """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls.
         `first`, from `start`, awaits the first attempt's answer, already begun and counted.
         The policies' hooks come before each attempt the loop sends itself and after each."""
-        element = Element(row, attempts)
+        element = Element(row, attempts, time.monotonic())
         began = time.perf_counter() if self.stamper is not None else None
         # with CACHE: whether this element's own call answered (else the cache did)
         called = [True] if self.cache is not None else _CALLED
@@ -299,6 +299,7 @@ class ElementResolver:
                     if waits is not None:
                         await waits
                 element.readmit = False
+            failure = None
             try:
                 if first is not None:
                     begun, first = first, None
@@ -311,16 +312,15 @@ class ElementResolver:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - the policies, then ON ERROR, decide
-                verdict = self._failure(element, exc)
+                verdict = self._failure(element, exc)   # told before the attempt's ADAPTIVE slot is given back
                 if verdict is AGAIN:
                     continue
-                if verdict is LEFT_UNANSWERED:
-                    return UNANSWERED
-                self.metrics.add("errors")
-                return self.policy(self.config.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
+                failure = exc
             finally:
                 for released in self._released:
                     released(element)
+            if failure is not None:
+                return await self._given_up(element, verdict, failure)
             for answered in self._answered:
                 answered(element)
             if results:
@@ -329,6 +329,17 @@ class ElementResolver:
                 continue
             self.metrics.add("misses")
             return self.policy(self.config.on_miss, "miss", "no result", row, attempts[0])
+
+    async def _given_up(self, element: Element, verdict: str | None, exc: Exception) -> Resolution:
+        """The resolution of an element whose attempt failed for good: left unanswered (BUDGET),
+        its TIMEOUT outcome (a Retry-After beyond TIMEOUT), else ON ERROR."""
+        if verdict is LEFT_UNANSWERED:
+            return UNANSWERED
+        if verdict is EXPIRES:
+            return await self._time_out(element.row, element.attempts[0], element.why)
+        self.metrics.add("errors")
+        return self.policy(self.config.on_error, "error", f"{type(exc).__name__}: {exc}", element.row,
+                           element.attempts[0], exc)
 
     def _failure(self, element: Element, exc: Exception) -> str | None:
         """The first say of a policy on a failed attempt (None: ON ERROR decides)."""
@@ -372,12 +383,15 @@ class ElementResolver:
             if held is not None:
                 await held
                 return await self._again(row, rounds + 1)
+        return await self._time_out(row, attempts, f"timed out after {self.config.timeout_s}s")
+
+    async def _time_out(self, row: Row, attempts: int, why: str) -> Resolution:
+        """The element's TIMEOUT outcome: a user `timeout(row)` answers it, else ON TIMEOUT."""
         self.metrics.add("timeouts")
         handler = self.call.timeout_handler
         if handler is not None:
             return await self._answer_timeout(handler, row, attempts)
-        cfg = self.config
-        return self.policy(cfg.on_timeout, "timeout", f"timed out after {cfg.timeout_s}s", row, attempts)
+        return self.policy(self.config.on_timeout, "timeout", why, row, attempts)
 
     async def expired(self, row: Row, attempts: int, epoch: int) -> Resolution:
         """The operator's TIMEOUT cut the call of an element admitted at `epoch` (see `epoch`):

@@ -7,7 +7,8 @@ order they are given) and calls them around every attempt of an element:
   call); `before(element)` before each attempt the resolver sends itself. Either returns an
   awaitable to wait for, or None (nothing to wait for, which costs no coroutine);
 - `failed(element, exc, error_class)` after an attempt that raised: `AGAIN` (try again),
-  `UNANSWERED` (the element is left unanswered), or None (no say: the next policy decides, and
+  `UNANSWERED` (the element is left unanswered), `EXPIRES` (its TIMEOUT outcome decides now,
+  for the reason in `element.why`), or None (no say: the next policy decides, and
   with none the ON ERROR policy does);
 - `missed(element)` after an attempt with no result: `AGAIN` or None (ON MISS decides);
 - `answered(element)` after an attempt the service answered (a result or a miss);
@@ -27,22 +28,25 @@ from typing import Any
 
 AGAIN = "again"             # `failed`/`missed`: send the element's call again
 UNANSWERED = "unanswered"   # `failed`: the element is left unanswered (BUDGET spent)
+EXPIRES = "expires"         # `failed`: the element's TIMEOUT cannot be kept (`Element.why` says why)
 
 
 class Element:
     """One element's attempts as the policies see them (made once per element that calls)."""
 
-    __slots__ = ("row", "attempts", "asked", "held", "met_5xx", "rejoin", "readmit", "epoch")
+    __slots__ = ("row", "attempts", "began", "asked", "held", "met_5xx", "rejoin", "readmit", "epoch", "why")
 
-    def __init__(self, row: Any, attempts: list[int]) -> None:
+    def __init__(self, row: Any, attempts: list[int], began: float = 0.0) -> None:
         self.row = row
         self.attempts = attempts   # [calls made]: shared with the operator, which reads it on TIMEOUT
+        self.began = began         # time.monotonic() when its TIMEOUT began (about: its first attempt)
         self.asked = 0.0           # the last answer's Retry-After: wait at least this long
         self.held = 0              # extra tries while a failure may be the service's (ON OUTAGE)
         self.met_5xx = False       # a 5xx answer was met (counted once per element)
         self.rejoin: Awaitable[None] | None = None   # held by ON OUTAGE: what to wait for first
         self.readmit = False       # this attempt is admitted again (a retry, or back from a hold)
         self.epoch = 0             # ADAPTIVE: the limit's epoch when the attempt was sent
+        self.why = ""              # EXPIRES: why the TIMEOUT outcome decides before the TIMEOUT
 
 
 class AttemptPolicy:

@@ -16,7 +16,7 @@ from dslc.runtime.limits.outage import OutageBreaker
 from dslc.runtime.limits.rate import TokenBucket
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.policies.adaptive import AdaptiveAdmission
-from dslc.runtime.policies.base import AGAIN, UNANSWERED, AttemptPolicy, Element, hooks
+from dslc.runtime.policies.base import AGAIN, EXPIRES, UNANSWERED, AttemptPolicy, Element, hooks
 from dslc.runtime.policies.budget import BudgetWatch
 from dslc.runtime.policies.outage import OutageHold
 from dslc.runtime.policies.pushback import PushBack
@@ -238,3 +238,19 @@ def test_push_back_counts_429_and_an_elements_5xx_once_and_keeps_retry_after() -
     assert (c["pushed_back"], c["answered_429"], c["elements_5xx"]) == (3, 1, 1)
     push.failed(one, ValueError("bug"), TRANSIENT)
     assert c["pushed_back"] == 3
+
+
+def test_a_retry_after_the_timeout_cannot_wait_out_expires_the_element_naming_it() -> None:
+    import time
+
+    repeater = Repeater(make(retry=Retry(2), timeout_s=30.0), OperatorMetrics("scored"))
+    busy = CallError("busy", status=429, retry_after_s=60.0)
+    one = Element({"id": 1}, [1], time.monotonic())
+    one.asked = 60.0
+    assert repeater.failed(one, busy, TRANSIENT) is EXPIRES
+    assert one.why == "429 with Retry-After 60 s exceeds TIMEOUT 30s"
+    one.asked = 5.0                                          # within TIMEOUT: waited for
+    assert repeater.failed(one, busy, TRANSIENT) is AGAIN
+    late = Element({"id": 2}, [1], time.monotonic() - 28.0)  # 2 s of its TIMEOUT left
+    late.asked = 5.0
+    assert repeater.failed(late, busy, TRANSIENT) is EXPIRES

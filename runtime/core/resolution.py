@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from dslc.runtime.calls import errors
-from dslc.runtime.calls.base import CallError, EnrichCall, answer_error
+from dslc.runtime.calls.base import CallError, EnrichCall, UnsendableRequest, answer_error
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
 from dslc.runtime.core.provenance import Stamper
@@ -343,6 +343,10 @@ class ElementResolver:
 
     def _failure(self, element: Element, exc: Exception) -> str | None:
         """The first say of a policy on a failed attempt (None: ON ERROR decides)."""
+        if type(exc) is UnsendableRequest and self._counts:   # never sent: no call (#48 item 6)
+            counters = self.metrics.counters
+            counters["calls"] -= 1
+            counters["elements_called"] -= 1
         error_class = errors.error_class(exc)
         for failed in self._failed:
             verdict = failed(element, exc, error_class)

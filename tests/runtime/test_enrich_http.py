@@ -57,9 +57,10 @@ def test_placeholder_in_query_cannot_add_parameters(fault_server: FaultServer) -
 
 
 def test_null_placeholder_is_an_error(fault_server: FaultServer) -> None:
-    _, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": None}])
+    op, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": None}, {"id": "a"}])
     assert out.dead_letters[0]["error"].endswith("placeholder column id is null")
-    assert fault_server.total == 0
+    # a request never sent is no call (#48 item 6): one element was called, once
+    assert fault_server.total == 1 and (op.metrics()["calls"], op.metrics()["elements_called"]) == (1, 1)
     with pytest.raises(ElementFailure, match="placeholder column id is null"):
         run(make(fault_server), [{"id": None}])
 

@@ -86,8 +86,9 @@ def measure(path_first: Path | None, url: str, rows: int) -> dict[str, float]:
     """µs of CPU per element of each workload, in a fresh process importing dslc from
     `path_first` (None: this tree)."""
     prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r}; "
-    done = subprocess.run([sys.executable, "-c", prefix + _RUN, url, str(rows)], check=True, capture_output=True,
-                          text=True)
+    done = subprocess.run([sys.executable, "-c", prefix + _RUN, url, str(rows)], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the run of {path_first or 'this tree'} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 

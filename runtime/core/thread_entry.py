@@ -46,7 +46,9 @@ class _Collected:
 
 class ThreadEntry:
     """Drives `operator` (an EnrichOperator, already `run_on_loop(self.progress)`) on `loop`
-    for a caller on another thread, emitting to `output` in that thread."""
+    for a caller on another thread, emitting to `output` in that thread. On the loop one driver
+    task does what a chain's LoopDriver does: elements go in, and what may leave leaves, in a
+    task (a call started at once runs in it), never in a callback."""
 
     def __init__(self, operator: Any, output: Output, loop: asyncio.AbstractEventLoop) -> None:
         self._op = operator
@@ -56,8 +58,11 @@ class ThreadEntry:
         self.collector = _Collected(self._out, output)
         self._cond = threading.Condition()
         self._waiting = False      # the caller waits on `_cond`: the loop notifies it
-        self._scheduled = False    # a `_take` is scheduled on the loop
+        self._scheduled = False    # the driver task was woken for the elements handed over
+        self._ending = False       # `finish` was called: end the input once every element is in
         self._failed = False
+        self._wake_up: asyncio.Future[None] | None = None   # what the parked driver task awaits
+        self._driver = asyncio.run_coroutine_threadsafe(self._drive(), loop)
 
     # ------------------------------------------------------------------ the caller's thread
 
@@ -70,23 +75,25 @@ class ThreadEntry:
     def _hand(self, element: Row | Watermark) -> None:
         op = self._op
         if op.backlog or len(self._handed) >= op.config.capacity:
-            self._wait_until(lambda: not op.backlog and len(self._handed) < op.config.capacity)
+            self._wait_until(lambda: self._failed or not op.backlog and len(self._handed) < op.config.capacity)
         self._handed.append(element)
-        if not self._scheduled:    # appended first, then the flag tested: see `_take`
+        if not self._scheduled:    # appended first, then the flag tested: see `_drive`
             self._scheduled = True
-            self._loop.call_soon_threadsafe(self._take)
+            self._loop.call_soon_threadsafe(self.progress)
         if self._out:
             self._forward()
 
     def finish(self) -> None:
         """Wait until every element handed over has left, then end as a chain's driver does."""
         op = self._op
-        self._loop.call_soon_threadsafe(self._end)
-        self._wait_until(lambda: not self._handed and not op.busy)
+        self._ending = True
+        self._loop.call_soon_threadsafe(self.progress)
+        self._wait_until(lambda: self._failed or not self._ending and not op.busy)
         op.finished_on_loop()
 
     def dispose(self) -> None:
         self._handed.clear()
+        self._driver.cancel()
 
     def _forward(self) -> None:
         """Emit what left on the loop, in order; an element's failure is raised here."""
@@ -119,40 +126,39 @@ class ThreadEntry:
 
     # ------------------------------------------------------------------ the loop
 
-    def _take(self) -> None:
-        """Hand the elements the caller handed over to the operator, in order."""
-        self._scheduled = False    # cleared before taking: a later hand schedules again
-        handed, op = self._handed, self._op
-        try:
-            while handed and not self._failed:
-                element = handed.popleft()
-                if type(element) is Watermark:
-                    op.watermark_on_loop(element)
-                else:
-                    op.element_on_loop(element)
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread, in order
-            self._fail(exc)
-        self._signal()
-
     def progress(self) -> None:
-        """Something may leave the operator (its progress callback): emit it, start its backlog."""
-        if not self._failed:
-            try:
-                self._op.emit_ready_on_loop()
-            except BaseException as exc:  # noqa: BLE001 - as above
-                self._fail(exc)
-        self._signal()
+        """Elements were handed over, or something may leave the operator: wake the driver task."""
+        wake_up = self._wake_up
+        if wake_up is not None and not wake_up.done():
+            wake_up.set_result(None)
 
-    def _end(self) -> None:
-        self._take()
-        if not self._failed:
-            self._op.end_on_loop()
-        self.progress()
-
-    def _fail(self, error: BaseException) -> None:
-        self._failed = True
-        self._handed.clear()
-        self._out.append((_raise, error))
+    async def _drive(self) -> None:
+        """Take the elements handed over, in order, emit what may leave, end the input when asked;
+        then park until woken."""
+        op, handed = self._op, self._handed
+        try:
+            while True:
+                self._scheduled = False    # cleared before taking: a later hand wakes again
+                while handed:
+                    element = handed.popleft()
+                    if type(element) is Watermark:
+                        op.watermark_on_loop(element)
+                    else:
+                        op.element_on_loop(element)
+                op.emit_ready_on_loop()
+                if self._ending and not handed:
+                    op.end_on_loop()
+                    self._ending = False
+                self._signal()
+                self._wake_up = self._loop.create_future()
+                await self._wake_up
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread, in order
+            self._failed = True
+            handed.clear()
+            self._out.append((_raise, exc))
+            self._signal()
 
     def _signal(self) -> None:
         if self._waiting:

@@ -35,8 +35,9 @@ def test_placeholders_helper() -> None:
     assert placeholders("http://h/plain") == ()
 
 
-def test_basic_lookup_appends_returns(fault_server: FaultServer) -> None:
-    op, out = run(make(fault_server), [{"id": "a", "n": 1}, {"id": "b", "n": 2}])
+@pytest.mark.parametrize("on_loop", [True, False], ids=["driven on the loop", "driven from a thread"])
+def test_basic_lookup_appends_returns(fault_server: FaultServer, on_loop: bool) -> None:
+    op, out = run(make(fault_server), [{"id": "a", "n": 1}, {"id": "b", "n": 2}], on_loop=on_loop)
     assert out.rows == [{"id": "a", "n": 1, "key": "a", "value": "v-a"}, {"id": "b", "n": 2, "key": "b", "value": "v-b"}]
     assert fault_server.total == 2 and op.metrics()["calls"] == 2
 

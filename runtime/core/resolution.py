@@ -189,7 +189,7 @@ class ElementResolver:
         adaptive = AdaptiveAdmission(limit) if limit is not None else None
         # ON OUTAGE PAUSE | FAIL: told of every call's outcome; holds elements during an outage
         self.breaker: OutageBreaker | None = breaker_for(config.outage, config.name, config.line)
-        outage = OutageHold(self.breaker, self.retry.retries, config.timeout_s) if self.breaker else None
+        outage = OutageHold(self.breaker, self.retry.retries, config.timeout_s, metrics) if self.breaker else None
         # HTTP, MODEL, EMBEDDING: refused credentials or a service never answered stop the run;
         # until a first answer, its gate admits elements (then `on_admits_changed` is called)
         self.guard: RefusalGuard | None = guard_for(config)

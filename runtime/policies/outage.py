@@ -1,19 +1,22 @@
 """ON OUTAGE PAUSE | FAIL as a hold: an attempt that failed the way a service that is down fails
 is told to the breaker (limits/outage.py), and the element waits and tries again from its first
 attempt instead of its RETRY or ON ERROR going on, while the failure may be the service's; a
-TIMEOUT may be the service's too. Any answer ends the streak."""
+TIMEOUT may be the service's too. Any answer ends the streak. A call held so is no error: it is
+counted as `outage_held`, by which the diagnosis names the outage."""
 from __future__ import annotations
 
 from collections.abc import Awaitable
 from typing import Any
 
 from dslc.runtime.limits.outage import OutageBreaker, is_outage_error
+from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.policies.base import AGAIN, AttemptPolicy, Element
 
 
 class OutageHold(AttemptPolicy):
-    def __init__(self, breaker: OutageBreaker, retries: int, timeout_s: float) -> None:
+    def __init__(self, breaker: OutageBreaker, retries: int, timeout_s: float, metrics: OperatorMetrics) -> None:
         self.breaker = breaker
+        self.metrics = metrics
         self.retries = retries
         self.timeout_s = timeout_s
         self._holding: dict[int, int] = {}     # id(row) -> breaker.answered when it began to hold
@@ -38,6 +41,7 @@ class OutageHold(AttemptPolicy):
             return None
         element.held += 1
         element.rejoin = rejoin
+        self.metrics.add("outage_held")
         return AGAIN
 
     def _hold(self, element: Element, exc: BaseException) -> Awaitable[None] | None:
@@ -71,5 +75,6 @@ class OutageHold(AttemptPolicy):
             breaker.failed(f"timed out after {self.timeout_s:g}s")
         if breaker.open or (rounds < breaker.config.threshold
                             and not breaker.answered_since(holding if holding is not None else breaker.answered)):
+            self.metrics.add("outage_held")
             return breaker.admit() if breaker.open else breaker.settle(rounds)
         return None

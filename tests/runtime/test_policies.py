@@ -165,7 +165,7 @@ def test_adaptive_admission_ignores_an_error_that_is_not_push_back() -> None:
 
 def test_the_outage_hold_lets_retry_go_on_then_holds_the_element() -> None:
     breaker = OutageBreaker(Outage("PAUSE", pause_s=5.0, threshold=3), "scored", 3)
-    hold = OutageHold(breaker, retries=1, timeout_s=1.0)
+    hold = OutageHold(breaker, retries=1, timeout_s=1.0, metrics=OperatorMetrics("scored"))
     one = element(1)
     down = CallError("502", status=502)
     assert hold.failed(one, down, TRANSIENT) is None        # RETRY 1 goes on
@@ -179,7 +179,7 @@ def test_the_outage_hold_lets_retry_go_on_then_holds_the_element() -> None:
 
 def test_an_answer_elsewhere_makes_the_failure_the_elements_own() -> None:
     breaker = OutageBreaker(Outage("PAUSE", pause_s=5.0, threshold=3), "scored", 3)
-    hold = OutageHold(breaker, retries=0, timeout_s=1.0)
+    hold = OutageHold(breaker, retries=0, timeout_s=1.0, metrics=OperatorMetrics("scored"))
     one, other = element(1), Element({"id": 2}, [1])
     first = hold.failed(one, CallError("502", status=502), TRANSIENT)   # holds: nobody answered yet
     assert first is AGAIN
@@ -192,7 +192,7 @@ def test_an_answer_elsewhere_makes_the_failure_the_elements_own() -> None:
 
 def test_an_error_that_is_not_the_services_ends_the_streak() -> None:
     breaker = OutageBreaker(Outage("FAIL", threshold=2), "scored", 3)
-    hold = OutageHold(breaker, retries=0, timeout_s=1.0)
+    hold = OutageHold(breaker, retries=0, timeout_s=1.0, metrics=OperatorMetrics("scored"))
     breaker.failed("refused")
     assert hold.failed(element(1), CallError("no such key", status=400), TRANSIENT) is None
     assert breaker.failures == 0 and not breaker.open
@@ -200,7 +200,7 @@ def test_an_error_that_is_not_the_services_ends_the_streak() -> None:
 
 def test_a_timeout_is_held_while_it_may_be_the_services() -> None:
     breaker = OutageBreaker(Outage("PAUSE", pause_s=5.0, threshold=3), "scored", 3)
-    hold = OutageHold(breaker, retries=0, timeout_s=1.0)
+    hold = OutageHold(breaker, retries=0, timeout_s=1.0, metrics=OperatorMetrics("scored"))
     settle = hold.timed_out({"id": 1}, rounds=0)
     assert settle is not None and breaker.failures == 1
     settle.close()

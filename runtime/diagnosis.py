@@ -95,7 +95,7 @@ def diagnose(name: str, m: dict[str, Any], timeline: list[dict[str, Any]] | None
                "task_seconds": round(tasks_s, 3)}
     if growth:
         figures["latency_quiet_ms"], figures["latency_busy_ms"] = growth
-    cause, why, advice = (_stopped(m, elements) or _errors(m, elements) or _provider(m)
+    cause, why, advice = (_stopped(m, elements) or _errors(m, elements) or _held(m, elements) or _provider(m)
                           or _pushed_back(m, calls, elements, throttled, spread)
                           or _too_few(elements, tasks_s)
                           or _timing(m, figures, growth, capacity, fill, blocked, cpu, rate_wait, in_calls_s))
@@ -145,6 +145,17 @@ def _errors(m: dict[str, Any], elements: float) -> Verdict | None:
                 "the service answers what RETURNS does not declare: fix RETURNS (or the service); "
                 "such answers are not retried, so they cost one call each")
     return None
+
+
+def _held(m: dict[str, Any], elements: float) -> Verdict | None:
+    """ON OUTAGE held elements through an outage: the time they waited is the outage's, not the
+    window's (their calls' latency includes it), whatever the timing says."""
+    held = int(_f(m, "outage_held"))
+    if held < max(1.0, ERRORS_SHARE * elements):
+        return None
+    return ("outage", f"{held} calls failed while the service was down; ON OUTAGE held their elements until "
+                      f"it answered again (p50 {m.get('p50_ms')} ms, p99 {m.get('p99_ms')} ms, the outage included)",
+            "the service's outage set the pace, not CAPACITY: is it stable? ON OUTAGE FAIL stops the run instead")
 
 
 def _provider(m: dict[str, Any]) -> Verdict | None:

@@ -19,6 +19,7 @@ COUNTERS: tuple[str, ...] = (
     "store_hits", "store_joined", "unanswered",
     "pushed_back",   # answers that were HTTP 429 or 5xx (retried ones too): the service pushing back
     "answered_429", "elements_5xx",   # of them: 429 answers, and elements that got a 5xx (runtime/diagnosis.py)
+    "outage_held",   # calls that failed while the service was down, their elements held by ON OUTAGE
 )
 _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
 # NEAREST BY's index, where one was built: the largest, and the latest BROADCAST version indexed

@@ -22,6 +22,8 @@ from dslc.runtime.schema import results as result_types
 
 from .errors import ANSWER, REQUEST, TRANSIENT, status_class
 
+NOT_KNOWN = object()   # `known_answer`: the row's answer is not known without a call
+
 
 class CallError(RuntimeError):
     """A call failed in a way the ON ERROR policy decides (bad status, bad body, null key...).
@@ -154,6 +156,25 @@ class EnrichCall:
         return result_types.checker(self.config.returns)
 
     metrics: Any = None   # the operator's OperatorMetrics, for what only the call sees (tokens)
+
+    # What a wrapper adds, asked by the operator and the resolver without knowing which wrapper
+    # is there (calls/factory.py composes them). A plain kind does none of it.
+    #: the call counts its own calls (BATCH: one per batch; STORE: none for a stored answer)
+    counts_own_calls = False
+    #: elements join a call together (BATCH): each must reach the call in the loop round it came
+    gathers = False
+    #: the RATE the call spends itself (BATCH: a token per batch), else None (one per element)
+    rate_bucket: Any = None
+    #: optional, `async (rows) -> None`: look a chunk's rows up at once (STORE)
+    prefetch: Any = None
+    #: optional, `(row) -> answer | NOT_KNOWN`: an answer known without calling (STORE's lookup)
+    known_answer: Any = None
+    #: optional, `async (row) -> bool`: whether the row's answer is had without a call (RATE admits
+    #: only the elements that will call)
+    lookup: Any = None
+
+    def end_of_input(self) -> None:
+        """No more rows will come (on the loop): send what waits for company (BATCH)."""
 
     def bind_metrics(self, metrics: Any) -> None:
         """The operator's metrics, where a call counts what its answers report (MODEL tokens)."""

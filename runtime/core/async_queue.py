@@ -264,6 +264,18 @@ class KeyOrderedQueue(UnorderedQueue):
             del self._keys[entry._key]
 
 
+def key_of_columns(columns: tuple[str, ...]) -> Callable[[Any], Hashable]:
+    """The ORDERED BY key of a row; values that cannot be hashed (arrays, maps) by their repr."""
+    def key(row: Any) -> Hashable:
+        values = tuple(row.get(c) for c in columns)
+        try:
+            hash(values)
+        except TypeError:
+            return repr(values)
+        return values
+    return key
+
+
 def make_queue(ordered: bool, capacity: int,
                key_of: Callable[[Any], Hashable] | None = None) -> OrderedQueue | UnorderedQueue:
     """The queue for an operator's mode (`key_of` given: key-ordered)."""

@@ -19,7 +19,7 @@ from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
 from dslc.runtime.calls import errors
-from dslc.runtime.calls.base import CallError, EnrichCall, answer_error
+from dslc.runtime.calls.base import CallError, EnrichCall, UnsendableRequest, answer_error
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
 from dslc.runtime.core.provenance import Stamper
@@ -27,11 +27,19 @@ from dslc.runtime.core.refusals import RUN_STOPS, RefusalGuard, guard_for
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.limits.cache import CacheStats, TtlLruCache, cache_for
 from dslc.runtime.limits.job_rate import JobRate
-from dslc.runtime.limits.outage import OutageBreaker, breaker_for, is_outage_error
+from dslc.runtime.limits.outage import OutageBreaker, breaker_for
 from dslc.runtime.limits.rate import TokenBucket, bucket_for
 from dslc.runtime.metrics import OperatorMetrics
+from dslc.runtime.policies.adaptive import AdaptiveAdmission
+from dslc.runtime.policies.base import AGAIN, EXPIRES, AttemptPolicy, Element, hooks
+from dslc.runtime.policies.base import UNANSWERED as LEFT_UNANSWERED
+from dslc.runtime.policies.budget import BudgetWatch
+from dslc.runtime.policies.outage import OutageHold
+from dslc.runtime.policies.pushback import PushBack
+from dslc.runtime.policies.rate import RateAdmission
+from dslc.runtime.policies.refusal import RefusalWatch
+from dslc.runtime.policies.retry import Repeater
 from dslc.runtime.secrets import scrub
-from dslc.runtime.wrappers.stored import BudgetSpent, StoredCall
 
 
 class Rows:
@@ -148,7 +156,11 @@ def normalize(result: Any) -> list[dict[str, Any]]:
 
 
 class ElementResolver:
-    """Decides each element of one ENRICH (one per operator instance, on the worker's loop)."""
+    """Decides each element of one ENRICH (one per operator instance, on the worker's loop).
+
+    What comes around an element's attempts (RETRY, RATE, ADAPTIVE, ON OUTAGE, BUDGET, refused
+    credentials) is a policy object each (runtime/policies/), called through its hooks in the
+    orders `__init__` sets out; this class runs the attempts and makes their answers rows."""
 
     def __init__(self, config: Enrich, call: EnrichCall, metrics: OperatorMetrics,
                  limit: AdaptiveLimit | None = None) -> None:
@@ -158,40 +170,62 @@ class ElementResolver:
         self.metrics = metrics
         self.cache_stats = CacheStats()
         self.cache: TtlLruCache | None = cache_for(config.name, config.cache, config.call) if config.cache else None
-        # BATCH: the batching call counts calls and spends RATE tokens per batch, not per element
-        self.batched = config.batch is not None
-        # STORE: the stored call counts the calls it makes (an answer found in the store is none)
-        self.stored: StoredCall | None = call if isinstance(call, StoredCall) else None
-        self._counts = not self.batched and self.stored is None
-        self.bucket: TokenBucket | JobRate | None = None
-        if config.rate and not self.batched:
-            # with an answer store, one RATE for the whole job held by the store; else this task's share
-            self.bucket = (JobRate(config.store.location, config.name, config.rate.per_second) if config.store
-                           else bucket_for(config.rate))
+        # a wrapper that counts its calls (BATCH one per batch, STORE none for a stored answer)
+        self._counts = not call.counts_own_calls
         self._returns = tuple(c.name for c in config.returns)
         # PROVENANCE AS col: each output row's struct (None: no such column, nothing to do per row)
         self.stamper: Stamper | None = Stamper(config, call) if config.provenance is not None else None
-        self.limit = limit          # CAPACITY n ADAPTIVE: told of answers and of push-back
+        # CAPACITY n ADAPTIVE: each attempt takes a slot of the adaptive limit of requests in flight
+        if limit is None and config.adaptive:
+            limit = AdaptiveLimit(config.capacity, config.batch.size if config.batch else 1)
+        self.limit = limit
+        self.retry = Repeater(config, metrics)
+        self.rate: RateAdmission | None = None
+        if config.rate and call.rate_bucket is None:   # BATCH spends RATE per batch itself
+            # with an answer store, one RATE for the whole job held by the store; else this task's share
+            bucket = (JobRate(config.store.location, config.name, config.rate.per_second) if config.store
+                      else bucket_for(config.rate))
+            self.rate = RateAdmission(bucket, call.lookup)
+        adaptive = AdaptiveAdmission(limit) if limit is not None else None
         # ON OUTAGE PAUSE | FAIL: told of every call's outcome; holds elements during an outage
         self.breaker: OutageBreaker | None = breaker_for(config.outage, config.name, config.line)
-        self._holding: dict[int, int] = {}     # id(row) -> breaker.answered when it began to hold
+        outage = OutageHold(self.breaker, self.retry.retries, config.timeout_s, metrics) if self.breaker else None
         # HTTP, MODEL, EMBEDDING: refused credentials or a service never answered stop the run;
         # until a first answer, its gate admits elements (then `on_admits_changed` is called)
         self.guard: RefusalGuard | None = guard_for(config)
-        self._admits = self.bucket is not None or limit is not None or self.breaker is not None
-        self.admits = self._admits or self.guard is not None
+        refusal = RefusalWatch(self.guard) if self.guard is not None else None
+        budget = BudgetWatch(config, metrics)
+        # the order each hook runs in: admission as the first attempt's (quota, then the slot,
+        # then an outage's or the refusal gate's turn), a retry's re-admission the same after
+        # its backoff, a failure told to the guard first (it may stop the run)
+        self._admit = hooks(_present(self.rate, adaptive, outage), "admit")
+        self._gate = hooks(_present(refusal), "admit")
+        self._before = hooks(_present(outage, self.retry, refusal, self.rate, adaptive), "before")
+        self._failed = hooks(_present(refusal, budget, PushBack(metrics), adaptive, outage, self.retry), "failed")
+        self._missed = hooks(_present(self.retry), "missed")
+        self._answered = hooks(_present(outage, adaptive, refusal), "answered")
+        self._released = hooks(_present(adaptive), "released")
+        self._timed_out = hooks(_present(refusal, outage), "timed_out")
+        self._expired = hooks(_present(adaptive), "expired")
+        self._at_end = hooks(_present(refusal, budget), "at_end")
+        self._admission = self._admit + self._gate
+        self.admits = bool(self._admission)
         self.on_admits_changed: Callable[[], None] | None = None
         if self.guard is not None:
             self.guard.on_open = self._gate_opened
-        self._retries = config.retry.attempts if config.retry else 0
         self._cacheable = (lambda v: bool(v)) if config.on_miss is Outcome.RETRY else (lambda v: True)
         # nothing comes between an element and its call; `start` then steps the first attempt
         # itself if the call may answer at once (which the call knows once it is open)
-        self._inline = self.cache is None and not self.admits and not self.batched and self.stored is None
+        self._inline = self.cache is None and not self.admits and self._counts
+
+    @property
+    def bucket(self) -> TokenBucket | JobRate | None:
+        """The RATE the operator's calls spend (this resolver's, or the call's own: BATCH)."""
+        return self.rate.bucket if self.rate is not None else self.call.rate_bucket
 
     def _gate_opened(self) -> None:
         """The guard's gate opened (a first answer): elements need no admission for it any more."""
-        self.admits = self._admits
+        self.admits = bool(self._admit)
         if self.on_admits_changed is not None:
             self.on_admits_changed()
 
@@ -208,19 +242,17 @@ class ElementResolver:
             return await self.timed_out(row, attempts[0])
 
     async def admit(self, row: Row | None = None) -> None:
-        """Wait for the first RATE token and, with ADAPTIVE, the first attempt's slot; outside
-        TIMEOUT, since waiting for quota is not the call. `attempt` must follow at once. With
-        STORE, an element whose answer is stored needs no RATE token (it calls nothing)."""
-        if self.bucket is not None:
-            stored = self.stored
-            if stored is None or row is None or not await stored.lookup(row):
-                await self.bucket.acquire()
-        if self.limit is not None:
-            await self.limit.acquire()
-        if self.breaker is not None and self.breaker.open:
-            await self.breaker.admit()
-        if self.guard is not None and self.guard.gated:
-            await self.guard.admit()
+        """Wait for what admits the first attempt (the first RATE token, ADAPTIVE's slot, an
+        outage's turn, the refusal gate), outside TIMEOUT, since waiting for quota is not the
+        call. `attempt` must follow at once."""
+        for admit in self._admission:
+            waits = admit(row)
+            if waits is not None:
+                await waits
+
+    def epoch(self) -> int:
+        """ADAPTIVE's epoch now (0 without): given back to `expired` for an element admitted now."""
+        return self.limit.epoch if self.limit is not None else 0
 
     def start(self, row: Row, attempts: list[int]) -> Resolution | Coroutine[Any, Any, Resolution]:
         """Start the element's calls (it is admitted): its resolution when the first attempt
@@ -252,43 +284,22 @@ class ElementResolver:
             return self.attempt(row, attempts, _raising(exc))
         return self.attempt(row, attempts, resume(step, waits_on))
 
-    async def attempt(self, row: Row, attempts: list[int], first: Any = None) -> Resolution:  # noqa: C901 - to be split (#42)
+    async def attempt(self, row: Row, attempts: list[int], first: Any = None) -> Resolution:
         """Call until an answer, a spent RETRY or a final error; `attempts[0]` counts the calls.
         `first`, from `start`, awaits the first attempt's answer, already begun and counted.
-        With ADAPTIVE each attempt holds a slot of the limit (the first one's taken by `admit`)
-        only while its request is out, not while it sleeps before a retry."""
-        cfg = self.config
-        retries = self._retries
-        asked = 0.0     # a Retry-After of the last answer: wait at least this long
-        limit = self.limit
-        breaker = self.breaker
-        held = 0        # extra tries while a failure may be the service's (ON OUTAGE)
-        met_5xx = False  # this element got a 5xx answer (counted once, for the diagnosis)
-        rejoin = None   # a held element: what to wait for before it sends again (outside its ADAPTIVE
-                        # slot), then RATE and ADAPTIVE admit it as a first attempt
+        The policies' hooks come before each attempt the loop sends itself and after each."""
+        element = Element(row, attempts, time.monotonic())
         began = time.perf_counter() if self.stamper is not None else None
         # with CACHE: whether this element's own call answered (else the cache did)
         called = [True] if self.cache is not None else _CALLED
         while True:
-            if rejoin is not None:
-                await rejoin
             if first is None:
-                attempts[0] += 1
-                if attempts[0] > 1:
-                    self.metrics.add("retries")
-                    assert cfg.retry is not None
-                    delay = max(cfg.retry.delay(attempts[0] - 1), asked)
-                    if delay > 0:
-                        await asyncio.sleep(delay)
-                if attempts[0] > 1 or rejoin is not None:
-                    rejoin = None
-                    if self.guard is not None:
-                        self.guard.check()
-                    if self.bucket is not None:
-                        await self.bucket.acquire()
-                    if limit is not None:
-                        await limit.acquire()
-            epoch = limit.epoch if limit is not None else 0
+                for before in self._before:
+                    waits = before(element)
+                    if waits is not None:
+                        await waits
+                element.readmit = False
+            failure = None
             try:
                 if first is not None:
                     begun, first = first, None
@@ -300,76 +311,48 @@ class ElementResolver:
                     results = normalize(await self._cached_call(row, called))
             except asyncio.CancelledError:
                 raise
-            except BudgetSpent:
-                if self.guard is not None:
-                    self.guard.not_sent()
-                self.metrics.add("unanswered")
-                return UNANSWERED
-            except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides
-                error_class = errors.error_class(exc)
-                if self.guard is not None:
-                    self.guard.failed_call(error_class, exc)    # raises the run's stop when it is due
-                status = exc.status if isinstance(exc, CallError) else None
-                if status is not None and (status == 429 or status >= 500):
-                    counters = self.metrics.counters
-                    counters["pushed_back"] += 1
-                    if status == 429:
-                        counters["answered_429"] += 1
-                    elif not met_5xx:       # elements, not calls: one key's 500s are not an overload
-                        met_5xx = True
-                        counters["elements_5xx"] += 1
-                overload = isinstance(exc, CallError) and exc.overload
-                asked = (exc.retry_after_s or 0.0) if overload else 0.0
-                if overload and limit is not None:
-                    limit.overloaded(epoch)
-                    limit.pause(asked)
-                if breaker is not None:
-                    if is_outage_error(exc):
-                        rejoin = self._hold(breaker, row, attempts, held, exc)
-                        if rejoin is not None:
-                            held += 1
-                            continue
-                    else:
-                        breaker.succeeded()     # the service answered, with an error of the element
-                if attempts[0] <= retries and error_class in errors.RETRIED:
+            except Exception as exc:  # noqa: BLE001 - the policies, then ON ERROR, decide
+                verdict = self._failure(element, exc)   # told before the attempt's ADAPTIVE slot is given back
+                if verdict is AGAIN:
                     continue
-                self.metrics.add("errors")
-                return self.policy(cfg.on_error, "error", f"{type(exc).__name__}: {exc}", row, attempts[0], exc)
+                failure = exc
             finally:
-                if limit is not None:
-                    limit.release()
-            if breaker is not None:
-                breaker.succeeded()
-                self._holding.pop(id(row), None)
-            if limit is not None:
-                limit.succeeded()
-            if self.guard is not None:
-                self.guard.succeeded_call()
+                for released in self._released:
+                    released(element)
+            if failure is not None:
+                return await self._given_up(element, verdict, failure)
+            for answered in self._answered:
+                answered(element)
             if results:
                 return self.answered(row, results, attempts[0], began, not called[0])
-            if cfg.on_miss is Outcome.RETRY and attempts[0] <= retries:
+            if any(missed(element) is AGAIN for missed in self._missed):
                 continue
             self.metrics.add("misses")
-            return self.policy(cfg.on_miss, "miss", "no result", row, attempts[0])
+            return self.policy(self.config.on_miss, "miss", "no result", row, attempts[0])
 
-    def _hold(self, breaker: OutageBreaker, row: Row, attempts: list[int], held: int,
-              exc: BaseException) -> Coroutine[Any, Any, None] | None:
-        """An attempt failed the way a service that is down fails: tell the breaker, and say
-        whether the element tries again instead of its RETRY / ON ERROR going on: what to wait
-        for first (`attempts` reset; the wait raises OutageStop when the breaker fails the task),
-        or None (RETRY goes on, or the failure is the element's)."""
-        breaker.failed(exc)
-        mark = self._holding.setdefault(id(row), breaker.answered)
-        if not breaker.open:
-            if attempts[0] <= self._retries:
-                return None             # RETRY goes on as usual
-            if breaker.answered_since(mark):
-                self._holding.pop(id(row), None)
-                return None             # others are answered: this element's failure, ON ERROR decides
-            attempts[0] = 0
-            return breaker.settle(held)
-        attempts[0] = 0
-        return breaker.admit()
+    async def _given_up(self, element: Element, verdict: str | None, exc: Exception) -> Resolution:
+        """The resolution of an element whose attempt failed for good: left unanswered (BUDGET),
+        its TIMEOUT outcome (a Retry-After beyond TIMEOUT), else ON ERROR."""
+        if verdict is LEFT_UNANSWERED:
+            return UNANSWERED
+        if verdict is EXPIRES:
+            return await self._time_out(element.row, element.attempts[0], element.why)
+        self.metrics.add("errors")
+        return self.policy(self.config.on_error, "error", f"{type(exc).__name__}: {exc}", element.row,
+                           element.attempts[0], exc)
+
+    def _failure(self, element: Element, exc: Exception) -> str | None:
+        """The first say of a policy on a failed attempt (None: ON ERROR decides)."""
+        if type(exc) is UnsendableRequest and self._counts:   # never sent: no call (#48 item 6)
+            counters = self.metrics.counters
+            counters["calls"] -= 1
+            counters["elements_called"] -= 1
+        error_class = errors.error_class(exc)
+        for failed in self._failed:
+            verdict = failed(element, exc, error_class)
+            if verdict is not None:
+                return verdict
+        return None
 
     async def _cached_call(self, row: Row, called: list[bool]) -> Any:
         """One call through the cache (a row without a cache key calls directly); `called[0]`
@@ -397,25 +380,35 @@ class ElementResolver:
 
     async def timed_out(self, row: Row, attempts: int, rounds: int = 0) -> Resolution:
         """The element's TIMEOUT ran out: a user `timeout(row)` answers it, else ON TIMEOUT.
-        With ON OUTAGE a timeout may be the service's: the element is held and tried again (under
-        a TIMEOUT of its own), up to the breaker's threshold of times while it is not open."""
-        if self.guard is not None:
-            self.guard.timed_out()
-        breaker = self.breaker
-        if breaker is not None:
-            holding = self._holding.pop(id(row), None)
-            if holding is None and not breaker.open:      # a call timed out (not a hold)
-                breaker.failed(f"timed out after {self.config.timeout_s:g}s")
-            if breaker.open or (rounds < breaker.config.threshold
-                                and not breaker.answered_since(holding if holding is not None else breaker.answered)):
-                await (breaker.admit() if breaker.open else breaker.settle(rounds))
+        A policy may hold it first (ON OUTAGE: the timeout may be the service's), to be resolved
+        again from its first attempt under a TIMEOUT of its own."""
+        for timed_out in self._timed_out:
+            held = timed_out(row, rounds)
+            if held is not None:
+                await held
                 return await self._again(row, rounds + 1)
+        return await self._time_out(row, attempts, f"timed out after {self.config.timeout_s}s")
+
+    async def _time_out(self, row: Row, attempts: int, why: str) -> Resolution:
+        """The element's TIMEOUT outcome: a user `timeout(row)` answers it, else ON TIMEOUT."""
         self.metrics.add("timeouts")
         handler = self.call.timeout_handler
         if handler is not None:
             return await self._answer_timeout(handler, row, attempts)
-        cfg = self.config
-        return self.policy(cfg.on_timeout, "timeout", f"timed out after {cfg.timeout_s}s", row, attempts)
+        return self.policy(self.config.on_timeout, "timeout", why, row, attempts)
+
+    async def expired(self, row: Row, attempts: int, epoch: int) -> Resolution:
+        """The operator's TIMEOUT cut the call of an element admitted at `epoch` (see `epoch`):
+        push-back for ADAPTIVE, then `timed_out`."""
+        for expired in self._expired:
+            expired(epoch)
+        return await self.timed_out(row, attempts)
+
+    def at_end(self) -> None:
+        """At the end of the task's input: the policies that may stop the run then (refused
+        credentials or a service that never answered, BUDGET in STREAMING) say so by raising."""
+        for at_end in self._at_end:
+            at_end()
 
     async def _again(self, row: Row, rounds: int) -> Resolution:
         """An element held by ON OUTAGE, resolved again from its first attempt."""
@@ -476,7 +469,8 @@ class ElementResolver:
         """What a miss, timeout or error becomes under `outcome`. The error's text goes through
         `secrets.scrub` (secret values, a URL's user:password and credential-like query values)
         before it reaches a metric, a dead letter or a task failure, and an original exception
-        whose text held one is not passed on. Its class (calls/errors.py; `timeout` and `miss`
+        whose text held one is not passed on (a masked copy keeps its fields: the status, what the
+        service answered, masked too). Its class (calls/errors.py; `timeout` and `miss`
         for those) goes with it into the metrics and the dead letter."""
         if kind == "error":
             error_class = errors.error_class(cause) if cause is not None else errors.TRANSIENT
@@ -490,8 +484,12 @@ class ElementResolver:
                 scrub(f"{type(cause).__name__}: {general}", secrets) if general else error))
             if cause is not None:
                 text = f"{type(cause).__name__}: {cause}"
-                if secrets or scrub(text) != text:
-                    masked = CallError(scrub(text, secrets), error_class=error_class)
+                if secrets or scrub(text) != text:   # the text masked, the fields kept (#48 items 1, 21)
+                    raw = getattr(cause, "raw", None)
+                    masked = CallError(scrub(text, secrets), status=getattr(cause, "status", None),
+                                       retry_after_s=getattr(cause, "retry_after_s", None),
+                                       raw=scrub(raw, secrets) if isinstance(raw, str) else raw,
+                                       error_class=error_class)
                     masked.__suppress_context__ = True
                     cause = masked
         elif outcome is Outcome.DEAD_LETTER:
@@ -529,3 +527,7 @@ class ElementResolver:
         if secrets or scrub(text) != text:
             cause = scrub(text, secrets)
         return ElementFailure(self.name, self.config.line, self.key(row), cause)
+
+
+def _present(*policies: AttemptPolicy | None) -> tuple[AttemptPolicy, ...]:
+    return tuple(p for p in policies if p is not None)

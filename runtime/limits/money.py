@@ -20,6 +20,7 @@ import math
 from dslc.runtime.config import EmbeddingCall, Enrich, ModelCall, Price
 from dslc.runtime.limits.budget import BudgetSpent
 from dslc.runtime.limits.store_counter import StoreCounter
+from dslc.runtime.secrets import mask_url
 
 DISCOUNT = 0.5                 # FLEX and BATCH against STANDARD
 NANO = 1_000_000_000           # the budget counter's unit: a nano-dollar
@@ -129,3 +130,13 @@ class MoneyBudget:
     async def refund(self, reserved: int) -> None:
         """A request the service refused cost nothing."""
         await self._counter.spend(-reserved)
+
+
+def budget_message(config: Enrich, unanswered: int, scope: str = "") -> str:
+    """What the run says when a BUDGET stops it."""
+    budget = config.budget
+    assert budget is not None
+    rows = f"{unanswered} row{'s' if unanswered != 1 else ''}{scope}"
+    return (f"BUDGET {amount_text(budget.amount)} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
+            f"still unanswered; every answer received is in the answer store {mask_url(config.store.location) if config.store else ''}: "
+            "run the same command again to continue (it pays for nothing twice)")

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from dslc.runtime import config as C
 from dslc.runtime import exit_codes
+from dslc.runtime.limits.money import budget_message
 from dslc.runtime.store import run_hold
 from dslc.runtime.store.base import StoreError, is_redis
 from dslc.runtime.store.open_stores import check_location, use_secrets
-from dslc.runtime.wrappers.stored import budget_message
 
 BUDGET_EXIT = exit_codes.BUDGET
 

@@ -52,6 +52,9 @@ class _Slot:
 class BatchingCall(DelegatingCall):
     """Gathers the per-element calls of one operator instance into batch calls (loop thread only)."""
 
+    counts_own_calls = True   # one call per batch
+    gathers = True            # every element must join its batch in the loop round it came
+
     def __init__(self, inner: EnrichCall, config: Enrich, metrics: OperatorMetrics) -> None:
         assert config.batch is not None
         super().__init__(inner)
@@ -110,6 +113,12 @@ class BatchingCall(DelegatingCall):
         """The input has ended: send what is pending without waiting for WITHIN."""
         self._flushing = True
         self._schedule()
+
+    end_of_input = flush
+
+    @property
+    def rate_bucket(self) -> TokenBucket | JobRate | None:  # type: ignore[override]
+        return self.bucket
 
     def _schedule(self) -> None:
         """Dispatch once the elements handed over in this loop round have all joined."""

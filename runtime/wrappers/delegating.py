@@ -21,6 +21,33 @@ class DelegatingCall(EnrichCall):
     def timeout_handler(self) -> Any:  # type: ignore[override]
         return self.inner.timeout_handler
 
+    @property
+    def counts_own_calls(self) -> bool:  # type: ignore[override]
+        return self.inner.counts_own_calls
+
+    @property
+    def gathers(self) -> bool:  # type: ignore[override]
+        return self.inner.gathers
+
+    @property
+    def rate_bucket(self) -> Any:  # type: ignore[override]
+        return self.inner.rate_bucket
+
+    @property
+    def prefetch(self) -> Any:  # type: ignore[override]
+        return self.inner.prefetch
+
+    @property
+    def known_answer(self) -> Any:  # type: ignore[override]
+        return self.inner.known_answer
+
+    @property
+    def lookup(self) -> Any:  # type: ignore[override]
+        return self.inner.lookup
+
+    def end_of_input(self) -> None:
+        self.inner.end_of_input()
+
     def bind_metrics(self, metrics: Any) -> None:
         self.metrics = metrics
         self.inner.bind_metrics(metrics)

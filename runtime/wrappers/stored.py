@@ -28,15 +28,14 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from dslc.runtime.calls.base import CallError, EnrichCall, check_result_types
+from dslc.runtime.calls.base import NOT_KNOWN, CallError, EnrichCall, check_result_types
 from dslc.runtime.config import Enrich, Outcome
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.budget import BudgetSpent
-from dslc.runtime.limits.money import amount_text, call_budget
+from dslc.runtime.limits.money import call_budget
 from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.schema import results as result_types
 from dslc.runtime.schema.provenance import marked
-from dslc.runtime.secrets import mask_url
 from dslc.runtime.store.base import UNREADABLE, AnswerStore, Join, Stored
 from dslc.runtime.store.lost import through
 from dslc.runtime.store.open_stores import store_for, use_secrets
@@ -52,25 +51,16 @@ POLL_S = (0.01, 0.2)   # first and longest wait between looks for an answer anot
 
 
 T = TypeVar("T")
-NOT_KNOWN = object()   # `known_answer`: the row's answer was not found by the chunk's lookup
 
 
 class _Abandoned(Exception):
     """The element that was getting a key's answer gave up (its TIMEOUT): a follower tries itself."""
 
 
-def budget_message(config: Enrich, unanswered: int, scope: str = "") -> str:
-    """What the run says when a BUDGET stops it."""
-    budget = config.budget
-    assert budget is not None
-    rows = f"{unanswered} row{'s' if unanswered != 1 else ''}{scope}"
-    return (f"BUDGET {amount_text(budget.amount)} {budget.unit} of '{config.name}' (line {config.line}) is spent: {rows} "
-            f"still unanswered; every answer received is in the answer store {mask_url(config.store.location) if config.store else ''}: "
-            "run the same command again to continue (it pays for nothing twice)")
-
-
 class StoredCall(DelegatingCall):
     """The answer store in front of a call (one per operator instance, loop thread only)."""
+
+    counts_own_calls = True   # a stored answer is no call
 
     def __init__(self, inner: EnrichCall, config: Enrich, metrics: OperatorMetrics, counts_calls: bool = True) -> None:
         assert config.store is not None

@@ -11,6 +11,7 @@ from runtime_support import run_operator as run
 
 from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Column, Enrich, HttpCall, Mode, Outcome, Retry
+from dslc.runtime.core.operator import ElementFailure
 from dslc.runtime.core.resolution import ElementResolver, Rows
 from dslc.runtime.limits.adaptive import AdaptiveLimit
 from dslc.runtime.metrics import OperatorMetrics
@@ -93,6 +94,26 @@ def test_retry_after_sets_the_wait_before_the_next_attempt(fault_server) -> None
     assert sorted(r["value"] for r in out.rows) == ["v-1", "v-2"]
     assert fault_server.rejected == 1 and fault_server.total == 3
     assert elapsed >= 1.0                         # waited Retry-After (1 s), not BACKOFF (10 ms)
+
+
+@pytest.mark.parametrize("on_timeout", [Outcome.DEAD_LETTER, Outcome.FAIL])
+def test_a_retry_after_beyond_timeout_is_the_timeout_outcome_at_once_naming_it(fault_server, on_timeout) -> None:
+    """#48 item 2: a gateway's Retry-After: 60 against TIMEOUT 3s is not waited for until a bare
+    "timed out": the element's ON TIMEOUT decides at once and says why; nothing is sent again."""
+    fault_server.reset_counters()
+    url = fault_server.url("/limited/{id}?limit=1&delay_ms=300&retry_after=60")
+    config = make(url, capacity=2, retry=Retry(2, 0.01), on_timeout=on_timeout)
+    config = Enrich(**{**{f: getattr(config, f) for f in config.__dataclass_fields__}, "timeout_s": 3.0})
+    why = "429 with Retry-After 60 s exceeds TIMEOUT 3s"
+    if on_timeout is Outcome.FAIL:
+        with pytest.raises(ElementFailure, match=why):
+            run(config, [{"id": 1}, {"id": 2}])
+    else:
+        op, out = run(config, [{"id": 1}, {"id": 2}])
+        [letter] = out.dead_letters
+        assert letter["kind"] == "timeout" and letter["error"] == why and letter["attempts"] == 1
+        assert len(out.rows) == 1 and op.metrics()["timeouts"] == 1
+    assert fault_server.rejected == 1 and fault_server.total == 2      # the 429 was not sent again
 
 
 def test_adaptive_needs_a_capacity_to_adapt() -> None:

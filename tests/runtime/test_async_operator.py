@@ -122,13 +122,17 @@ def test_bad_result_type_is_an_answer_error_not_retried() -> None:
     assert op.metrics()["errors"] == 1 and op.metrics()["retries"] == 0
 
 
-def test_ordered_failure_emits_everything_before_it_first() -> None:
+@pytest.mark.parametrize("on_loop", [True, False], ids=["driven on the loop", "driven from a thread"])
+def test_ordered_failure_emits_everything_before_it_first(on_loop: bool) -> None:
     out = Collector()
     with pytest.raises(ElementFailure) as info:
         run(make(mode=Mode.ORDERED, capacity=10),
-            [row(0, delay_ms=30), row(1, delay_ms=20), row(2, "error"), row(3), row(4, "error", 1)], out)
+            [row(0, delay_ms=30), row(1, delay_ms=20), row(2, "error"), row(3), row(4, "error", 1)], out,
+            on_loop=on_loop)
     assert info.value.key == {"id": 2}
     assert [r["id"] for r in out.rows] == [0, 1]
+    # raised, like every row emitted, in the thread that drives the operator
+    assert out.threads == {W._loop_thread.ident if on_loop else threading.get_ident()}
 
 
 def test_error_policies_null_drop_dead_letter() -> None:
@@ -264,7 +268,7 @@ def test_calls_that_answer_at_once_run_one_after_another_in_one_call_task() -> N
     op, out = run(make("async_udfs:at_once_or_later", mode=Mode.ORDERED, capacity=50), [row(i) for i in range(300)])
     assert [r["id"] for r in out.rows] == list(range(300))
     assert len(udfs.state["tasks"]) == 1
-    assert not op._pool                            # noqa: SLF001 - dispose ended the call task
+    assert not op._calls.pool.busy                 # noqa: SLF001 - dispose ended the call task
 
 
 def test_calls_answered_at_once_with_nothing_ahead_are_counted_in_and_out() -> None:

@@ -24,7 +24,6 @@ from dslc.runtime.config import (
 )
 from dslc.runtime.core.resolution import DeadLetter, ElementResolver, Rows
 from dslc.runtime.metrics import OperatorMetrics
-from dslc.runtime.wrappers.batching import BatchingCall
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -52,7 +51,7 @@ def config(ref: str = "batch_udfs:score", size: int = 4, within_s: float = 0.0, 
 def resolve_all(cfg: Enrich, rows: list[dict[str, Any]], flush: bool = True) -> tuple[list[Any], dict[str, Any]]:
     """Resolve the rows concurrently on one loop, as the operator's tasks would."""
     metrics = OperatorMetrics(cfg.name)
-    call = BatchingCall(build_call(cfg), cfg, metrics)
+    call = build_call(cfg, metrics)   # BATCH composed by the factory
     call.open()
     resolver = ElementResolver(cfg, call, metrics)
 
@@ -105,7 +104,7 @@ def test_equal_keys_in_flight_share_one_slot() -> None:
 def test_cache_answers_before_batching() -> None:
     cfg = config(size=8, cache=Cache(10, 60.0))
     metrics = OperatorMetrics(cfg.name)
-    call = BatchingCall(build_call(cfg), cfg, metrics)
+    call = build_call(cfg, metrics)   # BATCH composed by the factory
     call.open()
     resolver = ElementResolver(cfg, call, metrics)
 

@@ -36,8 +36,9 @@ def test_placeholders_helper() -> None:
     assert placeholders("http://h/plain") == ()
 
 
-def test_basic_lookup_appends_returns(fault_server: FaultServer) -> None:
-    op, out = run(make(fault_server), [{"id": "a", "n": 1}, {"id": "b", "n": 2}])
+@pytest.mark.parametrize("on_loop", [True, False], ids=["driven on the loop", "driven from a thread"])
+def test_basic_lookup_appends_returns(fault_server: FaultServer, on_loop: bool) -> None:
+    op, out = run(make(fault_server), [{"id": "a", "n": 1}, {"id": "b", "n": 2}], on_loop=on_loop)
     assert out.rows == [{"id": "a", "n": 1, "key": "a", "value": "v-a"}, {"id": "b", "n": 2, "key": "b", "value": "v-b"}]
     assert fault_server.total == 2 and op.metrics()["calls"] == 2
 
@@ -58,9 +59,10 @@ def test_placeholder_in_query_cannot_add_parameters(fault_server: FaultServer) -
 
 
 def test_null_placeholder_is_an_error(fault_server: FaultServer) -> None:
-    _, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": None}])
+    op, out = run(make(fault_server, on_error=Outcome.DEAD_LETTER), [{"id": None}, {"id": "a"}])
     assert out.dead_letters[0]["error"].endswith("placeholder column id is null")
-    assert fault_server.total == 0
+    # a request never sent is no call (#48 item 6): one element was called, once
+    assert fault_server.total == 1 and (op.metrics()["calls"], op.metrics()["elements_called"]) == (1, 1)
     with pytest.raises(ElementFailure, match="placeholder column id is null"):
         run(make(fault_server), [{"id": None}])
 
@@ -256,7 +258,7 @@ def test_a_call_task_whose_element_timed_out_goes_on_with_the_next_elements(faul
     assert [d["key"] for d in out.dead_letters] == [{"id": "stuck"}]
     m = op.metrics()
     assert m["timeouts"] == 1 and m["calls"] == 4 and m["max_in_flight"] == 1
-    assert not op._pool                            # noqa: SLF001 - dispose ended the call task
+    assert not op._calls.pool.busy                 # noqa: SLF001 - dispose ended the call task
 
 
 TOKEN = "Tk-4f81/c0de93a7-never-written"

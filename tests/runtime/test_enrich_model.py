@@ -106,7 +106,8 @@ def test_a_null_placeholder_is_the_elements_error_and_sends_nothing():
         op, out = run(model(running.base_url, on_error=Outcome.NULL, retry=Retry(2)),
                       [{"id": "t0", "kind": "support", "subject": None}])
         assert running.stats["chat_calls"] == 0
-    assert out.rows[0]["category"] is None and op.metrics()["calls"] == 1 and op.metrics()["retries"] == 0
+    # never sent: no call (#48 item 6), and not retried
+    assert out.rows[0]["category"] is None and op.metrics()["calls"] == 0 and op.metrics()["retries"] == 0
 
 
 def test_429s_are_retried_after_retry_after_and_adaptive_backs_off():

@@ -104,7 +104,7 @@ def test_a_failing_call_that_waited_fails_the_chain_with_its_key() -> None:
     chain = OperatorChain([enrich("e", mode=C.Mode.ORDERED, capacity=3)])
     with pytest.raises(ElementFailure, match=r"operator 'e' \(line 7\) failed on element id=4"):
         run(chain, [rows(range(4), delay_ms=2) + rows(range(4, 5), delay_ms=2, outcome="error") + rows(range(5, 9))])
-    assert chain.operators[0]._pool == set()   # disposed: the pool's call tasks have ended
+    assert not chain.operators[0]._calls.pool.busy   # disposed: the pool's call tasks have ended
 
 
 def test_a_loop_that_stopped_running_is_reported_not_waited_for() -> None:

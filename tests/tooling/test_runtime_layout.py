@@ -14,9 +14,13 @@ RUNTIME = Path(__file__).resolve().parents[2] / "runtime"
 COMPOSES = {"dslc.runtime.calls.factory"}
 FORBIDDEN = {
     # a call may hold a limit of its own (a model's TOKENS per minute): limits are leaves
-    "calls": ("core.async_operator", "core.resolution", "core.chain", "core.arrow_chain", "wrappers", "spark"),
-    "wrappers": ("core.async_operator", "core.resolution", "core.chain", "core.arrow_chain", "spark"),
-    "limits": ("core", "calls", "wrappers", "spark"),
+    "calls": ("core.async_operator", "core.resolution", "core.chain", "core.arrow_chain", "wrappers", "spark",
+              "policies"),
+    "wrappers": ("core.async_operator", "core.resolution", "core.chain", "core.arrow_chain", "spark", "policies"),
+    "limits": ("core", "calls", "wrappers", "spark", "policies"),
+    # what decides around an element's attempts (RETRY, RATE, ADAPTIVE, ON OUTAGE, BUDGET): the
+    # resolver (core/) runs them; they drive limits/ and read calls/' errors, and know no wrapper
+    "policies": ("core", "wrappers", "spark", "store", "broadcast", "databases", "vectors", "batches"),
     "schema": ("core", "calls", "wrappers", "limits", "spark"),
     "core": ("spark",),
     # the driver's side of DATABASE (URLs, the check before Spark starts, tables, commits): a leaf
@@ -48,6 +52,25 @@ def test_parts_import_one_way() -> None:
                 if target == f"dslc.runtime.{forbidden}" or target.startswith(f"dslc.runtime.{forbidden}."):
                     wrong.append(f"{module} imports {target}")
     assert wrong == []
+
+
+def test_the_operator_and_the_resolver_never_ask_which_wrapper_they_hold() -> None:
+    """calls/factory.py composes every wrapper (issue #42): the operator core imports none, and
+    asks the call what they add through `EnrichCall` only."""
+    reached = _graph()
+    for module in ("dslc.runtime.core.async_operator", "dslc.runtime.core.resolution"):
+        assert not [t for t in reached[module] if t.startswith("dslc.runtime.wrappers")], module
+
+
+def test_each_attempt_policy_is_a_module_of_its_own() -> None:
+    from dslc.runtime.policies.base import AttemptPolicy
+
+    policies = sorted(p.stem for p in (RUNTIME / "policies").glob("*.py") if p.stem not in ("__init__", "base"))
+    assert policies == ["adaptive", "budget", "outage", "pushback", "rate", "refusal", "retry"]
+    for name in policies:
+        module = __import__(f"dslc.runtime.policies.{name}", fromlist=["_"])
+        assert any(isinstance(v, type) and issubclass(v, AttemptPolicy) and v is not AttemptPolicy
+                   for v in vars(module).values()), name
 
 
 def test_every_call_kind_is_registered_behind_the_one_interface() -> None:

@@ -1,0 +1,147 @@
+"""The calls of one ENRICH operator's elements, on the loop: each admitted, started, carried on
+by the pool's call tasks (`call_pool`) while it waits, under its TIMEOUT (`deadlines`), and
+handed back resolved (`complete`). What an element resolves to is the resolver's (and its
+policies') to decide; this module owns the time: admission before the TIMEOUT starts, the
+calls in flight, latencies."""
+from __future__ import annotations
+
+import asyncio
+import time
+import types
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from dslc.runtime.core.async_queue import ElementEntry
+from dslc.runtime.core.call_pool import CallPool
+from dslc.runtime.core.deadlines import Deadlines
+from dslc.runtime.core.operator import Row
+from dslc.runtime.core.resolution import ElementResolver, Fail, Resolution, resume
+from dslc.runtime.metrics import OperatorMetrics
+
+
+class Waiting:
+    """An element whose call ran up to its first wait: what a call task needs to carry it on
+    (its queue entry is given once the element has one)."""
+
+    __slots__ = ("entry", "step", "waits_on", "attempts", "started", "admitted", "epoch")
+
+    def __init__(self, step: Coroutine[Any, Any, Resolution], waits_on: Any,
+                 attempts: list[int], started: float, admitted: float, epoch: int) -> None:
+        self.entry: ElementEntry | None = None
+        self.step = step
+        self.waits_on = waits_on
+        self.attempts = attempts
+        self.started = started
+        self.admitted = admitted
+        self.epoch = epoch
+
+
+class ElementCalls:
+    """Starts and carries the calls of one operator's elements; `complete(entry, resolution)`
+    takes each element's end (loop thread only, from `open` on)."""
+
+    def __init__(self, resolver: ElementResolver, metrics: OperatorMetrics, timeout_s: float, capacity: int,
+                 gathers: bool, complete: Callable[[ElementEntry, Resolution], None]) -> None:
+        self._resolver = resolver
+        self._metrics = metrics
+        self._timeout_s = timeout_s
+        self._complete = complete
+        self.pool = CallPool(capacity, gathers, self._run, self.carry)
+        self.running = 0           # calls in flight: counted from admission (RATE and ADAPTIVE waits are not calls)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._deadlines: Deadlines | None = None
+
+    def open(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._deadlines = Deadlines(loop)
+
+    def hand(self, element: ElementEntry | Waiting) -> None:
+        """Hand an element in the queue (or a call that waits) to the call tasks."""
+        self.pool.hand(element, self._loop)
+
+    async def cancel_all(self) -> None:
+        """End every call task, cancelling the calls in flight (dispose)."""
+        await self.pool.cancel_all()
+        if self._deadlines is not None:
+            self._deadlines.clear()
+
+    async def _run(self, entry: ElementEntry, task: asyncio.Task[None]) -> None:
+        """The whole life of one element in call task `task`: its admission, its calls under
+        TIMEOUT (whose deadline cancels `task`), and its answer; always completes its entry
+        unless cancelled by dispose."""
+        started = time.perf_counter()
+        resolver = self._resolver
+        try:
+            epoch = 0
+            if resolver.admits:
+                self.pool.hand_on()            # admission may wait
+                await resolver.admit(entry.payload)
+                epoch = resolver.epoch()
+            first = self.first_step(entry.payload, started, epoch)
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
+            self._metrics.latency.record(time.perf_counter() - started)
+            first = Fail(resolver.failure(entry.payload, exc))
+        if type(first) is Waiting:
+            first.entry = entry
+            await self.carry(first, task)
+        else:
+            self._complete(entry, first)
+
+    def first_step(self, row: Row, started: float, epoch: int) -> Resolution | Waiting:
+        """Start the element's call (it is admitted) and run it up to its first wait: its
+        resolution if it answered without waiting, else what a call task needs to carry it on
+        (the caller gives that its queue entry)."""
+        resolver = self._resolver
+        attempts = [0]
+        self.running += 1
+        self._metrics.in_flight(self.running)
+        admitted = self._loop.time()
+        try:
+            step = resolver.start(row, attempts)
+            if type(step) is not types.CoroutineType:
+                resolution = step          # answered without waiting: no TIMEOUT to watch
+            else:
+                try:
+                    return Waiting(step, step.send(None), attempts, started, admitted, epoch)
+                except StopIteration as answered:
+                    resolution = answered.value
+        except asyncio.CancelledError:
+            self.running -= 1
+            raise
+        except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
+            resolution = Fail(resolver.failure(row, exc))
+        self.running -= 1
+        self._metrics.latency.record(time.perf_counter() - started)
+        return resolution
+
+    async def carry(self, waiting: Waiting, task: asyncio.Task[None]) -> None:
+        """Carry a call that waits on to its answer in call task `task`, under its TIMEOUT."""
+        self.pool.hand_on()
+        resolver = self._resolver
+        entry = waiting.entry
+        assert entry is not None, "a waiting call is carried on once its element is in the queue"
+        row = entry.payload
+        deadline = self._deadlines.arm(task, waiting.admitted + self._timeout_s)
+        try:
+            try:
+                resolution = await resume(waiting.step, waiting.waits_on)
+            finally:
+                deadline.done = True
+                self.running -= 1
+        except asyncio.CancelledError:
+            if not deadline.expired:
+                raise                      # cancelled by dispose, not by the TIMEOUT
+            task.uncancel()
+            try:
+                resolution = await resolver.expired(row, waiting.attempts[0], waiting.epoch)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                resolution = Fail(resolver.failure(row, exc))
+        except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
+            resolution = Fail(resolver.failure(row, exc))
+        finally:
+            self._metrics.latency.record(time.perf_counter() - waiting.started)
+        self._complete(entry, resolution)

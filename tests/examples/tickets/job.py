@@ -69,6 +69,7 @@ def main() -> None:
                 mode=C.Mode.UNORDERED,
                 capacity=16,
                 adaptive=True,
+                timeout_s=90.0,
                 retry=C.Retry(attempts=3, backoff_s=0.2, exponential=True),
                 rate=C.Rate(calls=600.0, per='MINUTE', tokens_per_minute=200000.0),
                 on_error=C.Outcome.DEAD_LETTER,

@@ -3,6 +3,7 @@ text in, its vector out as the one RETURNS column. With BATCH one request carrie
 the batch, and each answer item is matched to its input by `index` (not by position)."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dslc.runtime.config import EmbeddingCall, Enrich
@@ -23,6 +24,7 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
         self.call = config.call
         self.column = config.returns[0].name
         self.notes = provenance.notes(config)
+        self.dimension: int | None = None     # the size of this operator's first vector: all must share it
 
     endpoint = "/embeddings"
 
@@ -62,23 +64,25 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
             except UnsendableRequest as exc:
                 items[i] = exc
         if texts:
-            vectors, answer = await self._embed(texts)
+            vectors, answer = await self._embed(texts, each=True)
             for i, text, vector in zip(positions, texts, vectors):
-                items[i] = self._noted({self.column: vector}, answer, text)
+                items[i] = vector if isinstance(vector, CallError) else self._noted({self.column: vector}, answer, text)
         return items
 
     def _body(self, texts: list[str]) -> dict[str, Any]:
         return {"model": self.call.model, "input": texts[0] if len(texts) == 1 else texts, "encoding_format": "float"}
 
-    async def _embed(self, texts: list[str]) -> tuple[list[list[float]], dict[str, Any]]:
-        """The vectors of `texts`, in order, and the answer they came in."""
+    async def _embed(self, texts: list[str], each: bool = False) -> tuple[list[Any], dict[str, Any]]:
+        """The vectors of `texts`, in order, and the answer they came in (`each`: see `vectors`)."""
         answer = await self.post(self.endpoint, self._body(texts), sum(text_tokens(t) for t in texts), completes=False)
-        return self.vectors(answer, len(texts)), answer
+        return self.vectors(answer, len(texts), each), answer
 
-    @staticmethod
-    def vectors(answer: dict[str, Any], count: int) -> list[list[float]]:
+    def vectors(self, answer: dict[str, Any], count: int, each: bool = False) -> list[Any]:
         """The vectors of an embeddings answer for `count` inputs, matched by `index`; CallError
-        when the answer does not have exactly one vector of numbers per input."""
+        when the answer does not have exactly one vector of numbers per input. A vector holding
+        NaN or an infinity, or of another size than the operator's first one (a model changed
+        mid-run, a gateway routing to two models: vectors that cannot be compared), is an error
+        too: raised, or with `each` (BATCH) that input's item, the others' vectors kept."""
         data = answer.get("data")
         if not isinstance(data, list):
             raise answer_error("the embeddings answer has no data list")
@@ -94,4 +98,21 @@ class EmbeddingEnrichCall(OpenAICompatibleCall):
             by_index[index] = [float(v) for v in vector]
         if len(by_index) != count:
             raise CallError(f"the embeddings answer has {len(by_index)} vectors for {count} inputs")
-        return [by_index[i] for i in range(count)]
+        out: list[Any] = []
+        for index in range(count):
+            error = self._unusable(by_index[index], index)
+            if error is not None and not each:
+                raise error
+            out.append(error or by_index[index])
+        return out
+
+    def _unusable(self, vector: list[float], index: int) -> CallError | None:
+        """Why a vector cannot be a row's (NaN, another size than the operator's first), or None."""
+        if not all(math.isfinite(v) for v in vector):
+            return answer_error(f"the embedding at index {index} holds NaN or an infinity")
+        if self.dimension is None:
+            self.dimension = len(vector)
+        elif len(vector) != self.dimension:
+            return answer_error(f"the embedding at index {index} has {len(vector)} dimensions where this "
+                                f"operator's earlier vectors have {self.dimension}")
+        return None

@@ -98,6 +98,7 @@ class OperatorMetrics:
         self.cost_usd: float | None = None     # PRICE: the money this task's calls cost (limits/money.py)
         self.error_messages: dict[str, int] = {}    # "class: message" -> elements that ended so
         self.model_change: str | None = None        # "before -> now": the answering model changed (#46)
+        self.usage_estimated = 0     # answers whose service reported no token usage (or 0): counted from the request
 
     def note_error(self, message: str | None, label: str | None = None) -> None:
         """Keep the first error (or timeout) of this task, for the end-of-run warning, and count
@@ -135,6 +136,7 @@ class OperatorMetrics:
             **({"cost_usd": round(self.cost_usd, 9)} if self.cost_usd is not None else {}),
             **({"error_messages": dict(self.error_messages)} if self.error_messages else {}),
             **({"model_change": self.model_change} if self.model_change is not None else {}),
+            **({"usage_estimated": self.usage_estimated} if self.usage_estimated else {}),
         }
 
 
@@ -275,6 +277,15 @@ def model_change_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
     answered the answers stored for it: once per operator, however many tasks saw it."""
     return [f"operator '{name}': the model answering it changed since its answers were stored: "
             f"{metrics[name]['model_change']}" for name in sorted(metrics) if metrics[name].get("model_change")]
+
+
+def usage_estimated_warnings(metrics: dict[str, dict[str, Any]]) -> list[str]:
+    """A warning per operator some of whose answers reported no token usage (or zero): their
+    tokens were estimated from the requests, so the figures, TOKENS PER MINUTE and BUDGET TOKENS
+    are estimates for them (said once, however many answers or tasks)."""
+    return [f"operator '{name}': the service reported no token usage for {metrics[name]['usage_estimated']} "
+            "answer(s); their tokens were estimated from the requests (figures, TOKENS PER MINUTE and "
+            "BUDGET count the estimates)" for name in sorted(metrics) if metrics[name].get("usage_estimated")]
 
 
 def money(usd: float) -> str:

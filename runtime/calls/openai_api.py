@@ -175,15 +175,27 @@ class OpenAICompatibleCall(EnrichCall):
             raise answer_error(f"response body is not JSON: {exc}") from None
         if not isinstance(answer, dict):
             raise answer_error(f"response body is JSON {type(answer).__name__}, expected an object")
-        prompt, completion = self.count_usage(answer.get("usage"))
+        usage = answer.get("usage")
+        if _unreported(usage, prompt_tokens):
+            usage = self._estimated_usage(prompt_tokens, estimate, completes)
+        prompt, completion = self.count_usage(usage)
         self.count_cost(prompt, completion)
         limiter.settle(estimate, prompt, completion if completes else 0)
         if budget is not None:
-            # corrected before the element goes on; no usage reported: the estimate stays spent
-            await budget.settle(estimate, _total(answer.get("usage")))
+            await budget.settle(estimate, _total(usage))       # corrected before the element goes on
         if money is not None:
             await money.settle(reserved, prompt, completion)
         return answer
+
+    def _estimated_usage(self, prompt_tokens: int, estimate: int, completes: bool) -> dict[str, int]:
+        """The usage of an answer whose service reported none (or zero for a request with a
+        prompt: a gateway that does not count): the request's prompt tokens and the completion
+        the limiter assumed, counted in `usage_estimated` (the run warns once)."""
+        if self.metrics is not None:
+            self.metrics.usage_estimated += 1
+        completion = max(0, estimate - prompt_tokens) if completes else 0
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion,
+                "total_tokens": prompt_tokens + completion}
 
     def count_cost(self, prompt: int | None, completion: int | None) -> None:
         """Add an answer's cost at the operator's online PRICE to its `cost_usd`."""
@@ -198,6 +210,13 @@ class OpenAICompatibleCall(EnrichCall):
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _unreported(usage: Any, prompt_tokens: int) -> bool:
+    """True when an answer's usage cannot be trusted: none, or zero tokens for a request that
+    had a prompt (trusting it would charge nothing to BUDGET n TOKENS)."""
+    total = _total(usage)
+    return total is None or (total == 0 and prompt_tokens > 0)
 
 
 def _total(usage: Any) -> int | None:

@@ -18,7 +18,14 @@ from dslc.runtime import config as C
 from dslc.runtime import expect_figures, run_env
 from dslc.runtime.core.arrow_chain import ChainFunction
 from dslc.runtime.diagnosis import diagnose_all
-from dslc.runtime.metrics import all_failed_warnings, format_table, merge, model_change_warnings, summary
+from dslc.runtime.metrics import (
+    all_failed_warnings,
+    format_table,
+    merge,
+    model_change_warnings,
+    summary,
+    usage_estimated_warnings,
+)
 
 from . import ceiling, outcome, progress
 from .pinned import PinnedStates
@@ -267,7 +274,7 @@ def publish(spark: SparkSession, merged: dict[str, dict[str, Any]], stream=None,
         return None   # a job without Python operators or EXPECTs has nothing to report
     stream = stream or sys.stderr
     operators = {name: summary(m) for name, m in sorted(merged.items())}
-    warnings = all_failed_warnings(operators) + model_change_warnings(operators)
+    warnings = all_failed_warnings(operators) + model_change_warnings(operators) + usage_estimated_warnings(operators)
     pipeline = spark.conf.get("spark.app.name", "dslc")
     finished = dt.datetime.now(dt.timezone.utc)
     document = {"pipeline": pipeline, "application_id": _conf(spark, "spark.app.id"),

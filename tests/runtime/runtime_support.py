@@ -18,6 +18,8 @@ import struct
 import threading
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -242,6 +244,21 @@ class Collector:
         self.threads.add(threading.get_ident())
         self.dead_letters.append(letter)
         self.events.append(("dl", letter))
+
+
+@contextmanager
+def serving(path: str, handler: Callable[[web.Request], Awaitable[web.Response]]) -> Iterator[str]:
+    """A one-route service on 127.0.0.1 while the block runs: POST `path` -> `handler`; the base
+    URL (`http://127.0.0.1:PORT/v1`). For an answer no other test service gives (a fault)."""
+    from dslc.testing.app_thread import AppInThread
+
+    app = web.Application()
+    app.router.add_post(path, handler)
+    running = AppInThread(app, name=f"serving {path}")
+    try:
+        yield f"http://127.0.0.1:{running.port}/v1"
+    finally:
+        running.stop()
 
 
 def run_operator(config: Any, items: list[Any], out: Collector | None = None,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 from runtime_support import run_operator as run
+from runtime_support import serving
 
 from dslc.runtime.config import Batch, Column, EmbeddingCall, Enrich, Outcome
-from dslc.testing.app_thread import AppInThread
 
 
 def _vector(text: str) -> list[Any]:
@@ -35,13 +35,8 @@ async def _embeddings(request: web.Request) -> web.Response:
 
 @pytest.fixture
 def service():
-    app = web.Application()
-    app.router.add_post("/v1/embeddings", _embeddings)
-    running = AppInThread(app, name="odd-embeddings")
-    try:
-        yield f"http://127.0.0.1:{running.port}/v1"
-    finally:
-        running.stop()
+    with serving("/v1/embeddings", _embeddings) as base_url:
+        yield base_url
 
 
 def _config(base_url: str, **kw: Any) -> Enrich:

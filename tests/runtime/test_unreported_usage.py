@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 from runtime_support import run_operator as run
+from runtime_support import serving
 
 from dslc.runtime.config import Column, Enrich, ModelCall
 from dslc.runtime.metrics import merge, usage_estimated_warnings
-from dslc.testing.app_thread import AppInThread
 
 USAGES = {"none": None, "zero": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
           "real": {"prompt_tokens": 40, "completion_tokens": 6, "total_tokens": 46}}
@@ -34,13 +34,8 @@ async def _chat(request: web.Request) -> web.Response:
 
 @pytest.fixture
 def service():
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", _chat)
-    running = AppInThread(app, name="no-usage")
-    try:
-        yield f"http://127.0.0.1:{running.port}/v1"
-    finally:
-        running.stop()
+    with serving("/v1/chat/completions", _chat) as base_url:
+        yield base_url
 
 
 def _config(base_url: str) -> Enrich:

@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from .check_time import baseline_tree
+from .check_time import baseline_tree, before_after_table
 
 ROUNDS = 3
 
@@ -111,15 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             runs["before"].append(measure(base, folder))
             runs["after"].append(measure(None, folder))
-    median = {side: {name: statistics.median(run[name] for run in side_runs) for name in side_runs[0]}
-              for side, side_runs in runs.items()}
     print(f"CPU per row of section 2's chain in one process, {args.baseline} (before) against this tree "
           f"(after); best of 5 passes over 200,000 rows, median of {args.rounds} interleaved rounds")
-    print("| workload | before µs/row | after µs/row | after/before |")
-    print("|---|---:|---:|---:|")
-    for name, before in median["before"].items():
-        after = median["after"][name]
-        print(f"| {name} | {before:.2f} | {after:.2f} | {after / before:.2f} |")
+    print(before_after_table(runs, "µs/row", 2))
     return 0
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -96,6 +97,18 @@ def baseline_tree(revision: str, folder: Path) -> Path:
         if (source / part).exists():
             (package / part).symlink_to(source / part)
     return folder / "path"
+
+
+def before_after_table(runs: dict[str, list[dict[str, float]]], unit: str, digits: int) -> str:
+    """The median of each workload's interleaved runs, before and after, as a markdown table with
+    their ratio (the revision benches: chain_cpu, operator_cpu)."""
+    median = {side: {name: statistics.median(run[name] for run in side_runs) for name in side_runs[0]}
+              for side, side_runs in runs.items()}
+    lines = [f"| workload | before {unit} | after {unit} | after/before |", "|---|---:|---:|---:|"]
+    for name, before in median["before"].items():
+        after = median["after"][name]
+        lines.append(f"| {name} | {before:.{digits}f} | {after:.{digits}f} | {after / before:.2f} |")
+    return "\n".join(lines)
 
 
 def measure(path_first: Path | None, flows: dict[str, Path], spark: bool = False) -> dict[str, dict]:

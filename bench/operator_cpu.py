@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from .check_time import baseline_tree
+from .check_time import baseline_tree, before_after_table
 from .service import LatencyService
 
 ROUNDS = 3
@@ -105,16 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             runs["before"].append(measure(base, url, args.rows))
             runs["after"].append(measure(None, url, args.rows))
-    median = {side: {name: statistics.median(run[name] for run in side_runs) for name in side_runs[0]}
-              for side, side_runs in runs.items()}
     print(f"CPU per element of one EnrichOperator (HTTP, /instant, UNORDERED CAPACITY 100), {args.baseline} "
           f"(before) against this tree (after); best of 3 passes over {args.rows:,} elements, median of "
           f"{args.rounds} interleaved rounds")
-    print("| workload | before µs/element | after µs/element | after/before |")
-    print("|---|---:|---:|---:|")
-    for name, before in median["before"].items():
-        after = median["after"][name]
-        print(f"| {name} | {before:.1f} | {after:.1f} | {after / before:.2f} |")
+    print(before_after_table(runs, "µs/element", 1))
     return 0
 
 

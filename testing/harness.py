@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import re
@@ -67,12 +68,10 @@ def _lookup(names: dict[str, Any], name: str, what: str) -> Any:
 
 
 def _spark_type(type_text: str):
-    from pyspark.sql.types import StructType
-
     if type_text in ("?", ""):
         return None
     try:
-        return StructType.fromDDL(f"`x` {type_text}").fields[0].dataType
+        return _struct_of(f"`x` {type_text}").fields[0].dataType
     except Exception:   # a type dslc knows and PySpark cannot parse: compare untyped
         return None
 
@@ -243,29 +242,61 @@ def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, A
     watermark, two more files of end rows, newer, so that AVAILABLE NOW (one file per
     micro-batch) runs the data, then a batch that moves the watermark to the end, then one that
     runs with it (Spark closes windows with the watermark of the batch before)."""
-    from pyspark.sql.types import StructType
-
     for node in sandboxed.nodes:
         if not isinstance(node, plan.Source):
             continue
-        schema = StructType.fromDDL(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
+        schema = _source_schema(node)
         name = node.name.removeprefix(_INPUT_PREFIX)
         data = [tuple(r[f.name] for f in node.schema) for r in rows.get(name, [])]
-        spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(node.path)
+        folder = Path(node.path)
+        shutil.rmtree(folder, ignore_errors=True)
+        _write_parquet(spark, schema, data, folder / "part-00000.parquet")
         if name == node.name or not data:
             continue
         # every row again at the end of time: Spark applies filters that do not read the event
         # time before the watermark, so an end row must pass them wherever a real row does
         end = [tuple(END_OF_INPUT if f.name == node.watermark.column else v for f, v in zip(node.schema, row))
                for row in data]
-        staging = root / "staging" / name
-        spark.createDataFrame(end, schema).coalesce(1).write.mode("overwrite").parquet(str(staging))
-        part = next(f for f in staging.glob("part-*.parquet"))
-        newest = max(f.stat().st_mtime for f in Path(node.path).glob("*.parquet"))
+        newest = max(f.stat().st_mtime for f in folder.glob("*.parquet"))
         for n in (1, 2):
-            target = Path(node.path) / f"zz-end-of-input-{n}.parquet"
-            shutil.copyfile(part, target)
+            target = folder / f"zz-end-of-input-{n}.parquet"
+            _write_parquet(spark, schema, end, target)
             os.utime(target, (newest + n, newest + n))
+
+
+def _source_schema(node: plan.Source):
+
+    return _struct_of(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
+
+
+@functools.lru_cache(maxsize=None)
+def _struct_of(ddl: str):
+    """Spark's reading of a DDL column list (a JVM round trip, so kept per DDL)."""
+    from pyspark.sql.types import StructType
+
+    return StructType.fromDDL(ddl)
+
+
+def _write_parquet(spark, schema, data: list[tuple], target: Path) -> None:
+    """`data` as one Parquet file at `target`, written by pyarrow with the Arrow schema PySpark
+    itself maps `schema` to (a Spark write job costs about a second per file; a case writes up
+    to three per source). A type Arrow has no mapping for is written by Spark instead."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        table = pa.Table.from_pylist([dict(zip(arrow_schema.names, row)) for row in data], schema=arrow_schema)
+    except (TypeError, ValueError, NotImplementedError, pa.ArrowException):
+        staging = target.with_name(f"_staging-{target.stem}")
+        spark.createDataFrame(data, schema).coalesce(1).write.mode("overwrite").parquet(str(staging))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(next(staging.glob("part-*.parquet"))), target)
+        shutil.rmtree(staging)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, target)
 
 
 def _replay_folder(case: Case, prepared: _Prepared, root: Path) -> Path:

@@ -72,6 +72,16 @@ def _kind(spark_type: str) -> str:
     return base.lower()
 
 
+def _arithmetic_type(left: str, right: str) -> str:
+    """The type Spark computes `left op right` in: DOUBLE with a floating side, else DECIMAL with a
+    DECIMAL side, else the integral type."""
+    if FLOATING & {left, right}:
+        return "DOUBLE"
+    if left.startswith("DECIMAL") or right.startswith("DECIMAL"):
+        return "DECIMAL"
+    return left or right
+
+
 class _Translator:
     def __init__(self, columns: dict[str, tuple[str, str]]):
         self.columns = columns
@@ -225,10 +235,21 @@ class _Translator:
         if left.kind != "number" or right.kind != "number":
             raise _NoForm(f"{node.sql(dialect='spark')} has no Python form in a chain")
         a, b = self.temp(), self.temp()
-        spark = "DOUBLE" if FLOATING & {left.spark, right.spark} else left.spark or right.spark
-        code = f"(None if ({a} := {self.exact(left, right)}) is None or ({b} := {self.exact(right, left)}) is None " \
-               f"else {a} {_ARITHMETIC[type(node)]} {b})"
+        spark = _arithmetic_type(left.spark, right.spark)
+        code = f"(None if ({a} := {self.operand(left, spark)}) is None or ({b} := {self.operand(right, spark)}) " \
+               f"is None else {a} {_ARITHMETIC[type(node)]} {b})"
         return _Value(code, "number", spark)
+
+    def operand(self, value: _Value, result: str) -> str:
+        """An operand in the type Spark computes the operation in: a DECIMAL operation takes its
+        number literals as Decimals (`2 * 100.0` is DECIMAL in Spark, and Python refuses a Decimal
+        times a float); a DOUBLE one takes a DECIMAL column's values as floats, as Spark casts them."""
+        if result.startswith("DECIMAL") and value.const and value.kind == "number":
+            return f"Decimal({str(value.code)!r})"
+        if result in FLOATING and value.spark.startswith("DECIMAL") and not value.const:
+            d = self.temp()
+            return f"(None if ({d} := {value.code}) is None else float({d}))"
+        return value.code
 
     def negative(self, node: exp.Neg) -> _Value:
         value = self.value(node.this)

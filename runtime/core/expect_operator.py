@@ -68,7 +68,7 @@ def _fcmp(a: Any, b: Any, op: str) -> bool:
             "<": key_a < key_b, "<=": key_a <= key_b}[op]
 
 
-_NAMESPACE = {"_like": _like, "_fcmp": _fcmp, "Decimal": Decimal, "__builtins__": {"len": len, "abs": abs}}
+_NAMESPACE = {"_like": _like, "_fcmp": _fcmp, "Decimal": Decimal, "__builtins__": {"len": len, "abs": abs, "float": float}}
 
 
 def compiled(python: str) -> Callable[[Row], Any]:

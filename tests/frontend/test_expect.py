@@ -81,6 +81,9 @@ def test_an_expect_on_an_input_column_or_an_or_asks_nothing_of_the_model():
     ("NOT (amount < 5) OR length(trim(country)) = 2", [True, True, None, True]),
     ("NOT (amount < 5) OR length(country) = 3", [False, False, None, True]),
     ("coalesce(fee, 0) >= 0.1", [True, False, False, True]),
+    ("amount <= 2 * 100.0", [True, True, None, False]),    # 2 * 100.0 is a DECIMAL in Spark
+    ("fee * 2 > 0.1", [True, None, False, True]),
+    ("fee * amount > 0.1", [True, None, None, True]),     # DECIMAL times DOUBLE is a DOUBLE
 ])
 def test_the_python_form_of_a_condition_judges_rows_as_spark_does(condition, expected):
     columns = {"amount": ("amount", "DOUBLE"), "country": ("country", "STRING"), "fee": ("fee", "DECIMAL(10,2)")}

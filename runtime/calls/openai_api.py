@@ -30,7 +30,7 @@ from dslc.runtime.limits.token_budget import token_budget
 from dslc.runtime.limits.tokens import TokenLimiter, retry_after
 from dslc.runtime.secrets import Secrets
 
-from . import sessions
+from . import error_body, sessions
 from .base import CallError, EnrichCall, UnsendableRequest, answer_error, hashable_key, to_json
 from .prompt import UnfillableText, fill
 from .url import placeholders, redact_url
@@ -150,12 +150,13 @@ class OpenAICompatibleCall(EnrichCall):
                 headers = response.headers
                 limiter.observe(headers)
                 if not 200 <= status < 300:
-                    text = (await response.content.read(2000)).decode("utf-8", "replace")
+                    text = (await error_body.read(response)).decode("utf-8", "replace")
                     wait = retry_after(headers) if status in (429, 503) else None
-                    message, code = _error_of(text)
-                    unavailable = code == RESOURCE_UNAVAILABLE or RESOURCE_UNAVAILABLE in text
+                    unavailable = RESOURCE_UNAVAILABLE in text
                     kind = FlexUnavailable if self.flex and status == 429 and unavailable else CallError
-                    raise kind(f"HTTP {status} from {self.shown_url}{path}: {self.secrets.mask(message)}", status, wait)
+                    # the secrets masked in the whole body before it is cut (the error's message shown)
+                    message = error_body.shown(text, self.secrets)
+                    raise kind(f"HTTP {status} from {self.shown_url}{path}: {message}", status, wait)
                 raw = await sessions.read_body(response)
         except CallError as exc:
             limiter.refund(estimate)            # nothing was answered, nothing charged
@@ -229,14 +230,3 @@ def _total(usage: Any) -> int | None:
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
     return None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
 
-
-def _error_of(text: str) -> tuple[str, str | None]:
-    """The `error.message` and `error.code` of an OpenAI error body, else the body's start."""
-    try:
-        error = json.loads(text)["error"]
-        message, code = error["message"], error.get("code")
-        if isinstance(message, str):
-            return message[:200], code if isinstance(code, str) else None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return text[:200], None

@@ -158,6 +158,7 @@ class OpenAICompatibleCall(EnrichCall):
                     message = error_body.shown(text, self.secrets)
                     raise kind(f"HTTP {status} from {self.shown_url}{path}: {message}", status, wait)
                 raw = await sessions.read_body(response)
+                _raise_error_object(raw, f"HTTP {status} from {self.shown_url}{path}", self.secrets)
         except CallError as exc:
             limiter.refund(estimate)            # nothing was answered, nothing charged
             if budget is not None:
@@ -230,3 +231,16 @@ def _total(usage: Any) -> int | None:
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
     return None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
 
+
+def _raise_error_object(raw: bytes, where: str, secrets: Secrets) -> None:
+    """A 2xx whose body is an error object (`{"error": {"message": ...}}`, as some gateways answer
+    a failed upstream call) is the element's `answer` error saying the service's message, not
+    "the answer has no choices"; nothing was answered, so nothing is charged."""
+    if b'"error"' not in raw:
+        return
+    try:
+        answer = json.loads(raw)
+    except ValueError:
+        return
+    if isinstance(answer, dict) and answer.get("error") and not answer.get("choices") and not answer.get("data"):
+        raise answer_error(f"{where} is an error: {error_body.shown(raw, secrets)}")

@@ -13,7 +13,7 @@ from aiohttp import web
 from runtime_support import run_operator as run
 from runtime_support import serving
 
-from dslc.runtime.config import Column, Enrich, ModelCall, Outcome
+from dslc.runtime.config import Column, EmbeddingCall, Enrich, ModelCall, Outcome
 from dslc.runtime.secrets import Secrets
 
 KEY = "Zq9-gateway-key-0042/never-shown"
@@ -27,7 +27,13 @@ async def _refuse(request: web.Request) -> web.Response:
                                      f"Key = {KEY}", "type": "auth_error", "param": "None", "code": "400"},
                 "trace": TRACE}
         return web.json_response(body, status=400)
+    if subject == "ok200":
+        return web.json_response(UPSTREAM_FAILED)    # status 200, an error object for a body
     return web.Response(status=400, text="k" * 197 + KEY + " was rejected")    # cut inside the key
+
+
+UPSTREAM_FAILED = {"error": {"message": f"litellm.APIConnectionError: upstream refused key {KEY}",
+                             "type": "api_connection_error", "param": None, "code": None}}
 
 
 @pytest.fixture
@@ -57,3 +63,25 @@ def test_a_key_an_error_body_echoes_where_the_text_is_cut_is_masked_before_the_c
     [letter] = out.dead_letters
     assert "k" * 197 + "${KEY} was rejected" in letter["error"]
     assert KEY[:3] not in json.dumps([letter, op.metrics()])
+
+
+def test_a_200_whose_body_is_an_error_object_says_the_services_message(service) -> None:
+    """#48 item 21: not "the answer has no choices"; the key it echoes masked."""
+    op, out = run(_keyed(service), [{"id": "c", "subject": "ok200"}])
+    [letter] = out.dead_letters
+    assert letter["error"].endswith("/chat/completions is an error: litellm.APIConnectionError: upstream refused "
+                                    "key ${KEY} [api_connection_error]"), letter["error"]
+    assert letter["error_class"] == "answer" and KEY[:4] not in json.dumps([letter, op.metrics()])
+
+
+def test_an_embeddings_200_whose_body_is_an_error_object_says_the_services_message() -> None:
+    async def embeddings(request: web.Request) -> web.Response:
+        return web.json_response(UPSTREAM_FAILED)
+
+    with serving("/v1/embeddings", embeddings) as base_url:
+        config = Enrich(name="vectors", line=9, returns=(Column("embedding", "ARRAY<FLOAT>"),), key_columns=("id",),
+                        timeout_s=10.0, call=EmbeddingCall("emb-test", base_url, "{title}"),
+                        on_error=Outcome.DEAD_LETTER, secrets=Secrets({"KEY": KEY}))
+        op, out = run(config, [{"id": "d", "title": "a title"}])
+    [letter] = out.dead_letters
+    assert "/embeddings is an error: litellm.APIConnectionError: upstream refused key ${KEY}" in letter["error"]

@@ -136,6 +136,14 @@ class OpenAICompatibleCall(EnrichCall):
         limiter = self.tokens
         estimate = limiter.estimate(prompt_tokens, completes)
         await limiter.acquire(estimate)
+        try:
+            return await self._send(path, body, prompt_tokens, completes, estimate)
+        finally:
+            limiter.done()
+
+    async def _send(self, path: str, body: dict[str, Any], prompt_tokens: int, completes: bool,
+                    estimate: int) -> dict[str, Any]:
+        limiter = self.tokens
         budget, money = self.budget, self.money
         try:
             reserved = await self._reserve(estimate, prompt_tokens)

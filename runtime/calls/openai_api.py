@@ -84,7 +84,8 @@ class OpenAICompatibleCall(EnrichCall):
     def _client(self):
         session = self._session
         if session is None or session.closed:
-            session = self._session = sessions.session_for(self.config.name, self.config.capacity)   # system CAs
+            # the CAs it trusts: the system's, or OPTIONS (ca_file = ...) / (verify = 'false') as HTTP's
+            session = self._session = sessions.session_for(self.config.name, self.config.capacity, self.config.call)
         return session
 
     def count_usage(self, usage: Any) -> tuple[int | None, int | None]:

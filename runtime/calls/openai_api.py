@@ -136,7 +136,9 @@ class OpenAICompatibleCall(EnrichCall):
                          completes: bool) -> dict[str, Any]:
         limiter = self.tokens
         estimate = limiter.estimate(prompt_tokens, completes)
-        await limiter.acquire(estimate)
+        waited = await limiter.acquire(estimate)
+        if self.metrics is not None:        # reported apart from the call's latency (limits/waits.py)
+            self.metrics.call_wait_seconds += waited
         try:
             return await self._send(path, body, prompt_tokens, completes, estimate)
         finally:

@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from dslc.runtime.limits import rate_headers
+from dslc.runtime.limits import rate_headers, waits
 from dslc.runtime.limits.retry_after import retry_after_s
 
 _MESSAGE_OVERHEAD = 4       # tokens a chat message costs beyond its text (role, separators)
@@ -124,11 +124,13 @@ class TokenLimiter:
             self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
         self._stamp = now
 
-    async def acquire(self, tokens: int) -> None:
+    async def acquire(self, tokens: int) -> float:
         """Wait for any pause the service asked for and for a request the service said is left,
         then take `tokens` (on credit: the balance may go negative, and the caller sleeps until
-        its tokens would have arrived). The request is in flight until `done()`."""
+        its tokens would have arrived). The request is in flight until `done()`. Returns the
+        seconds waited, also noted as the element's wait (limits/waits.py: not its latency)."""
         started = time.monotonic()
+        element = waits.current()
         while True:
             now = time.monotonic()
             if now < self.not_before:
@@ -150,7 +152,10 @@ class TokenLimiter:
                     self.done()
                     raise
             break
-        self.waited_seconds += time.monotonic() - started
+        waited = time.monotonic() - started
+        self.waited_seconds += waited
+        waits.add(waited, element)
+        return waited
 
     def _no_request_left(self, now: float) -> bool:
         """True (and a pause until the service's reset) when no request it said is left remains;

@@ -101,6 +101,10 @@ class ModelCall:
     # (column, JSON Schema keyword, value): what an EXPECT on the answers asks of them in the
     # structured-output schema (enum, minimum, maximum, exclusiveMinimum, exclusiveMaximum)
     limits: tuple[tuple[str, str, object], ...] = ()
+    # OPTIONS (ca_file = '...', verify = 'false'), as HTTP's (ca_data: the CA the driver read)
+    ca_file: str | None = None
+    verify: bool = True
+    ca_data: str | None = None
 
     def __post_init__(self) -> None:
         _require(bool(self.model), "MODEL needs a model name")
@@ -139,6 +143,9 @@ class EmbeddingCall:
     base_url: str
     input: str
     headers: tuple[tuple[str, str], ...] = ()     # as MODEL's
+    ca_file: str | None = None                    # OPTIONS (...), as MODEL's and HTTP's
+    verify: bool = True
+    ca_data: str | None = None
 
     def __post_init__(self) -> None:
         _require(bool(self.model), "EMBEDDING needs a model name")
@@ -156,6 +163,10 @@ class EmbeddingCall:
 
     def call_key(self, row) -> dict[str, str | None]:
         return {"input": fill_text(self.input, row)}
+
+
+#: The calls that speak HTTP and so take OPTIONS (ca_file = ..., verify = ...): whom they trust.
+TRUSTING_CALLS = (HttpCall, ModelCall, EmbeddingCall)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,9 @@ added up over the operator's tasks (runtime/metrics.py):
   for room in the window (`blocked_seconds`);
 - latency against load: the mean latency of the busiest seconds of the timeline against that of
   its quietest ones;
-- waiting for RATE tokens against the time elements spent in their calls;
+- waiting to be let through (RATE's tokens, TOKENS PER MINUTE, a limit the service stated in its
+  headers) against the elements' whole time, the wait and their calls (the latency leaves the
+  wait out: a gateway answering in under a second is not a 100 s one because its tokens ran out);
 - the Python worker's CPU: its threads' time on a CPU or waiting for one, against the tasks' time.
 
 Those causes are checked in this order, the first that holds is the line: `rate`, `service`
@@ -47,6 +49,10 @@ MIN_TASK_SECONDS = 1.0
 def _f(m: dict[str, Any], key: str) -> float:
     value = m.get(key)
     return float(value) if isinstance(value, (int, float)) else 0.0
+
+
+def _share(part: float, whole: float) -> float:
+    return round(part / whole, 3) if whole else 0.0
 
 
 def latency_growth(name: str, timeline: list[dict[str, Any]]) -> tuple[float, float] | None:
@@ -90,7 +96,7 @@ def diagnose(name: str, m: dict[str, Any], timeline: list[dict[str, Any]] | None
     figures = {"mean_in_flight": round(mean_in_flight, 2), "capacity": capacity, "window_fill": round(fill, 3),
                "blocked_share": round(blocked, 3), "pushed_back": int(_f(m, "pushed_back") + _f(m, "timeouts")),
                "answered_429": int(throttled), "spread": int(spread),
-               "rate_wait_share": round(rate_wait / in_calls_s, 3) if in_calls_s else 0.0, "cpu_share": round(cpu, 3),
+               "rate_wait_share": _share(rate_wait, in_calls_s + rate_wait), "cpu_share": round(cpu, 3),
                "p50_ms": m.get("p50_ms"), "p99_ms": m.get("p99_ms"), "elements": int(elements), "calls": int(calls),
                "task_seconds": round(tasks_s, 3)}
     if growth:
@@ -195,9 +201,11 @@ def _timing(m: dict[str, Any], figures: dict[str, Any], growth: tuple[float, flo
             fill: float, blocked: float, cpu: float, rate_wait: float, in_calls_s: float) -> Verdict:
     """What the run's timing says (the module's order)."""
     mean_in_flight = figures["mean_in_flight"]
-    if in_calls_s and rate_wait >= RATE_SHARE * in_calls_s:
-        return ("rate", f"elements spent {figures['rate_wait_share']:.0%} of their time waiting for RATE tokens",
-                "RATE is the limit: raise it if the service allows more, else this is as fast as it may go")
+    if rate_wait and rate_wait >= RATE_SHARE * (in_calls_s + rate_wait):
+        return ("rate", f"elements spent {figures['rate_wait_share']:.0%} of their time waiting to be let through "
+                        f"(RATE, TOKENS PER MINUTE or the service's stated limit), p50 {m.get('p50_ms')} ms in their calls",
+                "the rate limit is the limit: raise RATE (or its TOKENS PER MINUTE) if the service allows more, "
+                "else this is as fast as it may go")
     if growth and growth[1] >= LATENCY_GROWTH * growth[0] and fill >= FULL / 2:
         return ("service", f"latency grew with load: {growth[0]} ms at the quietest seconds, {growth[1]} ms at the busiest",
                 "the service slows down under this load: more CAPACITY will not help; use ADAPTIVE or scale the service")

@@ -21,7 +21,7 @@ _SHOWN = {key for key, _ in COLUMNS} | {"limit", "tasks"}
 # figures every operator has that are not worth a live column
 _HIDDEN = {"elements_called", "timeouts", "prompt_tokens", "completion_tokens", "misses", "dead_letters", "dropped", "failures", "cache_misses",
            "coalesced", "pushed_back", "max_in_flight", "capacity", "blocked_seconds", "latency_seconds",
-           "rate_wait_seconds", "task_seconds", "cpu_seconds", "tasks_running"}
+           "task_seconds", "cpu_seconds", "tasks_running"}
 
 
 def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, calls_per_s: float,
@@ -37,7 +37,8 @@ def operator_row(name: str, totals: dict[str, Any], in_flight: int, limit: int, 
 
 # counters of some kinds of ENRICH only (the answer store, MODEL / EMBEDDING): a column when an
 # operator has a non-zero one
-OPTIONAL: tuple[str, ...] = ("store_hits", "unanswered", "throttled", "total_tokens", "cost_usd")
+# and the seconds elements waited to be let through (RATE, TOKENS PER MINUTE), beside the latency
+OPTIONAL: tuple[str, ...] = ("rate_wait_seconds", "store_hits", "unanswered", "throttled", "total_tokens", "cost_usd")
 
 
 def extra_columns(rows: list[dict[str, Any]]) -> list[str]:

@@ -25,7 +25,8 @@ _MAX_FIELDS: tuple[str, ...] = ("max_in_flight", "capacity")
 # NEAREST BY's index, where one was built: the largest, and the latest BROADCAST version indexed
 _INDEX_FIELDS: tuple[str, ...] = ("index_rows", "index_bytes", "index_version")
 # seconds, added up over tasks: time the chain waited for room in the window, time elements spent
-# in their calls (Little's law: / task_seconds = the mean in flight), waiting for RATE tokens, and
+# in their calls (Little's law: / task_seconds = the mean in flight), waiting to be let through
+# (RATE's tokens, TOKENS PER MINUTE, a limit the service stated: not part of the latency), and
 # each task's wall and CPU time (the figures the diagnosis reads, runtime/diagnosis.py)
 _FLOAT_FIELDS: tuple[str, ...] = ("blocked_seconds", "latency_seconds", "rate_wait_seconds", "task_seconds",
                                   "cpu_seconds")
@@ -92,7 +93,8 @@ class OperatorMetrics:
         self.counters: dict[str, int] = dict.fromkeys(COUNTERS, 0)
         self.max_in_flight = 0
         self.blocked_seconds = 0.0
-        self.rate_wait_seconds = 0.0
+        self.rate_wait_seconds = 0.0     # waiting for RATE's tokens (the bucket's total)
+        self.call_wait_seconds = 0.0     # ... and, inside calls, for TOKENS PER MINUTE or a limit the service stated
         self.latency = Histogram()
         self.first_error: str | None = None
         self.cost_usd: float | None = None     # PRICE: the money this task's calls cost (limits/money.py)
@@ -130,7 +132,7 @@ class OperatorMetrics:
             "max_in_flight": self.max_in_flight,
             "blocked_seconds": round(self.blocked_seconds, 6),
             "latency_seconds": round(self.latency.total_s, 6),
-            "rate_wait_seconds": round(self.rate_wait_seconds, 6),
+            "rate_wait_seconds": round(self.rate_wait_seconds + self.call_wait_seconds, 6),   # not in latency
             "latency_histogram": self.latency.to_dict(),
             **({"first_error": self.first_error} if self.first_error is not None else {}),
             **({"cost_usd": round(self.cost_usd, 9)} if self.cost_usd is not None else {}),
@@ -233,6 +235,8 @@ def format_summary(d: dict[str, Any]) -> str:
                                      "misses", "errors", "dead_letters", "dropped", "cache_hits",
                                      "coalesced", "max_in_flight", "blocked_seconds",
                                      "p50_ms", "p95_ms", "p99_ms") if k in s]
+    if s.get("rate_wait_seconds"):          # waiting to be let through: apart from the latency
+        parts.append(f"rate_wait_seconds={s['rate_wait_seconds']}")
     if s.get("total_tokens") or s.get("throttled"):     # MODEL, EMBEDDING
         parts += [f"{k}={s[k]}" for k in ("throttled", "prompt_tokens", "completion_tokens", "total_tokens")]
     return f"{s.get('operator', '?')}: " + " ".join(parts)
@@ -248,9 +252,12 @@ TOKEN_COLUMNS: tuple[str, ...] = ("throttled", "prompt_tokens", "completion_toke
 
 
 def table_columns(metrics: dict[str, dict[str, Any]]) -> tuple[str, ...]:
-    """The table's columns: the token columns only when some operator reported tokens or 429s,
-    the money column when some operator has a PRICE."""
+    """The table's columns: the seconds waited to be let through when some operator waited (RATE,
+    TOKENS PER MINUTE), the token columns only when some operator reported tokens or 429s, the
+    money column when some operator has a PRICE."""
     columns = TABLE_COLUMNS
+    if any(m.get("rate_wait_seconds") for m in metrics.values()):     # beside the latency it is not part of
+        columns += ("rate_wait_seconds",)
     if any(m.get("total_tokens") or m.get("throttled") for m in metrics.values()):
         columns += TOKEN_COLUMNS
     if any(m.get("cost_usd") is not None for m in metrics.values()):

@@ -20,10 +20,11 @@ FOLDER = Code("FOLDER")
 
 
 def _in_job_folder(call: C.HttpCall | C.PythonCall) -> C.HttpCall | C.PythonCall:
-    """A Python call looked up in the job's folder first; an HTTP call as it is."""
+    """A Python call looked up in the job's folder first; the CA file of a call that speaks
+    HTTP (HTTP, MODEL, EMBEDDING) beside the .flow file; any other call as it is."""
     if isinstance(call, C.PythonCall):
         return dataclasses.replace(call, search_path=(FOLDER, *call.search_path))
-    if isinstance(call, C.HttpCall) and call.ca_file:     # a path beside the .flow file
+    if isinstance(call, C.TRUSTING_CALLS) and call.ca_file:     # a path beside the .flow file
         return dataclasses.replace(call, ca_file=Code(f"resolve(FOLDER, {call.ca_file!r})"))
     return call
 

@@ -181,7 +181,7 @@ class SqlCall:
 
 @dataclass(frozen=True, slots=True)
 class ModelCall:
-    """WITH MODEL 'name' AT 'base-url' [SYSTEM '...'] PROMPT '...'."""
+    """WITH MODEL 'name' AT 'base-url' [SYSTEM '...'] PROMPT '...' [OPTIONS (...)]."""
 
     model: Str
     at: Str | None              # None: missing, reported by the planner
@@ -189,17 +189,19 @@ class ModelCall:
     prompt: Str
     span: Span
     headers: Opt | None = None  # HEADERS (...), as for HTTP
+    options: Opt | None = None  # OPTIONS (ca_file = '...', verify = 'false'), as for HTTP
 
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingCall:
-    """WITH EMBEDDING 'name' AT 'base-url' INPUT '...'."""
+    """WITH EMBEDDING 'name' AT 'base-url' INPUT '...' [OPTIONS (...)]."""
 
     model: Str
     at: Str | None
     input: Str
     span: Span
     headers: Opt | None = None
+    options: Opt | None = None  # OPTIONS (ca_file = '...', verify = 'false'), as for HTTP
 
 
 @dataclass(frozen=True, slots=True)

@@ -397,11 +397,11 @@ class _ToAst(Transformer):
     def python_call(self, span, ref):
         return ast.PythonCall(ref, span)
 
-    def model_call(self, span, model, at, headers, system, prompt):
-        return ast.ModelCall(model, at, system, prompt, span, headers=headers)
+    def model_call(self, span, model, at, headers, system, prompt, options=None):
+        return ast.ModelCall(model, at, system, prompt, span, headers=headers, options=options)
 
-    def embedding_call(self, span, model, at, headers, input_):
-        return ast.EmbeddingCall(model, at, input_, span, headers=headers)
+    def embedding_call(self, span, model, at, headers, input_, options=None):
+        return ast.EmbeddingCall(model, at, input_, span, headers=headers, options=options)
 
     def model_at(self, span, url):
         return url

@@ -47,18 +47,23 @@ def _http_call(call: plan.HttpCall) -> str:
     text = f"HTTP {call.method} {call.url!r}{body}{_headers(call)}"
     if call.answer:
         text += f" ANSWER {call.answer!r}"
+    return text + _trust(call)
+
+
+def _trust(call) -> str:
+    """OPTIONS (ca_file = ...) or (verify = 'false') of a call that speaks HTTP; nothing by default."""
     if call.ca_file or not call.verify:
-        text += f" ca_file={call.ca_file!r}" if call.ca_file else " verify=false"
-    return text
+        return f" ca_file={call.ca_file!r}" if call.ca_file else " verify=false"
+    return ""
 
 
 def _model_call(call: plan.ModelCall) -> str:
     system = f" SYSTEM {call.system!r}" if call.system is not None else ""
-    return f"MODEL {call.model!r} AT {call.base_url!r}{_headers(call)}{system} PROMPT {call.prompt!r}"
+    return f"MODEL {call.model!r} AT {call.base_url!r}{_headers(call)}{system} PROMPT {call.prompt!r}{_trust(call)}"
 
 
 def _embedding_call(call: plan.EmbeddingCall) -> str:
-    return f"EMBEDDING {call.model!r} AT {call.base_url!r}{_headers(call)} INPUT {call.input!r}"
+    return f"EMBEDDING {call.model!r} AT {call.base_url!r}{_headers(call)} INPUT {call.input!r}{_trust(call)}"
 
 
 def _sql_call(call: plan.SqlCall) -> str:

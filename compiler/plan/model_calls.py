@@ -45,6 +45,7 @@ def model_call(planner: "Planner", stmt: ast.Enrich, upstream: plan.PlanNode | N
     if call.at is not None:
         ok = service.secrets(call.at) and ok
     headers = service.headers(call.headers)
+    ca_file, verify = service.call_options(call.options, kind)
     holes: list[str] = []
     if upstream is not None:
         columns = {f.name.lower(): f.name for f in upstream.schema}
@@ -69,9 +70,10 @@ def model_call(planner: "Planner", stmt: ast.Enrich, upstream: plan.PlanNode | N
     if isinstance(call, ast.ModelCall):
         system = fixed[0] if call.system else None
         built: ModelCall | EmbeddingCall = ModelCall(call.model.value, call.at.value.rstrip("/"), fixed[-1], system,
-                                                     headers=headers)
+                                                     headers=headers, ca_file=ca_file, verify=verify)
     else:
-        built = EmbeddingCall(call.model.value, call.at.value.rstrip("/"), fixed[0], headers=headers)
+        built = EmbeddingCall(call.model.value, call.at.value.rstrip("/"), fixed[0], headers=headers,
+                              ca_file=ca_file, verify=verify)
     key_columns = tuple(dict.fromkeys(holes)) or ((upstream.schema[0].name,) if upstream.schema else ())
     return built, key_columns
 

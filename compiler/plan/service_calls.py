@@ -127,8 +127,9 @@ class ServiceChecks:
             span = Span(start, min(start + max(len(token), 1), literal.span.end))
         self.problems.append(error("E0322", span, where=where, detail=detail, hint=_JMESPATH_HINT))
 
-    def call_options(self, clause: ast.Opt | None) -> tuple[str | None, bool]:
-        """OPTIONS (ca_file = '...', verify = 'true'|'false') of an HTTP call."""
+    def call_options(self, clause: ast.Opt | None, kind: str = "HTTP") -> tuple[str | None, bool]:
+        """OPTIONS (ca_file = '...', verify = 'true'|'false') of a call that speaks HTTP (`kind`:
+        HTTP, MODEL, EMBEDDING)."""
         if clause is None:
             return None, True
         ca_file, verify = None, True
@@ -138,7 +139,7 @@ class ServiceChecks:
             if name not in CALL_OPTIONS:
                 self.problems.append(error("E0305", key.span, kind="call option", name=key.value,
                                            hint=did_you_mean(key.value, CALL_OPTIONS)
-                                           or "an HTTP call takes ca_file = 'ca.pem' and verify = 'false'"))
+                                           or f"a {kind} call takes ca_file = 'ca.pem' and verify = 'false'"))
             elif name == "ca_file":
                 if not isinstance(value, ast.Str) or not value.value:
                     self.problems.append(error("E0325", value.span, clause="ca_file",

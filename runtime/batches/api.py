@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import yarl
 
-from dslc.runtime.calls import error_body
+from dslc.runtime.calls import error_body, sessions
 from dslc.runtime.calls.url import redact_url
 from dslc.runtime.config import EmbeddingCall, ModelCall
 from dslc.runtime.secrets import Secrets
@@ -44,10 +44,13 @@ class BatchApi:
         self.headers = {name: secrets.fill(value) for name, value in call.headers
                         if name.lower() not in ("content-type", "accept")}
         self._session: aiohttp.ClientSession | None = None
+        self._call = call
 
     async def __aenter__(self) -> BatchApi:
+        # the CAs trusted as online calls trust them: OPTIONS (ca_file = ...) / (verify = 'false')
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=30,
-                                                                            sock_read=600))
+                                                                            sock_read=600),
+                                              connector=aiohttp.TCPConnector(ssl=sessions.tls_context(self._call)))
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

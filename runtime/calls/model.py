@@ -19,7 +19,7 @@ from dslc.runtime.limits.tokens import message_tokens
 from dslc.runtime.schema import provenance
 from dslc.runtime.schema.json_schema import mismatch, returns_schema
 
-from .base import answer_error, check_result_types
+from .base import CallError, answer_error, check_result_types
 from .openai_api import OpenAICompatibleCall
 
 
@@ -66,7 +66,7 @@ class ModelEnrichCall(OpenAICompatibleCall):
     def answer(self, answer: dict[str, Any], body: dict[str, Any] | None = None) -> Any:
         """An answer's RETURNS values, checked as every answer is (CallError: the element's error);
         with `body` (the request as sent), the note of the model as answered and the prompt."""
-        result = check_result_types(self.result(answer), self.result_check)
+        result = self.result(answer)
         if self.notes and body is not None:
             provenance.noted(result, provenance.note(
                 model=answer.get("model"), system_fingerprint=answer.get("system_fingerprint"),
@@ -74,7 +74,8 @@ class ModelEnrichCall(OpenAICompatibleCall):
         return result
 
     def result(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """The RETURNS values of a chat completion, else an `answer` CallError keeping the content."""
+        """The RETURNS values of a chat completion, checked against their columns' types, else an
+        `answer` CallError keeping the content."""
         choices = answer.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise answer_error("the answer has no choices")
@@ -98,4 +99,8 @@ class ModelEnrichCall(OpenAICompatibleCall):
         problem = mismatch(value, self.schema)
         if problem:
             raise answer_error(f"the model's content does not fit RETURNS: {problem}", raw=content)
-        return value
+        try:        # what JSON Schema cannot say: an INT's range (2^32, 1e20 are integers to it)
+            return check_result_types(value, self.result_check)
+        except CallError as exc:
+            exc.raw = content       # the dead letter shows what the model said
+            raise

@@ -30,7 +30,7 @@ from dslc.runtime.limits.token_budget import token_budget
 from dslc.runtime.limits.tokens import TokenLimiter, retry_after
 from dslc.runtime.secrets import Secrets
 
-from . import sessions
+from . import error_body, sessions
 from .base import CallError, EnrichCall, UnsendableRequest, answer_error, hashable_key, to_json
 from .prompt import UnfillableText, fill
 from .url import placeholders, redact_url
@@ -84,7 +84,8 @@ class OpenAICompatibleCall(EnrichCall):
     def _client(self):
         session = self._session
         if session is None or session.closed:
-            session = self._session = sessions.session_for(self.config.name, self.config.capacity)   # system CAs
+            # the CAs it trusts: the system's, or OPTIONS (ca_file = ...) / (verify = 'false') as HTTP's
+            session = self._session = sessions.session_for(self.config.name, self.config.capacity, self.config.call)
         return session
 
     def count_usage(self, usage: Any) -> tuple[int | None, int | None]:
@@ -135,7 +136,17 @@ class OpenAICompatibleCall(EnrichCall):
                          completes: bool) -> dict[str, Any]:
         limiter = self.tokens
         estimate = limiter.estimate(prompt_tokens, completes)
-        await limiter.acquire(estimate)
+        waited = await limiter.acquire(estimate)
+        if self.metrics is not None:        # reported apart from the call's latency (limits/waits.py)
+            self.metrics.call_wait_seconds += waited
+        try:
+            return await self._send(path, body, prompt_tokens, completes, estimate)
+        finally:
+            limiter.done()
+
+    async def _send(self, path: str, body: dict[str, Any], prompt_tokens: int, completes: bool,
+                    estimate: int) -> dict[str, Any]:
+        limiter = self.tokens
         budget, money = self.budget, self.money
         try:
             reserved = await self._reserve(estimate, prompt_tokens)
@@ -150,13 +161,15 @@ class OpenAICompatibleCall(EnrichCall):
                 headers = response.headers
                 limiter.observe(headers)
                 if not 200 <= status < 300:
-                    text = (await response.content.read(2000)).decode("utf-8", "replace")
+                    text = (await error_body.read(response)).decode("utf-8", "replace")
                     wait = retry_after(headers) if status in (429, 503) else None
-                    message, code = _error_of(text)
-                    unavailable = code == RESOURCE_UNAVAILABLE or RESOURCE_UNAVAILABLE in text
+                    unavailable = RESOURCE_UNAVAILABLE in text
                     kind = FlexUnavailable if self.flex and status == 429 and unavailable else CallError
-                    raise kind(f"HTTP {status} from {self.shown_url}{path}: {self.secrets.mask(message)}", status, wait)
+                    # the secrets masked in the whole body before it is cut (the error's message shown)
+                    message = error_body.shown(text, self.secrets)
+                    raise kind(f"HTTP {status} from {self.shown_url}{path}: {message}", status, wait)
                 raw = await sessions.read_body(response)
+                _raise_error_object(raw, f"HTTP {status} from {self.shown_url}{path}", self.secrets)
         except CallError as exc:
             limiter.refund(estimate)            # nothing was answered, nothing charged
             if budget is not None:
@@ -230,13 +243,15 @@ def _total(usage: Any) -> int | None:
     return None if prompt is None and completion is None else (prompt or 0) + (completion or 0)
 
 
-def _error_of(text: str) -> tuple[str, str | None]:
-    """The `error.message` and `error.code` of an OpenAI error body, else the body's start."""
+def _raise_error_object(raw: bytes, where: str, secrets: Secrets) -> None:
+    """A 2xx whose body is an error object (`{"error": {"message": ...}}`, as some gateways answer
+    a failed upstream call) is the element's `answer` error saying the service's message, not
+    "the answer has no choices"; nothing was answered, so nothing is charged."""
+    if b'"error"' not in raw:
+        return
     try:
-        error = json.loads(text)["error"]
-        message, code = error["message"], error.get("code")
-        if isinstance(message, str):
-            return message[:200], code if isinstance(code, str) else None
-    except (ValueError, KeyError, TypeError, AttributeError):
-        pass
-    return text[:200], None
+        answer = json.loads(raw)
+    except ValueError:
+        return
+    if isinstance(answer, dict) and answer.get("error") and not answer.get("choices") and not answer.get("data"):
+        raise answer_error(f"{where} is an error: {error_body.shown(raw, secrets)}")

@@ -14,7 +14,7 @@ import ssl
 
 import aiohttp
 
-from dslc.runtime.config import HttpCall
+from dslc.runtime.config import EmbeddingCall, HttpCall, ModelCall
 
 from .base import answer_error
 
@@ -24,17 +24,20 @@ MAX_BODY_BYTES = 10 * 1024 * 1024
 _sessions: dict[tuple[int, int, str, int, int], aiohttp.ClientSession] = {}
 
 
-def tls_context(call: HttpCall) -> ssl.SSLContext | bool:
+def tls_context(call: HttpCall | ModelCall | EmbeddingCall) -> ssl.SSLContext | bool:
     """How HTTPS answers are trusted: the system's CA store (True: aiohttp's default context),
-    the CA of OPTIONS (ca_file = ...) that the driver read (`ca_data`), or nothing (verify = 'false')."""
+    the CA of OPTIONS (ca_file = ...) that the driver read (`ca_data`; on the driver itself, the
+    file), or nothing (verify = 'false')."""
     if not call.verify:
         return False
     if call.ca_data:
         return ssl.create_default_context(cadata=call.ca_data)
+    if call.ca_file:
+        return ssl.create_default_context(cafile=call.ca_file)
     return True
 
 
-def session_for(name: str, limit: int, call: HttpCall | None = None) -> aiohttp.ClientSession:
+def session_for(name: str, limit: int, call: HttpCall | ModelCall | EmbeddingCall | None = None) -> aiohttp.ClientSession:
     """The worker's session for one operator and CAPACITY on the running loop (created on first
     use): its connector keeps up to CAPACITY keep-alive connections, so a call in a full window
     reuses one instead of connecting. Another CAPACITY (a later job in the same worker) gets its

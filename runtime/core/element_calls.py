@@ -16,6 +16,7 @@ from dslc.runtime.core.call_pool import CallPool
 from dslc.runtime.core.deadlines import Deadlines
 from dslc.runtime.core.operator import Row
 from dslc.runtime.core.resolution import ElementResolver, Fail, Resolution, resume
+from dslc.runtime.limits import waits
 from dslc.runtime.metrics import OperatorMetrics
 
 
@@ -23,10 +24,10 @@ class Waiting:
     """An element whose call ran up to its first wait: what a call task needs to carry it on
     (its queue entry is given once the element has one)."""
 
-    __slots__ = ("entry", "step", "waits_on", "attempts", "started", "admitted", "epoch")
+    __slots__ = ("entry", "step", "waits_on", "attempts", "started", "admitted", "epoch", "waits")
 
     def __init__(self, step: Coroutine[Any, Any, Resolution], waits_on: Any,
-                 attempts: list[int], started: float, admitted: float, epoch: int) -> None:
+                 attempts: list[int], started: float, admitted: float, epoch: int, element: waits.Waits) -> None:
         self.entry: ElementEntry | None = None
         self.step = step
         self.waits_on = waits_on
@@ -34,6 +35,7 @@ class Waiting:
         self.started = started
         self.admitted = admitted
         self.epoch = epoch
+        self.waits = element        # its waits for admission (RATE, TOKENS PER MINUTE): not latency
 
 
 class ElementCalls:
@@ -71,17 +73,19 @@ class ElementCalls:
         unless cancelled by dispose."""
         started = time.perf_counter()
         resolver = self._resolver
+        element = waits.Waits()
+        waits.enter(element)
         try:
             epoch = 0
             if resolver.admits:
                 self.pool.hand_on()            # admission may wait
                 await resolver.admit(entry.payload)
                 epoch = resolver.epoch()
-            first = self.first_step(entry.payload, started, epoch)
+            first = self.first_step(entry.payload, started, epoch, element)
         except asyncio.CancelledError:
             raise
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
-            self._metrics.latency.record(time.perf_counter() - started)
+            self._metrics.latency.record(time.perf_counter() - started - element.seconds)
             first = Fail(resolver.failure(entry.payload, exc))
         if type(first) is Waiting:
             first.entry = entry
@@ -89,11 +93,14 @@ class ElementCalls:
         else:
             self._complete(entry, first)
 
-    def first_step(self, row: Row, started: float, epoch: int) -> Resolution | Waiting:
+    def first_step(self, row: Row, started: float, epoch: int, element: waits.Waits | None = None) -> Resolution | Waiting:
         """Start the element's call (it is admitted) and run it up to its first wait: its
         resolution if it answered without waiting, else what a call task needs to carry it on
-        (the caller gives that its queue entry)."""
+        (the caller gives that its queue entry). `element`: its waits so far (admission's)."""
         resolver = self._resolver
+        if element is None:
+            element = waits.Waits()
+            waits.enter(element)
         attempts = [0]
         self.running += 1
         self._metrics.in_flight(self.running)
@@ -104,7 +111,7 @@ class ElementCalls:
                 resolution = step          # answered without waiting: no TIMEOUT to watch
             else:
                 try:
-                    return Waiting(step, step.send(None), attempts, started, admitted, epoch)
+                    return Waiting(step, step.send(None), attempts, started, admitted, epoch, element)
                 except StopIteration as answered:
                     resolution = answered.value
         except asyncio.CancelledError:
@@ -113,7 +120,7 @@ class ElementCalls:
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(resolver.failure(row, exc))
         self.running -= 1
-        self._metrics.latency.record(time.perf_counter() - started)
+        self._metrics.latency.record(time.perf_counter() - started - element.seconds)
         return resolution
 
     async def carry(self, waiting: Waiting, task: asyncio.Task[None]) -> None:
@@ -124,6 +131,7 @@ class ElementCalls:
         assert entry is not None, "a waiting call is carried on once its element is in the queue"
         row = entry.payload
         deadline = self._deadlines.arm(task, waiting.admitted + self._timeout_s)
+        waits.enter(waiting.waits)      # a later attempt's waits are this element's too
         try:
             try:
                 resolution = await resume(waiting.step, waiting.waits_on)
@@ -143,5 +151,5 @@ class ElementCalls:
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(resolver.failure(row, exc))
         finally:
-            self._metrics.latency.record(time.perf_counter() - waiting.started)
+            self._metrics.latency.record(time.perf_counter() - waiting.started - waiting.waits.seconds)
         self._complete(entry, resolution)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 
+from dslc.runtime.limits import waits
 from dslc.runtime.store.open_stores import store_for
 from dslc.runtime.store.per_step import PerStep
 
@@ -41,4 +42,5 @@ class JobRate:
         wait = await self._slots(1)
         if wait > 0:
             self.waited_seconds += wait
+            waits.add(wait)         # the element's: not its call's latency
             await asyncio.sleep(wait)

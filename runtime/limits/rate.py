@@ -10,6 +10,7 @@ import asyncio
 import time
 
 from dslc.runtime.config import Rate
+from dslc.runtime.limits import waits
 
 
 class TokenBucket:
@@ -39,6 +40,7 @@ class TokenBucket:
         wait = self.reserve()
         if wait > 0:
             self.waited_seconds += wait
+            waits.add(wait)         # the element's: not its call's latency
             await asyncio.sleep(wait)
 
 

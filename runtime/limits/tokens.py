@@ -20,16 +20,18 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from dslc.runtime.limits import rate_headers, waits
 from dslc.runtime.limits.retry_after import retry_after_s
 
 _MESSAGE_OVERHEAD = 4       # tokens a chat message costs beyond its text (role, separators)
 _FIRST_COMPLETION_GUESS = 16
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+#: How long a task holds when a service says no request is left without saying when that changes
+#: (LiteLLM's per-key headers carry no reset): the minute its limits are counted over.
+UNSAID_RESET_S = 60.0
 
 
 def _tiktoken_encoder():
@@ -86,20 +88,6 @@ def assumed_completion(returns: tuple) -> int:
         return text_tokens(json.dumps({c.name: "x" * 8 for c in returns}))
 
 
-def reset_seconds(text: str | None) -> float | None:
-    """An `x-ratelimit-reset-*` value in seconds: `20ms`, `1.5s`, `6m0s`, `1h2m` (None if absent)."""
-    if not text:
-        return None
-    found = _DURATION.findall(text)
-    if not found:
-        try:
-            return float(text)
-        except ValueError:
-            return None
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(n) * scale[unit] for n, unit in found)
-
-
 def retry_after(headers: Mapping[str, str]) -> float | None:
     """Seconds a 429 asks to wait: `retry-after-ms` (OpenAI's, precise), else `Retry-After`."""
     ms = headers.get("retry-after-ms")
@@ -123,6 +111,9 @@ class TokenLimiter:
         self.not_before = 0.0
         self.completion_mean = float(_FIRST_COMPLETION_GUESS)
         self.waited_seconds = 0.0
+        self.requests_left: float | None = None     # what the service said is left, less what was sent since
+        self.requests_reset_at = 0.0
+        self.in_flight = 0
 
     def estimate(self, prompt_tokens: int, completes: bool = True) -> int:
         """A request's tokens before it is sent: its prompt and the completion answers take."""
@@ -133,23 +124,52 @@ class TokenLimiter:
             self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
         self._stamp = now
 
-    async def acquire(self, tokens: int) -> None:
-        """Wait for any pause the service asked for, then take `tokens` (on credit: the balance
-        may go negative, and the caller sleeps until its tokens would have arrived)."""
+    async def acquire(self, tokens: int) -> float:
+        """Wait for any pause the service asked for and for a request the service said is left,
+        then take `tokens` (on credit: the balance may go negative, and the caller sleeps until
+        its tokens would have arrived). The request is in flight until `done()`. Returns the
+        seconds waited, also noted as the element's wait (limits/waits.py: not its latency)."""
         started = time.monotonic()
+        element = waits.current()
         while True:
             now = time.monotonic()
             if now < self.not_before:
                 await asyncio.sleep(self.not_before - now)
                 continue
+            if self._no_request_left(now):
+                continue
+            self.in_flight += 1
+            if self.requests_left is not None:
+                self.requests_left -= 1
             if self.rate is None:
                 break
             self._refill(now)
             self.level -= tokens
             if self.level < 0:
-                await asyncio.sleep(-self.level / self.rate)
+                try:
+                    await asyncio.sleep(-self.level / self.rate)
+                except BaseException:       # cancelled: never sent
+                    self.done()
+                    raise
             break
-        self.waited_seconds += time.monotonic() - started
+        waited = time.monotonic() - started
+        self.waited_seconds += waited
+        waits.add(waited, element)
+        return waited
+
+    def _no_request_left(self, now: float) -> bool:
+        """True (and a pause until the service's reset) when no request it said is left remains;
+        after the reset nothing is known until the next answer says."""
+        if self.requests_left is None or self.requests_left >= 1:
+            return False
+        reset_at = self.requests_reset_at if self.requests_reset_at > now else now + UNSAID_RESET_S
+        self.not_before = max(self.not_before, reset_at)
+        self.requests_left = None
+        return True
+
+    def done(self) -> None:
+        """A request acquired is answered or failed (sent or not)."""
+        self.in_flight = max(0, self.in_flight - 1)
 
     def settle(self, estimate: int, prompt_tokens: int | None, completion_tokens: int | None) -> None:
         """The answer's usage corrects the estimate (more spent: less left; less: given back)."""
@@ -172,17 +192,22 @@ class TokenLimiter:
             self.not_before = max(self.not_before, time.monotonic() + seconds)
 
     def observe(self, headers: Mapping[str, str]) -> None:
-        """What the service says of its limits in an answer's `x-ratelimit-*` headers."""
-        for kind in ("requests", "tokens"):
-            remaining = headers.get(f"x-ratelimit-remaining-{kind}")
-            if remaining is None:
-                continue
-            try:
-                left = float(remaining)
-            except ValueError:
-                continue
-            if left <= 0:
-                self.pause(reset_seconds(headers.get(f"x-ratelimit-reset-{kind}")) or 1.0)
-            elif kind == "tokens" and self.rate is not None and left < self.level:
-                self._refill(time.monotonic())
-                self.level = min(self.level, left)
+        """What the service says of its limits in an answer's rate-limit headers, in any of the
+        common spellings (limits/rate_headers.py): the requests left, less those still in flight,
+        are all this task sends until the reset; tokens left below the bucket's lower it."""
+        left = rate_headers.read(headers)
+        now = time.monotonic()
+        requests = left.get("requests")
+        if requests is not None:
+            others = max(0, self.in_flight - 1)      # sent before this answer, perhaps not counted yet
+            self.requests_left = requests.remaining - others
+            self.requests_reset_at = now + requests.reset_s if requests.reset_s is not None else 0.0
+            self._no_request_left(now)      # none left: every request of the task holds from now
+        tokens = left.get("tokens")
+        if tokens is None:
+            return
+        if tokens.remaining <= 0:
+            self.pause(tokens.reset_s if tokens.reset_s is not None else UNSAID_RESET_S)
+        elif self.rate is not None and tokens.remaining < self.level:
+            self._refill(now)
+            self.level = min(self.level, tokens.remaining)

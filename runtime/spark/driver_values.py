@@ -41,7 +41,7 @@ def _attach(op: C.Enrich, secrets: S.Secrets | None) -> C.Enrich:
         found = (secrets if secrets is not None else required_secrets(names)).only(names)
         op = dataclasses.replace(op, secrets=found)
     call = op.call
-    if isinstance(call, C.HttpCall) and call.ca_file and call.ca_data is None:
+    if isinstance(call, C.TRUSTING_CALLS) and call.ca_file and call.ca_data is None:
         with open(call.ca_file, encoding="ascii") as handle:
             op = dataclasses.replace(op, call=dataclasses.replace(call, ca_data=handle.read()))
     return op

@@ -3,6 +3,7 @@
 its fields (the model's content, the status) stay, the content masked too."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -23,9 +24,9 @@ KEY = "sk-the-right-key-0042"
 LABELS = keyword_labeller({"category": [("", "other")], "urgency": [("", 2)]})
 
 
-def keyed(base_url: str, **kw: Any) -> Enrich:
+def keyed(base_url: str, key: str = "${OPENAI_API_KEY}", **kw: Any) -> Enrich:
     call = ModelCall("gpt-test", base_url, "Subject: {subject}", "You label tickets.",
-                     headers=(("Authorization", "Bearer ${OPENAI_API_KEY}"),))
+                     headers=(("Authorization", f"Bearer {key}"),))
     return Enrich(name="labelled", line=3, call=call, key_columns=("id",), timeout_s=10.0,
                   returns=(Column("category", "STRING"), Column("urgency", "INT")),
                   on_error=Outcome.DEAD_LETTER, secrets=Secrets({"OPENAI_API_KEY": KEY}), **kw)
@@ -60,3 +61,22 @@ def test_a_secret_the_answer_echoes_is_masked_in_the_dead_letter() -> None:
     assert letter.letter["answer"] == "I will not repeat ${OPENAI_API_KEY}"
     assert KEY not in repr(letter.letter)
 
+
+
+HUGE = keyword_labeller({"category": [("", "other")], "urgency": [("2^32", 2**32), ("1e20", 1e20), ("", 2)]})
+
+
+@pytest.mark.parametrize("secret", [True, False], ids=["secret key", "literal key"])
+@pytest.mark.parametrize("subject", ["2^32", "1e20"])
+def test_a_number_out_of_an_int_columns_range_keeps_the_models_answer(secret: bool, subject: str) -> None:
+    """#48 item 21: JSON's integer fits the schema, the INT column's range does not; the dead
+    letter says so and keeps what the model said, with a `${NAME}` key or a literal one."""
+    with serve_in_thread(OpenAIService(api_key=KEY, labeller=HUGE)) as running:
+        config = keyed(running.base_url) if secret else keyed(running.base_url, KEY)
+        op, out = run(config, [{"id": "t0", "subject": "fine"}, {"id": "t1", "subject": subject}])
+        assert running.stats["chat_calls"] == 2
+    assert [r["id"] for r in out.rows] == ["t0"]
+    [letter] = out.dead_letters
+    assert letter["key"] == {"id": "t1"} and "urgency" in letter["error"]
+    assert json.loads(letter["answer"])["urgency"] == (2**32 if subject == "2^32" else 1e20)
+    assert KEY not in repr(letter)

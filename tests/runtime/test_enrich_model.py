@@ -23,7 +23,8 @@ from dslc.runtime.config import (
     Retry,
 )
 from dslc.runtime.core.refusals import CredentialsRefused
-from dslc.runtime.limits.tokens import TokenLimiter, reset_seconds
+from dslc.runtime.limits.rate_headers import reset_seconds
+from dslc.runtime.limits.tokens import TokenLimiter
 from dslc.testing.openai_service import (
     BAD_JSON,
     LENGTH,

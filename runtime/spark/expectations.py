@@ -2,7 +2,8 @@
 figures of every EXPECT of the job (these and the ones run inside chains) for its metrics.
 
 `judge` adds two columns in one projection over the relation: the names of the constraints a row
-breaks (BROKEN, in statement order; NULL counts as passing, as a SQL CHECK does) and its fate
+breaks (BROKEN, in statement order; NULL counts as passing, as a SQL CHECK does; only filled
+when the EXPECT quarantines, the one action that writes them) and its fate
 (FATE: NULL when it passes, '' when it is dropped, the QUARANTINE folder of the first QUARANTINE
 constraint it breaks). A FAIL constraint makes the projection raise `ExpectationFailed` with the
 constraint, its line and the row, so the job stops there (exit code 4). The per-constraint
@@ -57,19 +58,21 @@ def _flag(constraint: C.Constraint) -> Column:
 
 
 def judge(df: DataFrame, expect: C.Expect) -> DataFrame:
-    """`df` with BROKEN and FATE (see the module), the constraints counted, a FAIL raised."""
+    """`df` with BROKEN and FATE (see the module), the constraints counted, a FAIL raised.
+
+    Only what the EXPECT's actions read is computed per row: BROKEN's names (a higher-order
+    filter over an array, the costliest expression here) only when a QUARANTINE line needs them,
+    and the counts as one `count_if` per constraint (an observation's aggregates are updated for
+    every row, so each one costs). FAIL's raise sits in FATE, which `passing` always reads."""
     declare(expect)
     data = [col(name) for name in df.columns]
     flags = [f"__dslc_x{i}" for i in range(len(expect.constraints))]
     flagged = df.select(*data, *[_flag(c).alias(f) for c, f in zip(expect.constraints, flags)])
-    names = F.filter(F.array(*[F.when(F.col(f), F.lit(c.name)) for c, f in zip(expect.constraints, flags)]),
-                     lambda name: name.isNotNull())
-    broken = names
-    for constraint, flag in reversed(list(zip(expect.constraints, flags))):
-        if constraint.action == "FAIL":
-            row = F.to_json(F.struct(*data), _JSON)
-            message = F.concat(F.lit(MARKER + failure_prefix(expect, constraint)), row)
-            broken = F.when(F.col(flag), F.raise_error(message)).otherwise(broken)
+    actions = {c.action for c in expect.constraints}
+    broken = F.lit(None).cast("array<string>")
+    if "QUARANTINE" in actions:
+        broken = F.filter(F.array(*[F.when(F.col(f), F.lit(c.name)) for c, f in zip(expect.constraints, flags)]),
+                          lambda name: name.isNotNull())
     fate = F.lit(None).cast("string")
     drops = [F.col(f) for c, f in zip(expect.constraints, flags) if c.action == "DROP"]
     if drops:
@@ -77,11 +80,18 @@ def judge(df: DataFrame, expect: C.Expect) -> DataFrame:
     for constraint, flag in reversed(list(zip(expect.constraints, flags))):
         if constraint.action == "QUARANTINE":
             fate = F.when(F.col(flag), F.lit(constraint.path)).otherwise(fate)
+    for constraint, flag in reversed(list(zip(expect.constraints, flags))):
+        if constraint.action == "FAIL":     # the first FAIL it breaks, in statement order, names it
+            row = F.to_json(F.struct(*data), _JSON)
+            message = F.concat(F.lit(MARKER + failure_prefix(expect, constraint)), row)
+            fate = F.when(F.col(flag), F.raise_error(message).cast("string")).otherwise(fate)
     judged = flagged.select(*data, *[F.col(f) for f in flags], broken.alias(BROKEN), fate.alias(FATE))
-    counts = [F.count(F.lit(1)).alias("rows"), F.sum(F.size(F.col(BROKEN))).alias("broken"),
-              F.count(F.when(F.col(FATE) == "", 1)).alias("dropped"),
-              F.count(F.when(F.col(FATE) != "", 1)).alias("quarantined")]
-    counts += [F.count(F.when(F.col(f), 1)).alias(f"{c.name}.failed") for c, f in zip(expect.constraints, flags)]
+    counts = [F.count(F.lit(1)).alias("rows")]
+    if "DROP" in actions:
+        counts.append(F.count_if(F.col(FATE) == "").alias("dropped"))
+    if "QUARANTINE" in actions:
+        counts.append(F.count_if(F.col(FATE) != "").alias("quarantined"))
+    counts += [F.count_if(F.col(f)).alias(f"{c.name}.failed") for c, f in zip(expect.constraints, flags)]
     observed = _observe(judged, expect, counts)
     return observed.drop(*flags)
 

@@ -31,6 +31,17 @@ def _tier(config: Enrich) -> str | None:
     return str(tier).lower() if tier else None
 
 
+def fixed(config: Enrich) -> dict[str, Any]:
+    """The struct's fields that are the operator's own, the same in every row: its name and line,
+    its TIER (MODEL, EMBEDDING) and its database (SQL)."""
+    values: dict[str, Any] = {"operator": config.name, "line": config.line}
+    if any(name == "tier" for name, _ in fields(config.call)):
+        values["tier"] = _tier(config)
+    if isinstance(config.call, SqlCall):
+        values["database"] = config.call.database
+    return values
+
+
 class Stamper:
     """Makes one ENRICH's PROVENANCE struct for each output row (one per operator instance)."""
 
@@ -38,11 +49,7 @@ class Stamper:
         assert config.provenance is not None
         self.column = config.provenance
         self.names = tuple(name for name, _ in fields(config.call))
-        self.fixed: dict[str, Any] = {"operator": config.name, "line": config.line}
-        if "tier" in self.names:
-            self.fixed["tier"] = _tier(config)
-        if isinstance(config.call, SqlCall):
-            self.fixed["database"] = config.call.database
+        self.fixed = fixed(config)
         self.request_key = call.request_key
         self.batched = config.batch is not None
 

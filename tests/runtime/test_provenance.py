@@ -4,6 +4,7 @@ store with its original time and model, a replay, a `dslc test` answer, the cach
 a retried row, the model as answered, and no secret anywhere in the struct."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import hashlib
@@ -18,7 +19,10 @@ from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Cache, Column, Enrich, HttpCall, Mode, ModelCall, Retry, Store
 from dslc.runtime.schema.provenance import fields
 from dslc.runtime.secrets import Secrets
+from dslc.runtime.spark.stored_provenance import Noted
+from dslc.runtime.store.sqlite import SqliteStore
 from dslc.runtime.wrappers import recording
+from dslc.runtime.wrappers.joinable import variant_of
 from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
 
 _names = iter(range(10**9))
@@ -164,3 +168,34 @@ def test_a_model_that_changed_since_the_answers_were_stored_is_said_once(tmp_pat
     warnings = model_change_warnings({"labelled": merge_all([changed, changed])["labelled"]})
     assert warnings == ["operator 'labelled': the model answering it changed since its answers were stored: "
                         "gpt-test (fp_dslc_test) -> gpt-next (fp_dslc_test)"]
+
+
+def test_the_struct_a_joined_answer_gets_is_the_one_the_operator_makes(tmp_path):
+    """A warm rerun's joined rows pass the operator by (runtime/spark/stored_join.py): the driver
+    makes their struct from what the store gives for the join (stored_provenance.py), which is
+    the operator's own struct for the same stored answer (model, fingerprint, prompt hash, time)."""
+    tickets = [{"id": "t1", "subject": "invoice wrong"}, {"id": "t2", "subject": "hello"}]
+    with serve_in_thread(OpenAIService(models=("gpt-test",), labeller=LABELS)) as running:
+        call = ModelCall("gpt-test", running.base_url, "Subject: {subject}", "You label tickets.")
+        config = Enrich(name="labelled", line=4, call=call, returns=(Column("category", "STRING"),),
+                        key_columns=("id",), timeout_s=10.0, provenance="how",
+                        store=Store(str(tmp_path / "answers.db"), run="r1"))
+        run(config, tickets)
+        _, second = run(dataclasses.replace(config, store=Store(config.store.location, run="r2")), tickets)
+
+    async def stored():
+        store = SqliteStore(config.store.location)
+        await store.open()
+        try:
+            return await store.joinable_noted(config.name, variant_of(build_call(config)), None)
+        finally:
+            await store.close()
+
+    noted = Noted(config)
+    made = noted.array(noted.entries(asyncio.run(stored()))).to_pylist()
+    by_operator = {row["how"]["key"]: row["how"] for row in second.rows}
+    assert len(made) == 2 and {how["key"] for how in made} == set(by_operator)
+    for how in made:
+        assert how["source"] == "store" and how["model"] == "gpt-test" and how["latency_ms"] is None
+        assert {k: v for k, v in how.items() if k != "latency_ms"} == \
+            {k: v for k, v in by_operator[how["key"]].items() if k != "latency_ms"}

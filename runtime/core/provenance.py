@@ -23,6 +23,8 @@ from dslc.runtime.schema.provenance import NOTE, fields, sha256
 _UTC = dt.timezone.utc
 #: sources that made no call for this element: it spent no attempt
 _NO_CALL = ("store", "cache")
+#: the fields `Stamper.stamp` makes itself for every row
+_MADE = frozenset({"source", "key", "attempts", "latency_ms", "answered_at"})
 
 
 def _tier(config: Enrich) -> str | None:
@@ -50,6 +52,8 @@ class Stamper:
         self.column = config.provenance
         self.names = tuple(name for name, _ in fields(config.call))
         self.fixed = fixed(config)
+        # the fields the answer's note gives (the others are the operator's, or made here)
+        self.said = tuple(name for name in self.names if name not in _MADE and name not in self.fixed)
         self.request_key = call.request_key
         self.batched = config.batch is not None
 
@@ -64,10 +68,12 @@ class Stamper:
             attempts = 0
         key = self.request_key(row)
         at = said.get("answered_at")
-        struct = {name: said.get(name) for name in self.names}
+        struct = {name: said.get(name) for name in self.said}
         struct.update(self.fixed)
-        struct.update(source=source, key=sha256(key) if key is not None else None, attempts=attempts,
-                      latency_ms=round((time.perf_counter() - began) * 1000, 3) if began is not None else None,
-                      answered_at=dt.datetime.fromtimestamp(at if at is not None else time.time(), _UTC))
+        struct["source"] = source
+        struct["key"] = sha256(key) if key is not None else None
+        struct["attempts"] = attempts
+        struct["latency_ms"] = round((time.perf_counter() - began) * 1000, 3) if began is not None else None
+        struct["answered_at"] = dt.datetime.fromtimestamp(at if at is not None else time.time(), _UTC)
         out[self.column] = struct
         return out

@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from runtime_support import FaultServer, Reply
 from runtime_support import run_operator as run
 
@@ -199,3 +200,27 @@ def test_the_struct_a_joined_answer_gets_is_the_one_the_operator_makes(tmp_path)
         assert how["source"] == "store" and how["model"] == "gpt-test" and how["latency_ms"] is None
         assert {k: v for k, v in how.items() if k != "latency_ms"} == \
             {k: v for k, v in by_operator[how["key"]].items() if k != "latency_ms"}
+
+
+@pytest.mark.parametrize("template, clean", [
+    ("http://h:1/fixed/{id}", True),
+    ("https://api.example.com/v1/{id}?fields={f}&lang=en", True),
+    ("http://{host}/x/{id}", True),
+    ("http://h/k/${API_KEY}/c/{id}", True),          # a secret in the path: noted by name
+    ("http://h/x?api_key=${API_KEY}&id={id}", False),
+    ("http://user:pw@h/x/{id}", False),
+    ("http://h/x?{name}={id}", False),               # a value could name a credential parameter
+    ("http://h/x?sig={id}", False),
+])
+def test_a_url_noted_without_masking_is_what_masking_would_have_noted(template, clean):
+    """PROVENANCE notes each call's URL masked; a template whose URLs have nothing to mask is
+    checked once (`masks_nothing`) instead of every answer: then masking changes no filled URL."""
+    from dslc.runtime.calls.url import fill_url, placeholders
+    from dslc.runtime.secrets import mask_url, masks_nothing, scrub
+
+    assert masks_nothing(template) is clean
+    values = ["k1", "a@b", "x&api_key=1", "../..", "http://u:p@e/?token=2", "é ü", "%40", "?#"]
+    for value in values:
+        url = fill_url(template, {name: value for name in placeholders(template)})
+        if clean:
+            assert scrub(mask_url(url)) == url

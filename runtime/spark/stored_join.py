@@ -182,8 +182,9 @@ def _stored(spark, answers: list[tuple], args: StructType, returns: StructType, 
         table = pa.table({"args": pa.array([a[0] for a in answers], pa.string()),
                           "output": pa.array([a[1] for a in answers], pa.string()), **_noted(op, answers)})
         stored = _dataframe(spark, table)
+        kept = [F.col(_NOTED)] if op is not None and op.provenance is not None else []
         return stored.select(F.from_json("args", args).alias("a"), F.from_json("output", returns).alias("o"),
-                             *_typed_noted(op)).select(
+                             *kept).select(
             *[F.col("a").getField(c).alias(k) for c, k in zip(args.fieldNames(), keys)],
             *[F.col("o").getField(f.name).alias(f.name) for f in returns.fields],
             *_typed_noted(op), F.lit(True).alias(FLAG))

@@ -224,3 +224,38 @@ def test_a_url_noted_without_masking_is_what_masking_would_have_noted(template, 
         url = fill_url(template, {name: value for name in placeholders(template)})
         if clean:
             assert scrub(mask_url(url)) == url
+
+
+def test_a_joined_answers_time_is_rounded_as_the_operators_datetime_is():
+    """The driver makes the joined answers' `answered_at` Arrow-native; it is the microsecond
+    `datetime.fromtimestamp` gives (half to even), which the operator's struct holds."""
+    import random
+
+    import pyarrow as pa
+
+    from dslc.runtime.spark.stored_provenance import _timestamps
+
+    rng = random.Random(46)
+    seconds = [1.7e9 + rng.random() * 1e7 for _ in range(20_000)] + \
+        [1700000000.0000005, 1700000000.0000015, 1700000000.9999995, 0.5e-6, 1.5e-6, 1764300000.1234565, -1.5e-6]
+    made = _timestamps(pa.array(seconds, pa.float64())).to_pylist()
+    assert made == [dt.datetime.fromtimestamp(s, dt.timezone.utc) for s in seconds]
+
+
+def test_a_stored_note_that_does_not_fit_the_struct_is_left_to_the_operator():
+    """An answer whose note Arrow cannot read as the struct's types (a status as text) is not
+    joined (the operator makes its row); the others keep their notes."""
+    from dslc.runtime.spark.stored_provenance import Noted
+
+    config = Enrich(name="e", line=2, call=HttpCall("http://h/c/{id}"), returns=(Column("value", "STRING"),),
+                    key_columns=("id",), provenance="how")
+    stored = [('{"id":"a"}', '{"value":"x"}', "ka", '{"status":"200","url":"http://h/c/a"}', 1.7e9),
+              ('{"id":"b"}', '{"value":"y"}', "kb", '{"status":201,"url":"http://h/c/b","answered_at":1.8e9}', 1.7e9),
+              ('{"id":"c"}', '{"value":"z"}', "kc", None, 1.75e9)]
+    noted = Noted(config)
+    entries = noted.entries(stored)
+    made = noted.array(entries).to_pylist()
+    assert [args for args, _, _ in entries] == ['{"id":"b"}', '{"id":"c"}']
+    assert [(m["status"], m["url"], m["answered_at"].timestamp(), m["source"]) for m in made] == [
+        (201, "http://h/c/b", 1.8e9, "store"), (None, None, 1.75e9, "store")]
+    assert made[1]["key"] == hashlib.sha256(b"kc").hexdigest() and made[0]["line"] == 2

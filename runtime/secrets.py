@@ -252,6 +252,21 @@ def mask_url(url: str) -> str:
                                     urllib.parse.urlencode(masked, safe="*/{}:$"), parts.fragment))
 
 
+def masks_nothing(template: str) -> bool:
+    """True when no URL filled from this `{column}` template has anything for `mask_url` and
+    `scrub`'s URL masking to hide: the template has no user:password and no credential-like query
+    name, and no placeholder names a query parameter (a filled value is fully percent-encoded, so
+    it cannot add a user, a parameter or a URL of its own). Then a filled URL is its own mask."""
+    import urllib.parse
+
+    try:
+        query = urllib.parse.urlsplit(template).query
+    except ValueError:
+        return False
+    names = [name for name, _ in urllib.parse.parse_qsl(query, keep_blank_values=True)]
+    return scrub(mask_url(template)) == template and not any("{" in name for name in names)
+
+
 def scrub(text: str, secrets: Secrets | None = None) -> str:
     """The one masking every text that leaves a call goes through (an error's text, a dead
     letter, a recording line, a task failure, a metric's last error): `${NAME}` secret values

@@ -18,7 +18,7 @@ from dslc.runtime.config import Enrich, HttpCall
 from dslc.runtime.core.operator import Row
 from dslc.runtime.limits.retry_after import retry_after_s
 from dslc.runtime.schema import provenance
-from dslc.runtime.secrets import Secrets, mask_url, names_in, scrub
+from dslc.runtime.secrets import Secrets, mask_url, masks_nothing, names_in, scrub
 
 from . import error_body, sessions
 from .answers import shape_for
@@ -67,6 +67,8 @@ class HttpEnrichCall(EnrichCall):
         self._post_headers = {**_JSON_HEADERS, **headers}
         self.shape = shape_for(config, self.result_check)
         self.notes = config.provenance is not None    # PROVENANCE: each answer says its status and URL
+        # ... masked, unless no URL of this template has anything to mask (checked once, not per answer)
+        self._masked_url = not masks_nothing(self.url)
 
     def _secret_url(self, url: str) -> str:
         """The URL with its secrets filled (percent-encoded, as a placeholder's value is)."""
@@ -90,8 +92,7 @@ class HttpEnrichCall(EnrichCall):
         except UnfillableUrl:
             return None
         try:
-            return json.dumps([self.config.call.method, url, *((self._body(row),) if self.post else ())],
-                              default=_json_value, separators=(",", ":"))
+            return _KEY_JSON.encode([self.config.call.method, url, *((self._body(row),) if self.post else ())])
         except (TypeError, ValueError):
             return None
 
@@ -123,7 +124,11 @@ class HttpEnrichCall(EnrichCall):
 
     def _noted(self, result: Any, status: int, url: str) -> Any:
         """PROVENANCE: the answer with its status and URL, as written (`${NAME}`) and masked."""
-        return provenance.noted(result, provenance.note(status=status, url=scrub(mask_url(url), self.secrets)))
+        if self._masked_url:
+            url = scrub(mask_url(url), self.secrets)
+        elif self.secrets:
+            url = self.secrets.mask(url)   # a row value that is a secret's value (what `scrub` does first)
+        return provenance.noted(result, provenance.note(status=status, url=url))
 
     async def call_batch(self, rows: list[Row]) -> list[Any]:
         """BATCH: POST a JSON array of the rows' bodies; the answer (what ANSWER finds in it) is an
@@ -171,6 +176,10 @@ def _parse(body: bytes) -> Any:
         return json.loads(body)
     except ValueError as exc:
         raise answer_error(f"response body is not JSON: {exc}") from None
+
+
+#: `json.dumps(..., default=_json_value, separators=(",", ":"))` made once (a request key per row)
+_KEY_JSON = json.JSONEncoder(default=_json_value, separators=(",", ":"))
 
 
 def fill(template: str, row: Row) -> str:

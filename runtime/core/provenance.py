@@ -23,12 +23,25 @@ from dslc.runtime.schema.provenance import NOTE, fields, sha256
 _UTC = dt.timezone.utc
 #: sources that made no call for this element: it spent no attempt
 _NO_CALL = ("store", "cache")
+#: the fields `Stamper.stamp` makes itself for every row
+_MADE = frozenset({"source", "key", "attempts", "latency_ms", "answered_at"})
 
 
 def _tier(config: Enrich) -> str | None:
     """The operator's TIER in lower case (None: the provider's default)."""
     tier = getattr(config, "tier", None) or getattr(config.call, "tier", None)
     return str(tier).lower() if tier else None
+
+
+def fixed(config: Enrich) -> dict[str, Any]:
+    """The struct's fields that are the operator's own, the same in every row: its name and line,
+    its TIER (MODEL, EMBEDDING) and its database (SQL)."""
+    values: dict[str, Any] = {"operator": config.name, "line": config.line}
+    if any(name == "tier" for name, _ in fields(config.call)):
+        values["tier"] = _tier(config)
+    if isinstance(config.call, SqlCall):
+        values["database"] = config.call.database
+    return values
 
 
 class Stamper:
@@ -38,11 +51,9 @@ class Stamper:
         assert config.provenance is not None
         self.column = config.provenance
         self.names = tuple(name for name, _ in fields(config.call))
-        self.fixed: dict[str, Any] = {"operator": config.name, "line": config.line}
-        if "tier" in self.names:
-            self.fixed["tier"] = _tier(config)
-        if isinstance(config.call, SqlCall):
-            self.fixed["database"] = config.call.database
+        self.fixed = fixed(config)
+        # the fields the answer's note gives (the others are the operator's, or made here)
+        self.said = tuple(name for name in self.names if name not in _MADE and name not in self.fixed)
         self.request_key = call.request_key
         self.batched = config.batch is not None
 
@@ -57,10 +68,12 @@ class Stamper:
             attempts = 0
         key = self.request_key(row)
         at = said.get("answered_at")
-        struct = {name: said.get(name) for name in self.names}
+        struct = {name: said.get(name) for name in self.said}
         struct.update(self.fixed)
-        struct.update(source=source, key=sha256(key) if key is not None else None, attempts=attempts,
-                      latency_ms=round((time.perf_counter() - began) * 1000, 3) if began is not None else None,
-                      answered_at=dt.datetime.fromtimestamp(at if at is not None else time.time(), _UTC))
+        struct["source"] = source
+        struct["key"] = sha256(key) if key is not None else None
+        struct["attempts"] = attempts
+        struct["latency_ms"] = round((time.perf_counter() - began) * 1000, 3) if began is not None else None
+        struct["answered_at"] = dt.datetime.fromtimestamp(at if at is not None else time.time(), _UTC)
         out[self.column] = struct
         return out

@@ -18,6 +18,10 @@ joined), in both modes: a streaming query joins each micro-batch to the answers 
 query started. ORDERED: a joined row leaves at once only in a batch of joined rows with nothing
 in flight ahead of it. Not joined: KEY ORDER, a chain with a watermark, a call that does not say
 which columns its request reads (PYTHON, POST without BODY), columns of other types.
+
+PROVENANCE: each answer also carries its row's struct, made on the driver from the note it was
+stored with (stored_provenance.py), so a joined row says `store` with its original time and model
+as the operator would; a store that cannot give the notes (Redis) joins nothing for it.
 """
 from __future__ import annotations
 
@@ -41,11 +45,13 @@ from dslc.runtime import config as C
 from dslc.runtime import run_env
 from dslc.runtime.calls.factory import KINDS
 from dslc.runtime.core.stored_answers import KEY_PREFIX
+from dslc.runtime.schema.provenance import struct_type
 from dslc.runtime.store.open_stores import make_store
 from dslc.runtime.wrappers.joinable import sound, variant_of
 
 from . import names
 from .session import is_connect
+from .stored_provenance import Noted
 
 FLAG = "__dslc_stored"
 CONF = run_env.STORE_JOIN_CONF.name
@@ -82,24 +88,29 @@ def _variant(op: C.Enrich, schema: StructType) -> tuple[str, tuple[str, ...]] | 
     return (variant, columns) if variant is not None else None
 
 
-def _answers(op: C.Enrich, variant: str) -> list[tuple[str, str]]:
-    async def read() -> list[tuple[str, str]]:
+def _answers(op: C.Enrich, variant: str) -> list[tuple]:
+    """(args, output) of the answers to join; with PROVENANCE (args, output, the struct's values)."""
+    async def read() -> list[tuple] | None:
         store = make_store(op.store.location)
         try:
             await store.open()
-            return await store.joinable(op.name, variant, op.store.ttl_s)
+            if op.provenance is None:
+                return await store.joinable(op.name, variant, op.store.ttl_s)
+            return await store.joinable_noted(op.name, variant, op.store.ttl_s)
         finally:
             await store.close()
 
-    return asyncio.run(read())
+    answers = asyncio.run(read())
+    if answers is None:      # no notes to stamp the rows with: the operator looks each one up
+        return []
+    return Noted(op).entries(answers) if op.provenance is not None else answers
 
 
 def find(schema: StructType, operators: Sequence[C.Enrich | C.Process],
-         output_schema) -> tuple[int, list[tuple[str, str]], tuple[str, ...]] | None:
+         output_schema) -> tuple[int, list[tuple], tuple[str, ...]] | None:
     """The first ENRICH of the chain with answers to join: (its position, the answers, its request columns)."""
     for position, op in enumerate(operators):
-        # PROVENANCE: a joined answer would carry no note (model, time), so the operator looks it up
-        if isinstance(op, C.Enrich) and op.store is not None and op.provenance is None:
+        if isinstance(op, C.Enrich) and op.store is not None:
             here = output_schema(schema, tuple(operators[:position]))
             found = _variant(op, here)
             if found is not None:
@@ -141,53 +152,70 @@ def _parsed(texts: Sequence[str], schema: StructType) -> pa.Table:
     return pa_json.read_json(io.BytesIO(data), parse_options=options).select(schema.fieldNames())
 
 
-def _both(answers: list[tuple[str, str]], args: StructType,
-          returns: StructType) -> tuple[list[tuple[str, str]], pa.Table, pa.Table]:
+def _both(answers: list[tuple], args: StructType, returns: StructType) -> tuple[list[tuple], pa.Table, pa.Table]:
     """The answers Arrow parses (args and outputs as tables). When Arrow cannot, the entries that
     are not what joinable.py writes for today's RETURNS (cut, edited) are left out (their rows
     go through the operator) and the rest parsed again; raises what Arrow raises if it still
     cannot (a value it cannot read exactly as its type: Spark's from_json reads those)."""
     try:
-        return answers, _parsed([a for a, _ in answers], args), _parsed([o for _, o in answers], returns)
+        return answers, _parsed([a[0] for a in answers], args), _parsed([a[1] for a in answers], returns)
     except _ARROW_REFUSALS:
         kept = sound(answers, tuple((f.name, f.dataType.simpleString().upper()) for f in returns.fields))
         if len(kept) == len(answers):
             raise
-    return kept, _parsed([a for a, _ in kept], args), _parsed([o for _, o in kept], returns)
+    return kept, _parsed([a[0] for a in kept], args), _parsed([a[1] for a in kept], returns)
 
 
 _ARROW_REFUSALS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, TypeError)
 
 
-def _stored(spark, answers: list[tuple[str, str]], args: StructType, returns: StructType,
-            keys: list[str]) -> DataFrame:
+def _stored(spark, answers: list[tuple], args: StructType, returns: StructType, keys: list[str],
+            op: C.Enrich | None = None) -> DataFrame:
     """The answers as rows of typed columns: the request columns as `keys`, the RETURNS columns,
-    and FLAG. Arrow parses them on the driver; a value it cannot read exactly as its column's
+    the PROVENANCE struct if any, and FLAG. Arrow parses them on the driver; a value it cannot read exactly as its column's
     type (which joinable.py does not write) leaves the parsing to Spark's from_json, of the
     entries that are sound (`joinable.sound`): never a damaged one."""
     try:
         answers, arguments, outputs = _both(answers, args, returns)
     except _ARROW_REFUSALS:
         answers = sound(answers, tuple((f.name, f.dataType.simpleString().upper()) for f in returns.fields))
-        table = pa.table({"args": pa.array([a for a, _ in answers], pa.string()),
-                          "output": pa.array([o for _, o in answers], pa.string())})
+        table = pa.table({"args": pa.array([a[0] for a in answers], pa.string()),
+                          "output": pa.array([a[1] for a in answers], pa.string()), **_noted(op, answers)})
         stored = _dataframe(spark, table)
-        return stored.select(F.from_json("args", args).alias("a"), F.from_json("output", returns).alias("o")).select(
+        kept = [F.col(_NOTED)] if op is not None and op.provenance is not None else []
+        return stored.select(F.from_json("args", args).alias("a"), F.from_json("output", returns).alias("o"),
+                             *kept).select(
             *[F.col("a").getField(c).alias(k) for c, k in zip(args.fieldNames(), keys)],
             *[F.col("o").getField(f.name).alias(f.name) for f in returns.fields],
-            F.lit(True).alias(FLAG))
+            *_typed_noted(op), F.lit(True).alias(FLAG))
     # plain column names in the file (a RETURNS name may hold any character), Spark's afterwards
     values = [f"__dslc_v{i}" for i in range(len(returns.fields))]
     columns = {k: arguments.column(c) for c, k in zip(args.fieldNames(), keys)}
     columns.update({v: outputs.column(f.name) for v, f in zip(values, returns.fields)})
-    stored = _dataframe(spark, pa.table(columns))
+    stored = _dataframe(spark, pa.table({**columns, **_noted(op, answers)}))
     # Parquet may bring a narrow integer back wider: each column as the join and the rows expect it
     typed = [*[F.col(k).cast(f.dataType).alias(k) for k, f in zip(keys, args.fields)],
              *[F.col(v).cast(f.dataType).alias(f.name) for v, f in zip(values, returns.fields)]]
-    return stored.select(*typed, F.lit(True).cast(BooleanType()).alias(FLAG))
+    return stored.select(*typed, *_typed_noted(op), F.lit(True).cast(BooleanType()).alias(FLAG))
 
 
-def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: tuple[str, ...],
+_NOTED = "__dslc_provenance"     # the PROVENANCE struct's column in the answers' file
+
+
+def _noted(op: C.Enrich | None, answers: list[tuple]) -> dict[str, pa.Array]:
+    """The PROVENANCE struct of `answers` (args, output, its values) as a column, if the op has one."""
+    return {} if op is None or op.provenance is None else {_NOTED: Noted(op).array(answers)}
+
+
+def _typed_noted(op: C.Enrich | None) -> list:
+    """The PROVENANCE column of the answers' file as the chain's output types it, named as the op names it."""
+    if op is None or op.provenance is None:
+        return []
+    typed = StructType.fromDDL(f"{names.quoted(op.provenance)} {struct_type(op.call)}").fields[0].dataType
+    return [F.col(_NOTED).cast(typed).alias(op.provenance)]
+
+
+def join(df: DataFrame, op: C.Enrich, answers: list[tuple], columns: tuple[str, ...],
          returns: StructType) -> tuple[DataFrame, C.JoinedAnswers]:
     """The rows to run the ENRICH's pass over and how that pass finds their stored answers: on a
     local master, in an Arrow file the driver writes (`df` as it is; core/stored_answers.py),
@@ -196,11 +224,11 @@ def join(df: DataFrame, op: C.Enrich, answers: list[tuple[str, str]], columns: t
     args = StructType([StructField(c, df.schema[c].dataType, True) for c in columns])
     ordered = op.mode is C.Mode.ORDERED
     if _workers_here(df.sparkSession) and len(answers) <= LOOKUP_ROWS:
-        table = _lookup_table(answers, args, returns)
+        table = _lookup_table(answers, args, returns, op)
         if table is not None:
             return df, C.JoinedAnswers(None, tuple(df.columns), ordered, table=table, keys=columns)
     keys = [f"{KEY_PREFIX}{i}" for i in range(len(columns))]
-    stored = _stored(df.sparkSession, answers, args, returns, keys)
+    stored = _stored(df.sparkSession, answers, args, returns, keys, op)
     if len(answers) <= BROADCAST_ROWS:
         stored = F.broadcast(stored)
     condition = None
@@ -216,16 +244,18 @@ def _workers_here(spark) -> bool:
     return _local(spark) and _setting(spark) != "spark"
 
 
-def _lookup_table(answers: list[tuple[str, str]], args: StructType, returns: StructType) -> str | None:
-    """The answers as an Arrow file of the request columns (KEY_PREFIX0, ...) and the RETURNS
-    columns, typed as the rows and the chain's output have them; None when Arrow cannot read a
+def _lookup_table(answers: list[tuple], args: StructType, returns: StructType, op: C.Enrich) -> str | None:
+    """The answers as an Arrow file of the request columns (KEY_PREFIX0, ...), the RETURNS
+    columns and the PROVENANCE struct if any, typed as the rows and the chain's output have them; None when Arrow cannot read a
     value as its type (Spark's join and from_json take those)."""
     try:
-        _, arguments, outputs = _both(answers, args, returns)
+        kept, arguments, outputs = _both(answers, args, returns)
     except _ARROW_REFUSALS:
         return None
     columns = {f"{KEY_PREFIX}{i}": arguments.column(c) for i, c in enumerate(args.fieldNames())}
-    table = pa.table([*columns.values(), *outputs.columns], names=[*columns, *outputs.column_names])
+    noted = {op.provenance: Noted(op).array(kept)} if op.provenance is not None else {}
+    table = pa.table([*columns.values(), *outputs.columns, *noted.values()],
+                     names=[*columns, *outputs.column_names, *noted])
     path = os.path.join(_answers_folder(), "answers.arrow")
     with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)

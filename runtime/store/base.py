@@ -102,6 +102,13 @@ class AnswerStore:
         before a run: runtime/spark/stored_join.py); a backend that keeps none gives []."""
         return []
 
+    async def joinable_noted(self, operator: str, variant: str,
+                             ttl_s: float | None) -> list[tuple[str, str, str, str | None, float]] | None:
+        """`joinable`'s answers with what a PROVENANCE struct needs of each: (args, output, key,
+        note, at), the note as the JSON its answer was stored with (None: it has none); None when
+        this backend cannot give them (its rows are then looked up one by one)."""
+        return None
+
     async def lease(self, operator: str, keys: list[str], owner: str, seconds: float,
                     ttl_s: float | None = None) -> set[str]:
         """Take for `seconds` the lease of each key that is free (or lapsed) and has no answer

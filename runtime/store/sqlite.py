@@ -25,6 +25,9 @@ from .base import SCHEMA_VERSION, AnswerStore, Join, OperatorStats, Stored, Stor
 from .ledger import BatchRecord, LineRecord
 
 APPLICATION_ID = 0x64736C63   # 'dslc'
+#: the PROVENANCE note of a stored answer at a path ('$': the answer, '$[0]': its one result), if an object
+_NOTE = ("CASE json_type(value, '{0}.\"dslc:provenance\"') WHEN 'object' "
+         "THEN json_extract(value, '{0}.\"dslc:provenance\"') END")
 _CHUNK = 500                  # keys per statement (SQLite limits the number of parameters)
 
 _TABLES = """
@@ -212,6 +215,16 @@ class SqliteStore(AnswerStore):
         since = time.time() - ttl_s if ttl_s else float("-inf")
         return self.db.execute("SELECT args, output FROM answers WHERE operator = ? AND variant = ? AND at >= ? "
                                "AND output IS NOT NULL", (operator, variant, since)).fetchall()
+
+    async def joinable_noted(self, operator: str, variant: str,
+                             ttl_s: float | None) -> list[tuple[str, str, str, str | None, float]]:
+        since = time.time() - ttl_s if ttl_s else float("-inf")
+        # the note (an object) of the answer or of its one result, read by SQLite's JSON functions; an
+        # answer that is not valid JSON any more is left to the operator (which calls its key again)
+        return self.db.execute(
+            f"SELECT args, output, key, COALESCE({_NOTE.format('$')}, {_NOTE.format('$[0]')}), at FROM answers "
+            "WHERE operator = ? AND variant = ? AND at >= ? AND output IS NOT NULL AND json_valid(value)",
+            (operator, variant, since)).fetchall()
 
     # ----------------------------------------------------------------- leases
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Any
+from typing import Any, TypeVar
 
 from dslc.runtime.calls.base import EnrichCall
 from dslc.runtime.config import Enrich
@@ -35,10 +35,12 @@ _INTEGERS = INTEGER_BITS
 _FLOATS = FLOAT_BITS.keys()
 JOINABLE_TYPES = frozenset({"STRING", "BOOLEAN", *_INTEGERS, *_FLOATS})
 
+T = TypeVar("T", bound=tuple)
+
 _SENTINEL = "\x1fdslc-open-column\x1f"
 
 
-def _fits(value: Any, type_name: str) -> bool:
+def fits(value: Any, type_name: str) -> bool:
     """True when the Python path would carry `value` into a column of `type_name` unchanged."""
     if value is None:
         return True
@@ -67,20 +69,21 @@ def variant_of(call: EnrichCall) -> str | None:
     return hashlib.sha256(f"{key}\n{returns}".encode("utf-8")).hexdigest()[:24]
 
 
-def sound(entries: list[tuple[str, str]], returns: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
-    """The (args, output) entries that are what `Joinable.entry` writes for these RETURNS (name,
+def sound(entries: list[T], returns: tuple[tuple[str, str], ...]) -> list[T]:
+    """The (args, output, ...) entries that are what `Joinable.entry` writes for these RETURNS (name,
     type): JSON objects, the output's values fitting their columns. A damaged entry (cut, edited)
     is left out: its row goes through the operator, which calls again if the answer is damaged too."""
     names = {name for name, _ in returns}
     kept = []
-    for args, output in entries:
+    for entry in entries:
+        args, output = entry[0], entry[1]
         try:
             given, made = json.loads(args), json.loads(output)
         except ValueError:
             continue
         if (isinstance(given, dict) and isinstance(made, dict) and set(made) == names
-                and all(_fits(made[name], type_name) for name, type_name in returns)):
-            kept.append((args, output))
+                and all(fits(made[name], type_name) for name, type_name in returns)):
+            kept.append(entry)
     return kept
 
 
@@ -107,7 +110,7 @@ class Joinable:
         output = {}
         for name, type_name in self.returns:
             item = value.get(name)
-            if not _fits(item, type_name):
+            if not fits(item, type_name):
                 return None
             output[name] = float(item) if type_name in _FLOATS and item is not None else item
         return (json.dumps(args, ensure_ascii=False, separators=(",", ":")),

@@ -87,3 +87,44 @@ def test_runs_say_where_each_answer_came_from_in_both_modes(spark, serve_app, tm
     assert sum(calls.values()) == 14                           # a fresh store: called again (c1 twice)
     assert {o: {k: r["how"][k] for k in STABLE} for o, r in streamed.items()} == \
         {o: {k: r["how"][k] for k in STABLE} for o, r in first.items()}
+
+
+def _figures(folder: Path) -> dict:
+    return json.loads((folder / "metrics.json").read_text())["operators"]["enriched"]
+
+
+@pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
+def test_a_warm_rerun_joins_its_answers_with_the_structs_the_operator_makes(spark, serve_app, tmp_path,
+                                                                             monkeypatch, mode):
+    """With PROVENANCE a warm rerun still matches its stored answers before the operator (looked up
+    in the chain's pass, or joined by Spark): the struct made on the driver from the stored note is
+    the one the operator makes when each row asks the store (`SET spark.dslc.store.join = false`),
+    field for field (source `store`, no attempt, the first run's time)."""
+    monkeypatch.setenv("PROV_KEY", SECRET)
+    monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
+    calls: Counter = Counter()
+    server = _service(serve_app, calls, {"c1"})
+    (tmp_path / "in").mkdir()
+    orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 8}"} for i in range(40)]
+    (tmp_path / "in/orders.json").write_text("".join(json.dumps(o) + "\n" for o in orders))
+    answers = tmp_path / "answers.db"
+    first = _run(tmp_path, server.port, "first", mode, answers)
+    paid = sum(calls.values())
+    assert paid == 9 and _figures(tmp_path)["store_joined"] == 0          # eight keys, one retried
+
+    warm = {}
+    for way in ("false", "true", "spark"):     # row by row; looked up in the pass; Spark's join
+        spark.conf.set("spark.dslc.store.join", way)
+        try:
+            warm[way] = _run(tmp_path, server.port, f"warm-{way}", mode, answers)
+        finally:
+            spark.conf.unset("spark.dslc.store.join")
+        assert _figures(tmp_path)["store_joined"] == (0 if way == "false" else len(orders))
+        assert _figures(tmp_path)["store_hits"] == len(orders)
+    assert sum(calls.values()) == paid                                    # nothing paid again
+    assert warm["true"] == warm["spark"] == warm["false"]                 # every field of every row
+    for order, row in warm["true"].items():
+        how, then = row["how"], first[order]["how"]
+        assert (how["source"], how["attempts"], how.get("latency_ms")) == ("store", 0, None)   # JSON leaves NULL out
+        assert {k: how[k] for k in ("answered_at", "key", "status", "url", "operator", "line")} == \
+            {k: then[k] for k in ("answered_at", "key", "status", "url", "operator", "line")}

@@ -7,6 +7,7 @@ results) still come from the store through the operator; a changed request (anot
 nothing and pays again."""
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -235,6 +236,40 @@ def test_answers_parsed_by_arrow_are_the_rows_from_json_makes(spark, monkeypatch
     assert rows == sorted(by_spark.collect(), key=lambda r: r[0])
     assert rows[0]["the tier"] == "gold – ü\n€" and rows[0]["visits"] == 2**62 and rows[1]["score"] == 1e300
 
+
+
+def test_the_provenance_struct_joined_by_spark_is_the_same_whichever_parses_the_answers(spark, monkeypatch):
+    """With PROVENANCE the answers' file also holds each answer's struct (stored_provenance.py),
+    named and typed as the chain's output has it, when Arrow parses the answers and when from_json does."""
+    import pyarrow as pa
+    from pyspark.sql.types import StructType
+
+    from dslc.runtime import config as C
+    from dslc.runtime.spark import stored_join
+    from dslc.runtime.spark.stored_provenance import Noted
+
+    op = C.Enrich(name="enriched", line=3, call=C.HttpCall("http://h/c/{customer_id}"),
+                  returns=(C.Column("tier", "STRING"),), key_columns=("customer_id",), provenance="how")
+    args, returns = StructType.fromDDL("customer_id STRING"), StructType.fromDDL("tier STRING")
+    stored = [('{"customer_id":"c1"}', '{"tier":"gold"}', '["GET","http://h/c/c1"]',
+               '{"status":200,"url":"http://h/c/c1","answered_at":1700000000.1234567}', 1700000001.0),
+              ('{"customer_id":"c2"}', '{"tier":null}', '["GET","http://h/c/c2"]', None, 1700000002.5)]
+    answers = Noted(op).entries(stored)
+    by_arrow = stored_join._stored(spark, answers, args, returns, ["__dslc_k0"], op)
+
+    def refuse(*_):
+        raise pa.ArrowInvalid("forced: from_json parses these")
+
+    monkeypatch.setattr(stored_join, "_parsed", refuse)
+    by_spark = stored_join._stored(spark, answers, args, returns, ["__dslc_k0"], op)
+    assert by_arrow.schema == by_spark.schema and by_arrow.columns == ["__dslc_k0", "tier", "how", stored_join.FLAG]
+    rows = sorted(by_arrow.collect(), key=lambda r: r[0])
+    assert rows == sorted(by_spark.collect(), key=lambda r: r[0])
+    first, second = rows[0]["how"], rows[1]["how"]
+    assert (first["source"], first["attempts"], first["latency_ms"], first["status"]) == ("store", 0, None, 200)
+    assert first["answered_at"].timestamp() == 1700000000.123457             # the note's time, to the µs
+    assert (second["status"], second["answered_at"].timestamp()) == (None, 1700000002.5)   # no note: the stored time
+    assert first["key"] == hashlib.sha256(b'["GET","http://h/c/c1"]').hexdigest()
 
 GROWN = """PIPELINE warm MODE BATCH ANSWERS 'answers.db';
 SOURCE orders FROM JSON 'in/' SCHEMA (order_id STRING, customer_id STRING, region INT, amount DOUBLE);

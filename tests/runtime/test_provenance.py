@@ -4,6 +4,7 @@ store with its original time and model, a replay, a `dslc test` answer, the cach
 a retried row, the model as answered, and no secret anywhere in the struct."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as dt
 import hashlib
@@ -11,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from runtime_support import FaultServer, Reply
 from runtime_support import run_operator as run
 
@@ -18,7 +20,10 @@ from dslc.runtime.calls.factory import build_call
 from dslc.runtime.config import Cache, Column, Enrich, HttpCall, Mode, ModelCall, Retry, Store
 from dslc.runtime.schema.provenance import fields
 from dslc.runtime.secrets import Secrets
+from dslc.runtime.spark.stored_provenance import Noted
+from dslc.runtime.store.sqlite import SqliteStore
 from dslc.runtime.wrappers import recording
+from dslc.runtime.wrappers.joinable import variant_of
 from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
 
 _names = iter(range(10**9))
@@ -164,3 +169,93 @@ def test_a_model_that_changed_since_the_answers_were_stored_is_said_once(tmp_pat
     warnings = model_change_warnings({"labelled": merge_all([changed, changed])["labelled"]})
     assert warnings == ["operator 'labelled': the model answering it changed since its answers were stored: "
                         "gpt-test (fp_dslc_test) -> gpt-next (fp_dslc_test)"]
+
+
+def test_the_struct_a_joined_answer_gets_is_the_one_the_operator_makes(tmp_path):
+    """A warm rerun's joined rows pass the operator by (runtime/spark/stored_join.py): the driver
+    makes their struct from what the store gives for the join (stored_provenance.py), which is
+    the operator's own struct for the same stored answer (model, fingerprint, prompt hash, time)."""
+    tickets = [{"id": "t1", "subject": "invoice wrong"}, {"id": "t2", "subject": "hello"}]
+    with serve_in_thread(OpenAIService(models=("gpt-test",), labeller=LABELS)) as running:
+        call = ModelCall("gpt-test", running.base_url, "Subject: {subject}", "You label tickets.")
+        config = Enrich(name="labelled", line=4, call=call, returns=(Column("category", "STRING"),),
+                        key_columns=("id",), timeout_s=10.0, provenance="how",
+                        store=Store(str(tmp_path / "answers.db"), run="r1"))
+        run(config, tickets)
+        _, second = run(dataclasses.replace(config, store=Store(config.store.location, run="r2")), tickets)
+
+    async def stored():
+        store = SqliteStore(config.store.location)
+        await store.open()
+        try:
+            return await store.joinable_noted(config.name, variant_of(build_call(config)), None)
+        finally:
+            await store.close()
+
+    noted = Noted(config)
+    made = noted.array(noted.entries(asyncio.run(stored()))).to_pylist()
+    by_operator = {row["how"]["key"]: row["how"] for row in second.rows}
+    assert len(made) == 2 and {how["key"] for how in made} == set(by_operator)
+    for how in made:
+        assert how["source"] == "store" and how["model"] == "gpt-test" and how["latency_ms"] is None
+        assert {k: v for k, v in how.items() if k != "latency_ms"} == \
+            {k: v for k, v in by_operator[how["key"]].items() if k != "latency_ms"}
+
+
+@pytest.mark.parametrize("template, clean", [
+    ("http://h:1/fixed/{id}", True),
+    ("https://api.example.com/v1/{id}?fields={f}&lang=en", True),
+    ("http://{host}/x/{id}", True),
+    ("http://h/k/${API_KEY}/c/{id}", True),          # a secret in the path: noted by name
+    ("http://h/x?api_key=${API_KEY}&id={id}", False),
+    ("http://user:pw@h/x/{id}", False),
+    ("http://h/x?{name}={id}", False),               # a value could name a credential parameter
+    ("http://h/x?sig={id}", False),
+])
+def test_a_url_noted_without_masking_is_what_masking_would_have_noted(template, clean):
+    """PROVENANCE notes each call's URL masked; a template whose URLs have nothing to mask is
+    checked once (`masks_nothing`) instead of every answer: then masking changes no filled URL."""
+    from dslc.runtime.calls.url import fill_url, placeholders
+    from dslc.runtime.secrets import mask_url, masks_nothing, scrub
+
+    assert masks_nothing(template) is clean
+    values = ["k1", "a@b", "x&api_key=1", "../..", "http://u:p@e/?token=2", "é ü", "%40", "?#"]
+    for value in values:
+        url = fill_url(template, {name: value for name in placeholders(template)})
+        if clean:
+            assert scrub(mask_url(url)) == url
+
+
+def test_a_joined_answers_time_is_rounded_as_the_operators_datetime_is():
+    """The driver makes the joined answers' `answered_at` Arrow-native; it is the microsecond
+    `datetime.fromtimestamp` gives (half to even), which the operator's struct holds."""
+    import random
+
+    import pyarrow as pa
+
+    from dslc.runtime.spark.stored_provenance import _timestamps
+
+    rng = random.Random(46)
+    seconds = [1.7e9 + rng.random() * 1e7 for _ in range(20_000)] + \
+        [1700000000.0000005, 1700000000.0000015, 1700000000.9999995, 0.5e-6, 1.5e-6, 1764300000.1234565, -1.5e-6]
+    made = _timestamps(pa.array(seconds, pa.float64())).to_pylist()
+    assert made == [dt.datetime.fromtimestamp(s, dt.timezone.utc) for s in seconds]
+
+
+def test_a_stored_note_that_does_not_fit_the_struct_is_left_to_the_operator():
+    """An answer whose note Arrow cannot read as the struct's types (a status as text) is not
+    joined (the operator makes its row); the others keep their notes."""
+    from dslc.runtime.spark.stored_provenance import Noted
+
+    config = Enrich(name="e", line=2, call=HttpCall("http://h/c/{id}"), returns=(Column("value", "STRING"),),
+                    key_columns=("id",), provenance="how")
+    stored = [('{"id":"a"}', '{"value":"x"}', "ka", '{"status":"200","url":"http://h/c/a"}', 1.7e9),
+              ('{"id":"b"}', '{"value":"y"}', "kb", '{"status":201,"url":"http://h/c/b","answered_at":1.8e9}', 1.7e9),
+              ('{"id":"c"}', '{"value":"z"}', "kc", None, 1.75e9)]
+    noted = Noted(config)
+    entries = noted.entries(stored)
+    made = noted.array(entries).to_pylist()
+    assert [args for args, _, _ in entries] == ['{"id":"b"}', '{"id":"c"}']
+    assert [(m["status"], m["url"], m["answered_at"].timestamp(), m["source"]) for m in made] == [
+        (201, "http://h/c/b", 1.8e9, "store"), (None, None, 1.75e9, "store")]
+    assert made[1]["key"] == hashlib.sha256(b"kc").hexdigest() and made[0]["line"] == 2

@@ -16,6 +16,7 @@ The expression reads the row as `r` (a dict) and may call the helpers the runtim
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 from sqlglot import exp
 
@@ -80,6 +81,14 @@ def _arithmetic_type(left: str, right: str) -> str:
     if left.startswith("DECIMAL") or right.startswith("DECIMAL"):
         return "DECIMAL"
     return left or right
+
+
+def _folded(left: _Value, right: _Value, node_type: type, spark: str) -> _Value:
+    """Two number literals' sum, difference or product, as Spark computes it in `spark`."""
+    kind = Decimal if spark == "DECIMAL" else float if spark in FLOATING else int
+    a, b = kind(str(left.code)), kind(str(right.code))
+    result = a + b if node_type is exp.Add else a - b if node_type is exp.Sub else a * b
+    return _Value(str(result), "number", spark, const=True)
 
 
 class _Translator:
@@ -234,8 +243,10 @@ class _Translator:
         left, right = self.value(node.this), self.value(node.expression)
         if left.kind != "number" or right.kind != "number":
             raise _NoForm(f"{node.sql(dialect='spark')} has no Python form in a chain")
-        a, b = self.temp(), self.temp()
         spark = _arithmetic_type(left.spark, right.spark)
+        if left.const and right.const:      # `2 * 100.0`: computed once, here, not per row
+            return _folded(left, right, type(node), spark)
+        a, b = self.temp(), self.temp()
         code = f"(None if ({a} := {self.operand(left, spark)}) is None or ({b} := {self.operand(right, spark)}) " \
                f"is None else {a} {_ARITHMETIC[type(node)]} {b})"
         return _Value(code, "number", spark)
@@ -255,8 +266,11 @@ class _Translator:
         value = self.value(node.this)
         if value.kind != "number":
             raise _NoForm(f"{node.sql(dialect='spark')} has no Python form in a chain")
+        if value.const:     # a negative literal stays a literal (`exact` and folding read its text)
+            code = value.code[1:] if value.code.startswith("-") else f"-{value.code}"
+            return _Value(code, "number", value.spark, const=True)
         a = self.temp()
-        return _Value(f"(None if ({a} := {value.code}) is None else -{a})", "number", value.spark, value.const)
+        return _Value(f"(None if ({a} := {value.code}) is None else -{a})", "number", value.spark)
 
     def like(self, node: exp.Like) -> _Value:
         subject, pattern = self.value(node.this), self.value(node.expression)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-import math
+import operator
 import re
 from decimal import Decimal
 from typing import Any, Callable
@@ -60,12 +60,15 @@ def _like(pattern: str) -> Callable[[str], Any]:
     return re.compile("".join(out), re.S).fullmatch
 
 
+_OPERATORS = {"==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge, "<": operator.lt,
+              "<=": operator.le}
+
+
 def _fcmp(a: Any, b: Any, op: str) -> bool:
     """A comparison of floating-point values as Spark makes it: NaN equals NaN and is above every number."""
-    key_a = (1, 0.0) if isinstance(a, float) and math.isnan(a) else (0, a)
-    key_b = (1, 0.0) if isinstance(b, float) and math.isnan(b) else (0, b)
-    return {"==": key_a == key_b, "!=": key_a != key_b, ">": key_a > key_b, ">=": key_a >= key_b,
-            "<": key_a < key_b, "<=": key_a <= key_b}[op]
+    if a != a or b != b:     # a NaN on either side (only NaN differs from itself)
+        a, b = (1, 0.0) if a != a else (0, a), (1, 0.0) if b != b else (0, b)
+    return _OPERATORS[op](a, b)
 
 
 _NAMESPACE = {"_like": _like, "_fcmp": _fcmp, "Decimal": Decimal, "__builtins__": {"len": len, "abs": abs, "float": float}}

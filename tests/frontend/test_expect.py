@@ -84,6 +84,8 @@ def test_an_expect_on_an_input_column_or_an_or_asks_nothing_of_the_model():
     ("amount <= 2 * 100.0", [True, True, None, False]),    # 2 * 100.0 is a DECIMAL in Spark
     ("fee * 2 > 0.1", [True, None, False, True]),
     ("fee * amount > 0.1", [True, None, None, True]),     # DECIMAL times DOUBLE is a DOUBLE
+    ("fee > -0.05 AND fee * -2 > -0.5 - 1 * 0.1", [True, None, True, False]),    # literals folded once
+    ("amount > 2 * -1.5", [True, True, None, True]),
 ])
 def test_the_python_form_of_a_condition_judges_rows_as_spark_does(condition, expected):
     columns = {"amount": ("amount", "DOUBLE"), "country": ("country", "STRING"), "fee": ("fee", "DECIMAL(10,2)")}

@@ -78,15 +78,17 @@ class SqlEnrichCall(EnrichCall):
         (none: a miss). A null key matches nothing, as `= NULL` does in one query per row."""
         assert self.call.batch_query is not None and self.call.batch_key is not None
         key = self.call.batch_key
-        keys = list(dict.fromkeys(row.get(key) for row in rows if row.get(key) is not None))
+        wanted = [row.get(key) for row in rows]
+        keys = list(dict.fromkeys(k for k in wanted if k is not None))
         grouped: dict[Any, list[dict[str, Any]]] = {}
         if keys:
-            for record in await self._fetch(self.call.batch_query, keys):
-                found = dict(record)
-                grouped.setdefault(found.pop(BATCH_KEY), []).append(found)
+            records = await self._fetch(self.call.batch_query, keys)
+            names = [name for name in records[0].keys() if name != BATCH_KEY] if records else []
+            for record in records:   # one dict per record, of the RETURNS columns only
+                grouped.setdefault(record[BATCH_KEY], []).append({name: record[name] for name in names})
         answers: list[Any] = []
-        for row in rows:
-            found_rows = grouped.get(row.get(key)) if row.get(key) is not None else None
+        for k in wanted:   # a null key is never in `grouped`: a miss
+            found_rows = grouped.get(k)
             answers.append(None if not found_rows else found_rows[0] if len(found_rows) == 1 else found_rows)
         return answers
 

@@ -38,6 +38,10 @@ class Waiting:
         self.waits = element        # its waits for admission (RATE, TOKENS PER MINUTE): not latency
 
 
+#: The waits of an element of an operator that never waits to be let through: nothing adds to it.
+NO_WAITS = waits.Waits()
+
+
 class ElementCalls:
     """Starts and carries the calls of one operator's elements; `complete(entry, resolution)`
     takes each element's end (loop thread only, from `open` on)."""
@@ -52,6 +56,15 @@ class ElementCalls:
         self.running = 0           # calls in flight: counted from admission (RATE and ADAPTIVE waits are not calls)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: Deadlines | None = None
+
+    def _waits_of_new_element(self) -> waits.Waits:
+        """Where a new element's waits for admission are noted, from here on in this task: its
+        own when the operator may wait (RATE, a MODEL's limits), else the one that stays 0."""
+        if not self._resolver.may_wait:
+            return NO_WAITS
+        element = waits.Waits()
+        waits.enter(element)
+        return element
 
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -73,8 +86,7 @@ class ElementCalls:
         unless cancelled by dispose."""
         started = time.perf_counter()
         resolver = self._resolver
-        element = waits.Waits()
-        waits.enter(element)
+        element = self._waits_of_new_element()
         try:
             epoch = 0
             if resolver.admits:
@@ -99,8 +111,7 @@ class ElementCalls:
         (the caller gives that its queue entry). `element`: its waits so far (admission's)."""
         resolver = self._resolver
         if element is None:
-            element = waits.Waits()
-            waits.enter(element)
+            element = self._waits_of_new_element()
         attempts = [0]
         self.running += 1
         self._metrics.in_flight(self.running)
@@ -131,7 +142,8 @@ class ElementCalls:
         assert entry is not None, "a waiting call is carried on once its element is in the queue"
         row = entry.payload
         deadline = self._deadlines.arm(task, waiting.admitted + self._timeout_s)
-        waits.enter(waiting.waits)      # a later attempt's waits are this element's too
+        if waiting.waits is not NO_WAITS:
+            waits.enter(waiting.waits)      # a later attempt's waits are this element's too
         try:
             try:
                 resolution = await resume(waiting.step, waiting.waits_on)

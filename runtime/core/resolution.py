@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from dslc.runtime.calls import errors
 from dslc.runtime.calls.base import CallError, EnrichCall, UnsendableRequest, answer_error
-from dslc.runtime.config import Enrich, Outcome
+from dslc.runtime.config import EmbeddingCall, Enrich, ModelCall, Outcome
 from dslc.runtime.core.operator import ElementFailure, Row
 from dslc.runtime.core.provenance import Stamper
 from dslc.runtime.core.refusals import RUN_STOPS, RefusalGuard, guard_for
@@ -210,6 +210,9 @@ class ElementResolver:
         self._at_end = hooks(_present(refusal, budget), "at_end")
         self._admission = self._admit + self._gate
         self.admits = bool(self._admission)
+        # an element may wait to be let through (limits/waits.py): RATE's tokens, or a MODEL's or
+        # EMBEDDING's TOKENS PER MINUTE and the limits its service states; else nothing is noted
+        self.may_wait = config.rate is not None or isinstance(config.call, (ModelCall, EmbeddingCall))
         self.on_admits_changed: Callable[[], None] | None = None
         if self.guard is not None:
             self.guard.on_open = self._gate_opened

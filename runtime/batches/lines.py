@@ -20,6 +20,9 @@ MAX_LINES = 50_000                   # the provider's limits on one batch
 MAX_BYTES = 200 * 1024 * 1024
 _SAFE_BYTES = MAX_BYTES - 1024 * 1024   # room for the multipart envelope
 
+#: JSON as json.dumps(..., ensure_ascii=False, separators=(",", ":")) writes it, one encoder for every line
+compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 
 @dataclass
 class Request:
@@ -34,8 +37,7 @@ class Request:
 
 def request_line(custom_id: str, url: str, body: dict[str, Any]) -> bytes:
     """One input line (`url`: the endpoint's path, `/v1/chat/completions`)."""
-    return (json.dumps({"custom_id": custom_id, "method": "POST", "url": url, "body": body},
-                       ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (compact({"custom_id": custom_id, "method": "POST", "url": url, "body": body}) + "\n").encode("utf-8")
 
 
 def split(requests: list[Request], max_lines: int = MAX_LINES, max_bytes: int = _SAFE_BYTES) -> list[list[Request]]:

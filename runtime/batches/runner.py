@@ -45,7 +45,9 @@ from .api import BatchApi
 POLL_S = (0.2, 30.0)
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 ATTEMPTS = 2                   # a line is sent at most twice in one run
-_PUT = 500                     # answers per write to the store
+_PUT = 50_000                  # answers per write to the store: one transaction per batch of the provider's size
+
+Maker = Callable[[], tuple[dict[str, Any], int]]    # a row's request body and prompt tokens, made when sent
 
 
 @dataclass
@@ -91,6 +93,7 @@ class BatchRunner:
         self.figures = Figures(cost_usd=0.0 if config.price is not None else None)
         self.live: dict[str, BatchRecord] = {}
         self.resend: list[batch_lines.Request] = []
+        self._args: dict[str, dict[str, Any]] = {}     # custom_id -> request columns, of this run's lines
         self._report = report or (lambda figures: None)
         self._say = say or (lambda text: None)
         self.poll_s = poll_s
@@ -140,17 +143,22 @@ class BatchRunner:
 
     async def to_send(self, rows: Iterable[dict[str, Any]]) -> list[batch_lines.Request]:
         """The rows' request keys that need a line (step 2)."""
-        keyed: dict[str, tuple[str, dict[str, Any]]] = {}
+        keyed: dict[str, tuple[str, dict[str, Any], Maker | None]] = {}
+        keyed_request = getattr(self.call, "keyed_request", None)    # the messages filled once (calls/model.py)
         for row in rows:
-            key = self.call.request_key(row)
+            if keyed_request is not None:
+                made = keyed_request(row)
+                key, maker = made if made is not None else (None, None)
+            else:
+                key, maker = self.call.request_key(row), None
             if key is not None:
-                keyed.setdefault(custom_id(key), (key, row))
+                keyed.setdefault(custom_id(key), (key, row, maker))
         answered: set[str] = set()
-        keys = [key for key, _ in keyed.values()]
+        keys = [key for key, _, _ in keyed.values()]
         for start in range(0, len(keys), 1000):
             answered.update(await self.store.get_many(self.operator, keys[start:start + 1000],
                                                       self.config.store.ttl_s))
-        waiting = [cid for cid, (key, _) in keyed.items() if key not in answered]
+        waiting = [cid for cid, (key, _, _) in keyed.items() if key not in answered]
         known = await self.store.lines(self.operator, waiting)
         out = []
         for cid in waiting:
@@ -162,13 +170,14 @@ class BatchRunner:
                 out.append(request)
         return out
 
-    def _request(self, cid: str, key: str, row: dict[str, Any]) -> batch_lines.Request | None:
+    def _request(self, cid: str, key: str, row: dict[str, Any], maker: Maker | None = None) -> batch_lines.Request | None:
         try:
-            body, tokens = self.call.request(row)
+            body, tokens = maker() if maker is not None else self.call.request(row)
         except Exception:  # noqa: BLE001 - a row that cannot make its request: the pass gives it its error
             return None
         args = {c: row.get(c) for c in self.columns}
-        return batch_lines.Request(cid, key, json.dumps(args, ensure_ascii=False, separators=(",", ":")),
+        self._args[cid] = args
+        return batch_lines.Request(cid, key, batch_lines.compact(args),
                                    batch_lines.request_line(cid, self.url, body), tokens)
 
     # ----------------------------------------------------------------- submitting
@@ -348,7 +357,8 @@ class BatchRunner:
     def _join(self, line: LineRecord, value: Any) -> Join | None:
         if self.joinable.variant is None or line.args is None:
             return None
-        entry = self.joinable.entry(json.loads(line.args), value)
+        args = self._args.get(line.custom_id)         # made in this run: not parsed back from the store
+        entry = self.joinable.entry(args if args is not None else json.loads(line.args), value, line.args)
         return Join(self.joinable.variant, *entry) if entry is not None else None
 
     async def _fail(self, sent: dict[str, LineRecord], failures: dict[str, str]) -> None:

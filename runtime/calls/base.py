@@ -102,6 +102,16 @@ def hashable_key(key: tuple) -> Hashable | None:
     return key
 
 
+def key_text(call: Any, key: Hashable) -> str | None:
+    """The answer store's key of a call's CACHE key (`EnrichCall.request_key`'s text), None when
+    it is not JSON: one writer, so that a kind making its key another way (a provider batch's
+    lines, calls/model.py) makes the same bytes."""
+    try:
+        return json.dumps([type(call).__name__, key], default=_json_value, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return None
+
+
 def _json_value(value: Any) -> Any:
     """JSON for the Spark values json cannot write: timestamps and dates as ISO 8601, decimals
     as numbers, binary as base64."""
@@ -201,12 +211,7 @@ class EnrichCall:
         and runs (None: the row cannot be keyed, its call is never stored). By default the kind
         and the CACHE key; a kind whose request is more than its row's values says so."""
         key = self.cache_key(row)
-        if key is None:
-            return None
-        try:
-            return json.dumps([type(self).__name__, key], default=_json_value, separators=(",", ":"))
-        except (TypeError, ValueError):
-            return None
+        return None if key is None else key_text(self, key)
 
     async def __call__(self, row: Row) -> Any:
         raise NotImplementedError

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from dslc.runtime.config import Enrich, ModelCall
@@ -19,7 +20,7 @@ from dslc.runtime.limits.tokens import message_tokens
 from dslc.runtime.schema import provenance
 from dslc.runtime.schema.json_schema import mismatch, returns_schema
 
-from .base import CallError, answer_error, check_result_types
+from .base import CallError, answer_error, check_result_types, key_text
 from .openai_api import OpenAICompatibleCall
 
 
@@ -53,9 +54,28 @@ class ModelEnrichCall(OpenAICompatibleCall):
     def request(self, row: Row) -> tuple[dict[str, Any], int]:
         """The request body for a row and its prompt's tokens (UnsendableRequest: a null
         placeholder): what is sent online, and what a provider batch's line carries."""
-        messages = self.messages(row)
+        return self._request_of(self.messages(row))
+
+    def _request_of(self, messages: list[dict[str, str]]) -> tuple[dict[str, Any], int]:
         body = {"model": self.call.model, "messages": messages, "response_format": self.response_format}
         return body, message_tokens([m["content"] for m in messages])
+
+    def keyed_request(self, row: Row) -> tuple[str, Callable[[], tuple[dict[str, Any], int]]] | None:
+        """The row's request key and a maker of its request, the messages filled once for both (a
+        provider batch's lines, runtime/batches/): the same key as `request_key` (the answer store
+        is shared by online and batch runs) and the same request as `request`. None: no key (a
+        null placeholder)."""
+        filled = self.call.call_key(row)
+        values = tuple(filled.values())
+        if None in values:
+            return None
+        key = key_text(self, values)
+        if key is None:
+            return None
+        system = filled.get("system", self.call.system)
+        messages = ([{"role": "system", "content": system}] if system is not None else []) + \
+            [{"role": "user", "content": filled["prompt"]}]
+        return key, lambda: self._request_of(messages)
 
     async def __call__(self, row: Row) -> Any:
         body, tokens = self.request(row)

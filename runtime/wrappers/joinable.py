@@ -95,8 +95,9 @@ class Joinable:
         self.returns = tuple((c.name, c.type.upper()) for c in config.returns)
         self.variant = variant_of(call) if all(t in JOINABLE_TYPES for _, t in self.returns) else None
 
-    def entry(self, row: dict[str, Any], value: Any) -> tuple[str, str] | None:
-        """(args, output) of a row's answer, or None."""
+    def entry(self, row: dict[str, Any], value: Any, args_text: str | None = None) -> tuple[str, str] | None:
+        """(args, output) of a row's answer, or None; `args_text`: the request columns as JSON
+        already written the same way (a provider batch's line), not written again."""
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
         if not isinstance(value, dict):
@@ -113,5 +114,7 @@ class Joinable:
             if not fits(item, type_name):
                 return None
             output[name] = float(item) if type_name in _FLOATS and item is not None else item
-        return (json.dumps(args, ensure_ascii=False, separators=(",", ":")),
-                json.dumps(output, ensure_ascii=False, separators=(",", ":")))
+        return (args_text if args_text is not None else _compact(args), _compact(output))
+
+
+_compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode     # one encoder, not one per call

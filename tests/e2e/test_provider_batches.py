@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -312,3 +313,23 @@ SINK embedded TO JSON 'out';
     out = [json.loads(line) for p in (tmp_path / "out").glob("*.json") for line in p.read_text().splitlines()]
     assert len(out) == 200 and stats["embedding_calls"] == 0 and stats["batch_lines"] == len(_keys(rows))
     assert all(r["vector"] == pytest.approx(embedding_of(f"{r['subject']}: {r['body']}")) for r in out)
+
+
+@pytest.mark.parametrize("first, then", [("TIER BATCH", ""), ("", "TIER BATCH")])
+def test_online_and_batch_runs_share_the_answer_store_each_sending_nothing_after_the_other(spark, tmp_path,
+                                                                                           first, then):
+    """The store is keyed by the request as an online run makes it: what one tier answered, the
+    other finds (0 online calls after a batch run, 0 batch lines after an online run)."""
+    rows = _tickets(120)
+    distinct = len(_keys(rows))
+    with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=0.2)) as running:
+        run_flow(_flow(tmp_path, running.base_url, rows, tier=first))
+        sent = running.stats["batch_lines"] + running.stats["chat_calls"]
+        written = _out(tmp_path)
+        shutil.rmtree(tmp_path / "out")           # the sink appends: the second run's rows alone
+        running.reset()
+        run_flow(_flow(tmp_path, running.base_url, rows, tier=then))
+        stats = running.stats
+    assert sent == distinct
+    assert stats["chat_calls"] == 0 and stats["batch_lines"] == 0 and stats["batches_created"] == 0
+    assert _out(tmp_path) == written and len(written) == 120

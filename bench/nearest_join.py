@@ -24,6 +24,7 @@ from dslc.compiler.pipeline import compile_file
 
 DIM, K = 64, 10
 WARM_UP_ROWS = 300     # a first run of each on this many rows, not measured
+HEAP = "6g"            # local mode's heap, for both sides
 FLOW = """\
 PIPELINE nearest_bench;
 SET spark.sql.shuffle.partitions = 2;
@@ -87,7 +88,7 @@ def _measure(folder: Path, n: int) -> dict:
     # Spark's cross product and top-k hold many rows per group: at 6,000 x 6,000 its plan runs out
     # of local mode's default 1 GB heap (dslc's job needs far less); both get the same heap
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", os.environ.get("DSLC_BENCH_HEAP", "6g")).getOrCreate())
+             .config("spark.driver.memory", HEAP).getOrCreate())
     _run_both(spark, folder / "warm-up", WARM_UP_ROWS)     # both sides then start from a warm JVM
     dslc_seconds, spark_seconds, session = _run_both(spark, folder / "measured", n)
     ours, theirs = ({}, {})

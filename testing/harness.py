@@ -237,7 +237,7 @@ def sandbox(p: plan.Plan, root: Path) -> plan.Plan:
     return dataclasses.replace(p, settings=settings, nodes=tuple(nodes), sinks=tuple(sinks))
 
 
-def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, Any]]], root: Path) -> None:
+def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, Any]]]) -> None:
     """One Parquet file of the case's rows per SOURCE; for a source that ends with the final
     watermark, two more files of end rows, newer, so that AVAILABLE NOW (one file per
     micro-batch) runs the data, then a batch that moves the watermark to the end, then one that
@@ -245,7 +245,7 @@ def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, A
     for node in sandboxed.nodes:
         if not isinstance(node, plan.Source):
             continue
-        schema = _source_schema(node)
+        schema = _struct_of(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
         name = node.name.removeprefix(_INPUT_PREFIX)
         data = [tuple(r[f.name] for f in node.schema) for r in rows.get(name, [])]
         folder = Path(node.path)
@@ -262,11 +262,6 @@ def _write_sources(spark, sandboxed: plan.Plan, rows: dict[str, list[dict[str, A
             target = folder / f"zz-end-of-input-{n}.parquet"
             _write_parquet(spark, schema, end, target)
             os.utime(target, (newest + n, newest + n))
-
-
-def _source_schema(node: plan.Source):
-
-    return _struct_of(", ".join(f"`{f.name}` {f.type}" for f in node.schema))
 
 
 @functools.lru_cache(maxsize=None)
@@ -392,7 +387,7 @@ def run_prepared(spark, p: plan.Plan, case: Case, root: Path, verbose: bool = Fa
     prepared = prepare(case, p)          # a malformed case raises CaseFileError
     root.mkdir(parents=True, exist_ok=True)
     sandboxed = expectations.sandboxed(sandbox(p, root), root)
-    _write_sources(spark, sandboxed, prepared.sources, root)
+    _write_sources(spark, sandboxed, prepared.sources)
     answers = _replay_folder(case, prepared, root)
     job = root / "job.py"
     job.write_text(lower_plan(sandboxed, job_folder=str(root), trigger=sandboxed.settings.trigger))

@@ -8,7 +8,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -161,6 +161,26 @@ def serve_app() -> Iterator:
     yield start
     for server in servers:
         server.stop()
+
+
+@pytest.fixture
+def serve_tls_app(serve_app, tmp_path) -> Callable:
+    """serve_tls_app(app) serves `app` over HTTPS with a certificate of a private CA that trustme
+    makes (the system's store does not trust it); the CA's PEM is written to certs/test-ca.pem
+    under the test's folder, for OPTIONS (ca_file = ...)."""
+    import ssl
+
+    import trustme
+
+    def start(app) -> AppServer:
+        ca = trustme.CA()
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ca.issue_cert("127.0.0.1").configure_cert(context)
+        (tmp_path / "certs").mkdir(exist_ok=True)
+        ca.cert_pem.write_to_path(str(tmp_path / "certs/test-ca.pem"))
+        return serve_app(app, ssl_context=context)
+
+    return start
 
 
 class RedisServer:

@@ -4,10 +4,8 @@ makes (trustme). The system's CA store does not trust it (every row an error), O
 from __future__ import annotations
 
 import json
-import ssl
 
 import pytest
-import trustme
 from aiohttp import web
 from jobs import run_flow
 
@@ -27,10 +25,7 @@ ORDERS = [{"order_id": f"o{i}", "customer_id": f"c{i % 3}"} for i in range(12)]
 
 
 @pytest.fixture
-def tls_service(serve_app, tmp_path):
-    ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
+def tls_service(serve_tls_app):
     calls = []
 
     async def customer(request: web.Request) -> web.Response:
@@ -39,9 +34,7 @@ def tls_service(serve_app, tmp_path):
 
     app = web.Application()
     app.router.add_get("/customers/{customer_id}", customer)
-    server = serve_app(app, ssl_context=context)
-    (tmp_path / "certs").mkdir()
-    ca.cert_pem.write_to_path(str(tmp_path / "certs/test-ca.pem"))
+    server = serve_tls_app(app)
     server.calls = calls
     return server
 

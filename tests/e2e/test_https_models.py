@@ -6,10 +6,8 @@ verify = 'false' skips the check."""
 from __future__ import annotations
 
 import json
-import ssl
 
 import pytest
-import trustme
 from jobs import run_flow
 
 from dslc.testing.openai_service import OpenAIService, keyword_labeller
@@ -36,14 +34,9 @@ DOCS = [{"doc_id": f"d{i}", "title": f"invoice {i}" if i % 2 else f"password {i}
 
 
 @pytest.fixture
-def tls_models(serve_app, tmp_path):
-    ca = trustme.CA()
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1").configure_cert(context)
+def tls_models(serve_tls_app):
     service = OpenAIService(labeller=keyword_labeller({"category": [("invoice", "billing"), ("", "account")]}))
-    server = serve_app(service.app(), ssl_context=context)
-    (tmp_path / "certs").mkdir()
-    ca.cert_pem.write_to_path(str(tmp_path / "certs/test-ca.pem"))
+    server = serve_tls_app(service.app())
     server.stats = service.stats
     return server
 

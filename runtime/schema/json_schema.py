@@ -118,12 +118,15 @@ def mismatch(value: Any, schema: dict[str, Any], where: str = "answer") -> str |
             if problem:
                 return problem
         return None
-    fits = {"string": lambda v: isinstance(v, str),
-            "integer": lambda v: isinstance(v, int) and not isinstance(v, bool)
-            or isinstance(v, float) and v.is_integer(),
-            "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-            "boolean": lambda v: isinstance(v, bool)}[kind]
-    return None if fits(value) else f"{where} is {_shown(value)}, expected {'an' if kind == 'integer' else 'a'} {kind}"
+    return None if _FITS[kind](value) else \
+        f"{where} is {_shown(value)}, expected {'an' if kind == 'integer' else 'a'} {kind}"
+
+
+# a scalar JSON type's test, made once (mismatch runs for every column of every answer)
+_FITS = {"string": lambda v: isinstance(v, str),
+         "integer": lambda v: isinstance(v, int) and not isinstance(v, bool) or isinstance(v, float) and v.is_integer(),
+         "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+         "boolean": lambda v: isinstance(v, bool)}
 
 
 def _shown(value: Any) -> str:

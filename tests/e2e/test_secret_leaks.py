@@ -1,9 +1,9 @@
 """A secret's value reaches the service and nothing else.
 
 A pipeline with a `${NAME}` secret in a header and another in the URL is checked, explained in
-every format, compiled (these ten commands through the CLI's entry point in one Python), run with `dslc run --secrets FILE --record` in BATCH (Spark's event log
-on) and in STREAMING (a checkpoint), tested with `dslc test`, and made to fail (a missing
-secret): then every file the runs left (job, explain outputs, stdout/stderr, metrics JSON,
+every format, compiled (these ten commands through the CLI's entry point in one Python), run
+with `dslc run --secrets FILE --record` in BATCH (Spark's event log on) and in STREAMING (a
+checkpoint), tested with `dslc test`, and made to fail (a missing secret): then every file the runs left (job, explain outputs, stdout/stderr, metrics JSON,
 recordings, dead letters, checkpoint, sink folders, the temporary folder the runs used, Spark's
 event log) is searched for each value, raw and base64-encoded at every alignment, and holds none.
 The service checks both secrets, so the rows prove the values did arrive.

@@ -28,7 +28,7 @@ from dslc.compiler.plan import logical as plan
 from dslc.runtime import run_env, secrets
 from dslc.runtime.wrappers import recording
 
-from . import expectations, values
+from . import expectations, sink_files, values
 from .case_file import Case, CaseFileError
 from .diff import RowDiff, diff_rows
 
@@ -321,9 +321,17 @@ def _read_sink(spark, sink: plan.Sink, schema: plan.Schema) -> list[dict[str, An
     folder = Path(sink.path)
     if not any(f.suffix == ".parquet" for f in _files(folder)):
         return []
+    rows = sink_files.read(folder, _files(folder), [f.name for f in schema])
+    if rows is None:
+        rows = _read_sink_with_spark(spark, folder, schema)
+    return [values.comparable(r.asDict(recursive=False)) for r in rows]
+
+
+def _read_sink_with_spark(spark, folder: Path, schema: plan.Schema) -> list:
+    """The sink's rows as Spark reads them (a job), where `sink_files` cannot be sure of them."""
     df = spark.read.parquet(str(folder))
     wanted = [f.name for f in schema if f.name in df.columns] or df.columns
-    return [values.comparable(r.asDict(recursive=False)) for r in df.select(*[f"`{c}`" for c in wanted]).collect()]
+    return df.select(*[f"`{c}`" for c in wanted]).collect()
 
 
 def _read_dead_letters(folder: Path) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """A secret's value reaches the service and nothing else.
 
 A pipeline with a `${NAME}` secret in a header and another in the URL is checked, explained in
-every format, compiled, run with `dslc run --secrets FILE --record` in BATCH (Spark's event log
-on) and in STREAMING (a checkpoint), tested with `dslc test`, and made to fail (a missing
-secret): then every file the runs left (job, explain outputs, stdout/stderr, metrics JSON,
+every format, compiled (these ten commands through the CLI's entry point in one Python), run
+with `dslc run --secrets FILE --record` in BATCH (Spark's event log on) and in STREAMING (a
+checkpoint), tested with `dslc test`, and made to fail (a missing secret): then every file the runs left (job, explain outputs, stdout/stderr, metrics JSON,
 recordings, dead letters, checkpoint, sink folders, the temporary folder the runs used, Spark's
 event log) is searched for each value, raw and base64-encoded at every alignment, and holds none.
 The service checks both secrets, so the rows prove the values did arrive.
@@ -96,6 +96,40 @@ def _dslc(work: Path, env: dict, *args: str, expect: int = 0) -> subprocess.Comp
     return result
 
 
+#: the commands that start no Spark, run one after the other through the CLI's entry point in one
+#: Python (a Python's start costs more than such a command), each with its own stdout and stderr
+BATCH = """
+import contextlib, json, sys
+from dslc.compiler.cli.main import main
+
+codes = []
+for argv, out, err in json.loads(sys.argv[1]):
+    with open(out, "w") as o, open(err, "w") as e, contextlib.redirect_stdout(o), contextlib.redirect_stderr(e):
+        try:
+            codes.append(main(argv))
+        except SystemExit as exc:
+            codes.append(exc.code)
+print(json.dumps(codes))
+"""
+
+
+def _dslc_batch(work: Path, env: dict, commands: list[tuple[str, ...]]) -> list[str]:
+    """Each command's stdout (its stdout and stderr also kept in logs/, a file per command); every
+    command must succeed."""
+    (work / "logs").mkdir(exist_ok=True)
+    names = ["-".join(a.strip("-").replace("/", "_") for a in args) for args in commands]
+    plan = [(list(args), str(work / "logs" / f"{n}.out"), str(work / "logs" / f"{n}.err"))
+            for args, n in zip(commands, names)]
+    result = subprocess.run([sys.executable, "-c", BATCH, json.dumps(plan)], cwd=work, env=env,
+                            capture_output=True, text=True, timeout=400)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    codes = json.loads(result.stdout.splitlines()[-1])
+    outputs = [Path(out).read_text() for _, out, _ in plan]
+    assert codes == [0] * len(commands), [(n, c, Path(e).read_text()[-2000:]) for n, c, (_, _, e) in
+                                          zip(names, codes, plan) if c != 0]
+    return outputs
+
+
 def test_no_artefact_of_a_run_holds_a_secret(tmp_path, serve_app):
     server = _service(serve_app)
     work = tmp_path / "work"
@@ -126,12 +160,14 @@ def test_no_artefact_of_a_run_holds_a_secret(tmp_path, serve_app):
         in missing.stderr
 
     # 2. check, explain in every format, compile
-    _dslc(work, env, "check", "pipeline.flow")
-    for fmt in ("text", "json", "dot", "svg"):
-        for physical in ((), ("--physical",)):
-            result = _dslc(work, env, "explain", "pipeline.flow", "--format", fmt, *physical)
-            (work / "logs" / f"explain-{fmt}{'-physical' if physical else ''}.{fmt}").write_text(result.stdout)
-    _dslc(work, env, "compile", "pipeline.flow", "-o", "job.py")
+    explained = [(fmt, physical) for fmt in ("text", "json", "dot", "svg") for physical in ((), ("--physical",))]
+    outputs = _dslc_batch(work, env, [("check", "pipeline.flow"),
+                                      *[("explain", "pipeline.flow", "--format", fmt, *physical)
+                                        for fmt, physical in explained],
+                                      ("compile", "pipeline.flow", "-o", "job.py")])
+    for (fmt, physical), out in zip(explained, outputs[1:]):
+        assert out.strip(), (fmt, physical)
+        (work / "logs" / f"explain-{fmt}{'-physical' if physical else ''}.{fmt}").write_text(out)
     assert "${CUSTOMER_TOKEN}" in (work / "job.py").read_text()
 
     # 3. BATCH with a recording and Spark's event log; 4. STREAMING with a checkpoint

@@ -8,9 +8,12 @@ the time without it:
   UNORDERED CAPACITY 100, every row a call;
 - warm rerun: a STORE'd ENRICH whose every answer is already in the answer store (a key for
   every 4 rows, stored by the job with PROVENANCE, so each carries its note), so the job is the
-  pass alone: both variants match the stored answers before the operator
+  pass alone: both variants find the stored answers in the chain's Python pass
   (runtime/spark/stored_join.py); with PROVENANCE the driver also makes each answer's struct from
-  its note (runtime/spark/stored_provenance.py).
+  its note (runtime/spark/stored_provenance.py);
+- the warm rerun's floor: the job without the clause whose sink also writes a struct of the same
+  nine fields made by Spark (values shaped like the real ones, or constants): what writing the
+  struct costs at all, which no way of making it can save.
 
     .venv/bin/python -m bench --only provenance
 """
@@ -36,22 +39,42 @@ PIPELINE provenance_warm MODE BATCH ANSWERS '{answers}';
 SOURCE events FROM PARQUET 'input/' SCHEMA (event_id STRING, customer_id STRING);
 STREAM enriched = ENRICH events WITH HTTP GET '{url}'
   RETURNS (value STRING) ASYNC UNORDERED CAPACITY 100 TIMEOUT 30s STORE{provenance};
-SINK enriched TO PARQUET 'out/' MODE OVERWRITE;
+{sink}
 """
+SINK = "SINK enriched TO PARQUET 'out/' MODE OVERWRITE;"
+#: the floor: the warm rerun without PROVENANCE, writing a struct of the same fields made by Spark
+#: after it, with values of the same shapes (a distinct sha256, URL and time per key), or constants
+FLOOR = """\
+STREAM floored = SELECT *, named_struct('source', 'store', 'operator', 'enriched', 'line', 3,
+  'key', {key}, 'attempts', 0, 'latency_ms', CAST(NULL AS DOUBLE),
+  'answered_at', timestamp_micros({at}), 'status', 200, 'url', {url}) AS how FROM enriched;
+SINK floored TO PARQUET 'out/' MODE OVERWRITE;"""
+
+
+def _floors(prefix: str) -> dict[str, str]:
+    """The floor's two sinks, the struct's URL under `prefix` (the service's, without the key)."""
+    return {"without, writing an equal struct made by Spark": FLOOR.format(
+                key="sha2(customer_id, 256)", at="1795867916585763 + abs(hash(customer_id)) % 1000000000",
+                url=f"concat('{prefix}', customer_id)"),
+            "without, writing a constant struct": FLOOR.format(
+                key="sha2('c0', 256)", at="1795867916585763", url=f"'{prefix}c0'")}
 CLAUSE = " PROVENANCE AS how"
 GOAL = 0.03
 REPEATS = 3
 
 
-def _pair(folder: Path, text: str, **values: str) -> dict[str, Path]:
-    """The same .flow without and with the clause, each in a folder of its own beside `folder`'s input."""
+def _pair(folder: Path, text: str, floors: dict[str, str] | None = None, **values: str) -> dict[str, Path]:
+    """The same .flow without and with the clause (and each of `floors`: without it, another
+    sink), each in a folder of its own beside `folder`'s input."""
+    variants = {"without": ("", SINK), "with PROVENANCE": (CLAUSE, SINK),
+                **{name: ("", sink) for name, sink in (floors or {}).items()}}
     flows = {}
-    for name, provenance in (("without", ""), ("with PROVENANCE", CLAUSE)):
-        flow = folder / name.split()[0] / "pipeline.flow"
+    for shown, (provenance, sink) in variants.items():
+        flow = folder / f"v{len(flows)}" / "pipeline.flow"
         flow.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(folder / "input", flow.parent / "input", dirs_exist_ok=True)
-        flow.write_text(text.format(provenance=provenance, **values))
-        flows[name] = flow
+        flow.write_text(text.format(provenance=provenance, sink=sink, **values))
+        flows[shown] = flow
     return flows
 
 
@@ -77,11 +100,14 @@ def run(ctx: Context) -> Section:
     warm = ctx.folder("provenance-warm")
     write_input(warm / "input", {"event_id": [f"e{i}" for i in range(warm_rows)],
                                  "customer_id": [f"c{i % (warm_rows // 4)}" for i in range(warm_rows)]})
-    # both variants read one store, filled once (the operator's name and keys are the same)
-    warm_flows = _pair(warm, WARM, answers=str(warm / "answers.db"), url=ctx.service.url("instant", "{customer_id}"))
+    # every variant reads one store, filled once (the operator's name and keys are the same)
+    url = ctx.service.url("instant", "{customer_id}")
+    warm_flows = _pair(warm, WARM, _floors(url.removesuffix("{customer_id}")), answers=str(warm / "answers.db"),
+                       url=url)
     run_flow(warm_flows["with PROVENANCE"])     # its answers carry their notes, as a real rerun's do
     table = Table(["workload", "rows", "without (s, median)", "with PROVENANCE (s, median)", "the runs",
                    "time against without"])
+    floors = Table(["warm rerun variant", "s (median)", "the runs", "time against without", "output (MB)"])
     overhead: dict[str, float] = {}
     for workload, rows, flows in (("live: HTTP 20 ms, CAPACITY 100", live_rows, live_flows),
                                   ("warm rerun: every answer stored", warm_rows, warm_flows)):
@@ -91,16 +117,32 @@ def run(ctx: Context) -> Section:
         table.add(workload, f"{rows:,}", f"{base:.2f}", f"{with_clause:.2f}",
                   " / ".join(f"{a:.1f}-{b:.1f}" for a, b in zip(times["without"], times["with PROVENANCE"])),
                   f"{with_clause / base:.3f}x")
+        if flows is warm_flows:
+            for name, runs in times.items():
+                written = sum(p.stat().st_size for p in (flows[name].parent / "out").glob("*.parquet"))
+                floors.add(name, f"{statistics.median(runs):.2f}", " / ".join(f"{t:.1f}" for t in runs),
+                           f"{statistics.median(runs) / base:.3f}x", f"{written / 1e6:.1f}")
     section = Section(
         "19. PROVENANCE: a live run and a warm rerun",
         "The same job with and without `PROVENANCE AS how` on its ENRICH, interleaved, median of "
         f"{REPEATS}: a live run of {live_rows:,} rows against the bench service's 20 ms endpoint at CAPACITY "
-        f"100, and a warm rerun of {warm_rows:,} rows whose every answer is stored (the pass alone).",
-        tables=[table],
+        f"100, and a warm rerun of {warm_rows:,} rows whose every answer is stored (the pass alone). The "
+        "warm rerun's floor, interleaved with it: the job without PROVENANCE whose sink also writes a struct "
+        "of the same nine fields made by Spark after the chain, of values shaped like the real ones (a "
+        "distinct sha256, URL and time per key) or constant.",
+        tables=[table, floors],
         targets=[Target(f"PROVENANCE costs <= {GOAL:.0%} of the {name.split(':')[0]} run", f"{cost:+.1%}",
                         cost <= GOAL) for name, cost in overhead.items()],
-        notes=["On the warm rerun both variants match the stored answers before the operator "
-               "(stored_join.py); with PROVENANCE the driver also reads each answer's note and makes its "
-               "struct once (stored_provenance.py), which is what its ratio measures."])
+        notes=["The warm rerun's physical plan (explain) is the same with and without PROVENANCE on a local "
+               "master: the scan feeds one MapInArrow pass, no Spark join; the pass finds each row's answer "
+               "in the Arrow file the driver wrote (stored_join.py), its struct a column of that file made "
+               "once per answer (a key for every 4 rows) on the driver from its note (stored_provenance.py): "
+               "no UDF, no note read per row. With `spark.dslc.store.join = spark` it is one "
+               "BroadcastHashJoin on the request column that brings the RETURNS columns and the struct "
+               "together (the same plan without the struct).",
+               "The floor rows say what writing such a struct costs at all: nine fields a row, the key "
+               "hash, URL and time distinct per answer (they hardly compress: the output column). The "
+               "<= 3% goal is below that floor on a warm rerun, whose pass does little else; on a live "
+               "run the calls hide it."])
     section.seconds = time.perf_counter() - started
     return section

@@ -21,7 +21,7 @@ which columns its request reads (PYTHON, POST without BODY), columns of other ty
 
 PROVENANCE: each answer also carries its row's struct, made on the driver from the note it was
 stored with (stored_provenance.py), so a joined row says `store` with its original time and model
-as the operator would; a store that cannot give the notes (Redis) joins nothing for it.
+as the operator would (SQLite and Redis give the notes; a store that cannot joins nothing for it).
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def _service(serve_app, calls: Counter, busy: set[str]):
     return serve_app(app)
 
 
-def _run(folder: Path, port: int, name: str, mode: str, answers: Path) -> dict[str, dict]:
+def _run(folder: Path, port: int, name: str, mode: str, answers: Path | str) -> dict[str, dict]:
     pipeline = "BATCH" if mode == "BATCH" else "STREAMING CHECKPOINT 'chk/{}' TRIGGER AVAILABLE NOW".format(name)
     flow = folder / "pipeline.flow"
     flow.write_text(FLOW.format(mode=pipeline, port=port, name=name, answers=answers))
@@ -93,13 +93,15 @@ def _figures(folder: Path) -> dict:
     return json.loads((folder / "metrics.json").read_text())["operators"]["enriched"]
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
 @pytest.mark.parametrize("mode", ["BATCH", "STREAMING"])
-def test_a_warm_rerun_joins_its_answers_with_the_structs_the_operator_makes(spark, serve_app, tmp_path,
-                                                                             monkeypatch, mode):
+def test_a_warm_rerun_joins_its_answers_with_the_structs_the_operator_makes(spark, serve_app, tmp_path, request,
+                                                                             monkeypatch, mode, backend):
     """With PROVENANCE a warm rerun still matches its stored answers before the operator (looked up
     in the chain's pass, or joined by Spark): the struct made on the driver from the stored note is
     the one the operator makes when each row asks the store (`SET spark.dslc.store.join = false`),
-    field for field (source `store`, no attempt, the first run's time)."""
+    field for field (source `store`, no attempt, the first run's time). Redis's answers join too
+    (their notes read by MGET), not row by row."""
     monkeypatch.setenv("PROV_KEY", SECRET)
     monkeypatch.setenv("DSLC_METRICS_FILE", str(tmp_path / "metrics.json"))
     calls: Counter = Counter()
@@ -107,7 +109,7 @@ def test_a_warm_rerun_joins_its_answers_with_the_structs_the_operator_makes(spar
     (tmp_path / "in").mkdir()
     orders = [{"order_id": f"o{i}", "customer_id": f"c{i % 8}"} for i in range(40)]
     (tmp_path / "in/orders.json").write_text("".join(json.dumps(o) + "\n" for o in orders))
-    answers = tmp_path / "answers.db"
+    answers = tmp_path / "answers.db" if backend == "sqlite" else request.getfixturevalue("redis_server").url(0)
     first = _run(tmp_path, server.port, "first", mode, answers)
     paid = sum(calls.values())
     assert paid == 9 and _figures(tmp_path)["store_joined"] == 0          # eight keys, one retried

@@ -21,7 +21,7 @@ from dslc.runtime.config import Cache, Column, Enrich, HttpCall, Mode, ModelCall
 from dslc.runtime.schema.provenance import fields
 from dslc.runtime.secrets import Secrets
 from dslc.runtime.spark.stored_provenance import Noted
-from dslc.runtime.store.sqlite import SqliteStore
+from dslc.runtime.store.open_stores import make_store
 from dslc.runtime.wrappers import recording
 from dslc.runtime.wrappers.joinable import variant_of
 from dslc.testing.openai_service import OpenAIService, keyword_labeller, serve_in_thread
@@ -171,21 +171,24 @@ def test_a_model_that_changed_since_the_answers_were_stored_is_said_once(tmp_pat
                         "gpt-test (fp_dslc_test) -> gpt-next (fp_dslc_test)"]
 
 
-def test_the_struct_a_joined_answer_gets_is_the_one_the_operator_makes(tmp_path):
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+def test_the_struct_a_joined_answer_gets_is_the_one_the_operator_makes(tmp_path, request, backend):
     """A warm rerun's joined rows pass the operator by (runtime/spark/stored_join.py): the driver
     makes their struct from what the store gives for the join (stored_provenance.py), which is
-    the operator's own struct for the same stored answer (model, fingerprint, prompt hash, time)."""
+    the operator's own struct for the same stored answer (model, fingerprint, prompt hash, time).
+    Redis gives the notes too (its answers read by MGET), so its PROVENANCE rows join as SQLite's."""
+    location = str(tmp_path / "answers.db") if backend == "sqlite" else request.getfixturevalue("redis_server").url(0)
     tickets = [{"id": "t1", "subject": "invoice wrong"}, {"id": "t2", "subject": "hello"}]
     with serve_in_thread(OpenAIService(models=("gpt-test",), labeller=LABELS)) as running:
         call = ModelCall("gpt-test", running.base_url, "Subject: {subject}", "You label tickets.")
         config = Enrich(name="labelled", line=4, call=call, returns=(Column("category", "STRING"),),
                         key_columns=("id",), timeout_s=10.0, provenance="how",
-                        store=Store(str(tmp_path / "answers.db"), run="r1"))
+                        store=Store(location, run="r1"))
         run(config, tickets)
         _, second = run(dataclasses.replace(config, store=Store(config.store.location, run="r2")), tickets)
 
     async def stored():
-        store = SqliteStore(config.store.location)
+        store = make_store(config.store.location)
         await store.open()
         try:
             return await store.joinable_noted(config.name, variant_of(build_call(config)), None)

@@ -4,7 +4,10 @@ Each constraint's condition arrives as a Python expression over the row `r` (tra
 compile time, compiler/plan/expect_python.py; None is SQL's NULL, which passes). All of them are
 compiled into one function that says whether any constraint is broken, so a good row costs one
 call; a row that breaks something is judged again constraint by constraint, for the counts and
-the names. The strictest action of the broken constraints decides: FAIL stops the job
+the names. The constraints that also have an Arrow form (compiler/plan/expect_arrow.py) are
+judged once per batch of rows instead (expect_batch.py): the operator holds the rows it gets
+until the end of the chain's chunk (`flush`, called by the chain), then judges them together and
+passes them on in their order. The strictest action of the broken constraints decides: FAIL stops the job
 (ExpectationFailed, which the job turns into exit code 4), QUARANTINE sends the row, with
 `_constraints`, `_operator` and `_line`, out of the chain with the dead letters (as a
 quarantine letter, written to its folder with them), DROP forgets it, WARN passes it on.
@@ -18,13 +21,19 @@ import re
 from decimal import Decimal
 from typing import Any, Callable
 
+import pyarrow.compute as pc
+
 from dslc.runtime import config as C
+from dslc.runtime.core import expect_batch
 from dslc.runtime.core.operator import Output, Row, Watermark
 
 #: A quarantine letter among a chain's dead letters: {QUARANTINE: path, LINE: the JSON line}.
 QUARANTINE, LINE = "quarantine", "line"
 _STRICTNESS = {action: rank for rank, action in enumerate(C.ACTIONS)}
 _COMPACT = (",", ":")       # JSON as Spark's to_json writes it
+#: At most this many rows wait for their batch's judgement (a chunk of the chain's input is
+#: judged at its end anyway; this bounds a PROCESS upstream that makes many rows of one).
+BATCH_ROWS = 8192
 
 
 #: The exit code of a job stopped by an EXPECT's FAIL constraint (runtime/spark/failure.py).
@@ -94,6 +103,14 @@ class ExpectOperator:
         self.failed = [0] * len(config.constraints)
         self.rows = self.dropped = self.quarantined = 0
         self.output: Output | None = None
+        # the constraints with an Arrow form are judged per batch (expect_batch.py), the others per row
+        self.batched = [i for i, c in enumerate(config.constraints) if c.arrow is not None]
+        self.pending: list[Row] = []
+        if self.batched:
+            self.batch_checks = [expect_batch.compiled(config.constraints[i].arrow) for i in self.batched]
+            per_row = [c.python for c in config.constraints if c.arrow is None]
+            self.row_broken = compiled(" or ".join(f"({p}) is False" for p in per_row)) if per_row else None
+            self.process_element = self.hold      # type: ignore[method-assign]
 
     def open(self, output: Output) -> None:
         self.output = output
@@ -103,7 +120,50 @@ class ExpectOperator:
         if not self.any_broken(row):
             self.output.emit(row)
             return
-        broken = [i for i, check in enumerate(self.checks) if check(row) is False]
+        self.judged(row, [i for i, check in enumerate(self.checks) if check(row) is False])
+
+    def hold(self, row: Row) -> None:
+        """A row for the next batch: judged when it is full, at the end of the chain's chunk
+        (`flush`), before a watermark and at the end of input."""
+        pending = self.pending
+        pending.append(row)
+        if len(pending) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Judge the rows held, in order: the good ones pass on, each bad one as its strictest
+        broken constraint says (a batch without an Arrow judgement is judged per row)."""
+        rows = self.pending
+        if not rows:
+            return
+        self.pending = []
+        try:
+            masks = expect_batch.broken(self.batch_checks, rows)
+        except expect_batch.Unjudged:
+            for row in rows:
+                ExpectOperator.process_element(self, row)
+            return
+        self.rows += len(rows)
+        bad = functools.reduce(pc.or_, masks)
+        emit = self.output.emit
+        if self.row_broken is None and not pc.any(bad).as_py():
+            for row in rows:
+                emit(row)
+            return
+        flags = [mask.to_pylist() for mask in masks]
+        bad_rows = bad.to_pylist()
+        for n, row in enumerate(rows):
+            if not bad_rows[n] and (self.row_broken is None or not self.row_broken(row)):
+                emit(row)
+                continue
+            broken = {self.batched[k] for k, flag in enumerate(flags) if flag[n]}
+            broken.update(i for i, c in enumerate(self.constraints)
+                          if c.arrow is None and self.checks[i](row) is False)
+            self.judged(row, sorted(broken))
+
+    def judged(self, row: Row, broken: list[int]) -> None:
+        """A row that breaks the constraints `broken` (their indexes, in order): counted, and
+        passed on, dropped, quarantined or the job stopped, as the strictest of them says."""
         for i in broken:
             self.failed[i] += 1
         worst = max((self.constraints[i] for i in broken), key=lambda c: _STRICTNESS[c.action])
@@ -124,10 +184,11 @@ class ExpectOperator:
                            "_operator": self.config.name, "_line": self.config.line}, default=str, separators=_COMPACT)
 
     def process_watermark(self, watermark: Watermark) -> None:
+        self.flush()
         self.output.emit_watermark(watermark)
 
     def finish(self) -> None:
-        pass
+        self.flush()
 
     def close(self) -> None:
         pass

@@ -6,8 +6,9 @@ compiled into one function that says whether any constraint is broken, so a good
 call; a row that breaks something is judged again constraint by constraint, for the counts and
 the names. The constraints that also have an Arrow form (compiler/plan/expect_arrow.py) are
 judged once per batch of rows instead (expect_batch.py): the operator holds the rows it gets
-until the end of the chain's chunk (`flush`, called by the chain), then judges them together and
-passes them on in their order. The strictest action of the broken constraints decides: FAIL stops the job
+until the end of the chain's chunk (`flush`, called by the chain; no more rows than the chain's
+collector holds for a chunk anyway), before a watermark and at the end of input, then judges
+them together and passes them on in their order. The strictest action of the broken constraints decides: FAIL stops the job
 (ExpectationFailed, which the job turns into exit code 4), QUARANTINE sends the row, with
 `_constraints`, `_operator` and `_line`, out of the chain with the dead letters (as a
 quarantine letter, written to its folder with them), DROP forgets it, WARN passes it on.
@@ -31,9 +32,6 @@ from dslc.runtime.core.operator import Output, Row, Watermark
 QUARANTINE, LINE = "quarantine", "line"
 _STRICTNESS = {action: rank for rank, action in enumerate(C.ACTIONS)}
 _COMPACT = (",", ":")       # JSON as Spark's to_json writes it
-#: At most this many rows wait for their batch's judgement (a chunk of the chain's input is
-#: judged at its end anyway; this bounds a PROCESS upstream that makes many rows of one).
-BATCH_ROWS = 8192
 
 
 #: The exit code of a job stopped by an EXPECT's FAIL constraint (runtime/spark/failure.py).
@@ -110,7 +108,8 @@ class ExpectOperator:
             self.batch_checks = [expect_batch.compiled(config.constraints[i].arrow) for i in self.batched]
             per_row = [c.python for c in config.constraints if c.arrow is None]
             self.row_broken = compiled(" or ".join(f"({p}) is False" for p in per_row)) if per_row else None
-            self.process_element = self.hold      # type: ignore[method-assign]
+            # a row waits for its batch: one list append (the chain binds this once, so the list stays)
+            self.process_element = self.pending.append      # type: ignore[method-assign]
 
     def open(self, output: Output) -> None:
         self.output = output
@@ -122,21 +121,13 @@ class ExpectOperator:
             return
         self.judged(row, [i for i, check in enumerate(self.checks) if check(row) is False])
 
-    def hold(self, row: Row) -> None:
-        """A row for the next batch: judged when it is full, at the end of the chain's chunk
-        (`flush`), before a watermark and at the end of input."""
-        pending = self.pending
-        pending.append(row)
-        if len(pending) >= BATCH_ROWS:
-            self.flush()
-
     def flush(self) -> None:
         """Judge the rows held, in order: the good ones pass on, each bad one as its strictest
         broken constraint says (a batch without an Arrow judgement is judged per row)."""
-        rows = self.pending
-        if not rows:
+        if not self.pending:
             return
-        self.pending = []
+        rows = self.pending.copy()
+        self.pending.clear()
         try:
             masks = expect_batch.broken(self.batch_checks, rows)
         except expect_batch.Unjudged:

@@ -501,8 +501,9 @@ ACTIONS: tuple[str, ...] = ("WARN", "DROP", "QUARANTINE", "FAIL")
 @dataclass(frozen=True, slots=True)
 class Constraint:
     """One CONSTRAINT of an EXPECT: its condition as Spark SQL and, when it runs inside a chain,
-    as a Python expression over the row `r` (compiler/plan/expect_python.py); the action, and
-    QUARANTINE's folder."""
+    as a Python expression over the row `r` (compiler/plan/expect_python.py) and, when it has one,
+    as pyarrow.compute calls over a batch's columns `b` (compiler/plan/expect_arrow.py); the
+    action, and QUARANTINE's folder."""
 
     name: str
     line: int
@@ -510,6 +511,7 @@ class Constraint:
     action: str = "WARN"
     path: str | None = None
     python: str | None = None
+    arrow: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.action in ACTIONS, f"unknown action {self.action!r}")

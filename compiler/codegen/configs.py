@@ -60,7 +60,7 @@ def process(node: plan.Process, upstream: plan.PlanNode) -> C.Process:
 
 def expect(node) -> C.Expect:
     """EXPECT (compiler/plan/expectations.Expect) as the runtime judges it: each condition as
-    the Spark SQL written and, when it has one, its Python form for a chain."""
+    the Spark SQL written and, when it has them, its Python and Arrow forms for a chain."""
     return C.Expect(name=node.on, line=node.line, constraints=tuple(
         C.Constraint(name=c.name, line=c.line, sql=c.condition, action=c.action, path=c.path,
-                     python=c.python.python) for c in node.constraints))
+                     python=c.python.python, arrow=c.arrow.python) for c in node.constraints))

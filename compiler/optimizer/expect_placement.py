@@ -1,6 +1,7 @@
 """Where each EXPECT runs in the physical plan, for `dslc explain --physical`: inside which chain
-and after which operator (Python, in the chain's pass), or as Spark expressions after which step
-(in the same stage: no second pass over the rows)."""
+and after which operator (Python, in the chain's pass: each constraint per batch with Arrow, or
+per row where it has no Arrow form, and why), or as Spark expressions after which step (in the
+same stage: no second pass over the rows)."""
 from __future__ import annotations
 
 from dslc.compiler.optimizer import physical
@@ -26,6 +27,19 @@ def placement(phys, name: str) -> str | None:
     return f"as Spark expressions after {kind} '{expect.on}' (in the same stage)"
 
 
+def in_chain(phys, name: str) -> bool:
+    """True when the EXPECT on `name` runs inside a chain's Python pass."""
+    return any(isinstance(step, physical.Chain) and any(n.lower() == name.lower() for n in step.expects)
+               for step in phys.steps)
+
+
+def judged(constraint) -> str:
+    """How a constraint inside a chain is judged: per batch of rows with Arrow, or per row (why)."""
+    if constraint.arrow.python is not None:
+        return "per batch (Arrow)"
+    return f"per row ({constraint.arrow.why_not})"
+
+
 def physical_lines(phys, step) -> list[str]:
     """The EXPECTs a step makes run: where, and what they do."""
     names = [op.name for op in step.operators] if isinstance(step, physical.Chain) else [step.name]
@@ -35,7 +49,9 @@ def physical_lines(phys, step) -> list[str]:
         if expect is None:
             continue
         lines.append(f"      expect on '{expect.on}' (line {expect.line}) runs {placement(phys, name)}")
-        lines += [f"        {c.name} -> {action(c)}" for c in expect.constraints]
+        inside = in_chain(phys, name)
+        lines += [f"        {c.name} -> {action(c)}" + (f", judged {judged(c)}" if inside else "")
+                  for c in expect.constraints]
         lines += [f"        asks the model: {item.describe()}" for item in model_asks(phys.plan, expect)]
     return lines
 
@@ -44,8 +60,10 @@ def as_json(phys) -> list[dict]:
     """Each EXPECT's placement, constraints and what it asks of a model, for `explain --format json`."""
     out = []
     for expect in phys.plan.expects:
+        inside = in_chain(phys, expect.on)
         out.append({"on": expect.on, "line": expect.line, "runs": placement(phys, expect.on),
                     "constraints": [{"name": c.name, "action": c.action, "path": c.path, "line": c.line,
-                                     "condition": c.condition} for c in expect.constraints],
+                                     "condition": c.condition, **({"judged": judged(c)} if inside else {})}
+                                    for c in expect.constraints],
                     "asks_the_model": [item.describe() for item in model_asks(phys.plan, expect)]})
     return out

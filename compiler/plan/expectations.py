@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from dslc.compiler.diagnostics import error
 from dslc.compiler.frontend import ast
+from dslc.compiler.plan import expect_arrow
 from dslc.compiler.plan import logical as plan
 from dslc.compiler.plan.expect_python import Translation, translate
 from dslc.compiler.plan.names import sql_name
@@ -45,7 +46,8 @@ _ITEM = "__dslc_check"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Constraint:
     """One checked CONSTRAINT: its condition as written (parentheses kept) and as sqlglot's tree,
-    the columns it reads, its action, and its Python form for running inside a chain."""
+    the columns it reads, its action, and its Python and Arrow forms for running inside a chain
+    (per row, per batch of rows)."""
 
     name: str
     condition: str
@@ -56,6 +58,7 @@ class Constraint:
     line: int
     span: Span
     python: Translation = field(compare=False)
+    arrow: Translation = field(compare=False, default=Translation(None, "no Python form"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -201,7 +204,8 @@ def _constraint(planner: "Planner", item: ast.Constraint, target: plan.PlanNode,
                                   if c.name.lower() in spelled))
     return Constraint(name=item.name.value, condition=item.check.text, tree=condition, columns=columns,
                       action=action, path=path, line=planner.line(item.span), span=item.span,
-                      python=translate(condition, spelled))
+                      python=(python := translate(condition, spelled)),
+                      arrow=expect_arrow.translate(condition, spelled) if python.python is not None else python)
 
 
 _ONE_ROW = "a constraint judges one row on its own; compute the figure in a STREAM and put the constraint on that stream"

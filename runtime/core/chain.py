@@ -166,6 +166,7 @@ class OperatorChain:
             head = self.operators[0]
             process_element, process_watermark = head.process_element, head.process_watermark
             driver = self._driver
+            flushes = [op.flush for op in self.operators if hasattr(op, "flush")]
             for chunk in chunks:
                 if driver is not None:       # the whole chunk, on the loop
                     self.elements_in += driver.call(driver.chunk(chunk))
@@ -176,6 +177,8 @@ class OperatorChain:
                         else:
                             self.elements_in += 1
                             process_element(element)
+                    for flush in flushes:    # an operator holding rows for a batch judges them
+                        flush()
                 emitted = self.drain()
                 if emitted or every_chunk:
                     yield emitted

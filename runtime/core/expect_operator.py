@@ -4,7 +4,11 @@ Each constraint's condition arrives as a Python expression over the row `r` (tra
 compile time, compiler/plan/expect_python.py; None is SQL's NULL, which passes). All of them are
 compiled into one function that says whether any constraint is broken, so a good row costs one
 call; a row that breaks something is judged again constraint by constraint, for the counts and
-the names. The strictest action of the broken constraints decides: FAIL stops the job
+the names. The constraints that also have an Arrow form (compiler/plan/expect_arrow.py) are
+judged once per batch of rows instead (expect_batch.py): the operator holds the rows it gets
+until the end of the chain's chunk (`flush`, called by the chain; no more rows than the chain's
+collector holds for a chunk anyway), before a watermark and at the end of input, then judges
+them together and passes them on in their order. The strictest action of the broken constraints decides: FAIL stops the job
 (ExpectationFailed, which the job turns into exit code 4), QUARANTINE sends the row, with
 `_constraints`, `_operator` and `_line`, out of the chain with the dead letters (as a
 quarantine letter, written to its folder with them), DROP forgets it, WARN passes it on.
@@ -18,7 +22,10 @@ import re
 from decimal import Decimal
 from typing import Any, Callable
 
+import pyarrow.compute as pc
+
 from dslc.runtime import config as C
+from dslc.runtime.core import expect_batch
 from dslc.runtime.core.operator import Output, Row, Watermark
 
 #: A quarantine letter among a chain's dead letters: {QUARANTINE: path, LINE: the JSON line}.
@@ -94,6 +101,15 @@ class ExpectOperator:
         self.failed = [0] * len(config.constraints)
         self.rows = self.dropped = self.quarantined = 0
         self.output: Output | None = None
+        # the constraints with an Arrow form are judged per batch (expect_batch.py), the others per row
+        self.batched = [i for i, c in enumerate(config.constraints) if c.arrow is not None]
+        self.pending: list[Row] = []
+        if self.batched:
+            self.batch_checks = [expect_batch.compiled(config.constraints[i].arrow) for i in self.batched]
+            per_row = [c.python for c in config.constraints if c.arrow is None]
+            self.row_broken = compiled(" or ".join(f"({p}) is False" for p in per_row)) if per_row else None
+            # a row waits for its batch: one list append (the chain binds this once, so the list stays)
+            self.process_element = self.pending.append      # type: ignore[method-assign]
 
     def open(self, output: Output) -> None:
         self.output = output
@@ -103,7 +119,42 @@ class ExpectOperator:
         if not self.any_broken(row):
             self.output.emit(row)
             return
-        broken = [i for i, check in enumerate(self.checks) if check(row) is False]
+        self.judged(row, [i for i, check in enumerate(self.checks) if check(row) is False])
+
+    def flush(self) -> None:
+        """Judge the rows held, in order: the good ones pass on, each bad one as its strictest
+        broken constraint says (a batch without an Arrow judgement is judged per row)."""
+        if not self.pending:
+            return
+        rows = self.pending.copy()
+        self.pending.clear()
+        try:
+            masks = expect_batch.broken(self.batch_checks, rows)
+        except expect_batch.Unjudged:
+            for row in rows:
+                ExpectOperator.process_element(self, row)
+            return
+        self.rows += len(rows)
+        bad = functools.reduce(pc.or_, masks)
+        emit = self.output.emit
+        if self.row_broken is None and not pc.any(bad).as_py():
+            for row in rows:
+                emit(row)
+            return
+        flags = [mask.to_pylist() for mask in masks]
+        bad_rows = bad.to_pylist()
+        for n, row in enumerate(rows):
+            if not bad_rows[n] and (self.row_broken is None or not self.row_broken(row)):
+                emit(row)
+                continue
+            broken = {self.batched[k] for k, flag in enumerate(flags) if flag[n]}
+            broken.update(i for i, c in enumerate(self.constraints)
+                          if c.arrow is None and self.checks[i](row) is False)
+            self.judged(row, sorted(broken))
+
+    def judged(self, row: Row, broken: list[int]) -> None:
+        """A row that breaks the constraints `broken` (their indexes, in order): counted, and
+        passed on, dropped, quarantined or the job stopped, as the strictest of them says."""
         for i in broken:
             self.failed[i] += 1
         worst = max((self.constraints[i] for i in broken), key=lambda c: _STRICTNESS[c.action])
@@ -124,10 +175,11 @@ class ExpectOperator:
                            "_operator": self.config.name, "_line": self.config.line}, default=str, separators=_COMPACT)
 
     def process_watermark(self, watermark: Watermark) -> None:
+        self.flush()
         self.output.emit_watermark(watermark)
 
     def finish(self) -> None:
-        pass
+        self.flush()
 
     def close(self) -> None:
         pass

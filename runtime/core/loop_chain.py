@@ -71,7 +71,11 @@ class LoopDriver:
             else:
                 rows += 1
                 head.process_element(element)
-        self._emit_ready()
+        for op in self._operators:      # head to tail: what may leave does, held batches are judged
+            if op in self._enriches:
+                op.emit_ready_on_loop()
+            elif hasattr(op, "flush"):
+                op.flush()
         return rows
 
     async def finish(self) -> None:

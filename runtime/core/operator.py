@@ -4,7 +4,9 @@ A chain calls, in this order: `open` (tail to head, so an operator's downstream 
 it emits), `process_element` / `process_watermark` for each input element, `finish` at end of
 input (head to tail: an operator flushes what it holds, e.g. in-flight async requests, into the
 next one, which is still open), `close` (head to tail), and `dispose` always, even after an
-exception. Elements are plain dicts, one per row.
+exception. Elements are plain dicts, one per row. An operator that holds rows to judge them
+together (EXPECT, expect_operator.py) also has `flush`, which the chain calls head to tail at the
+end of each chunk of input, so nothing waits in it from one chunk to the next.
 """
 from __future__ import annotations
 

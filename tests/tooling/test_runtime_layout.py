@@ -101,7 +101,7 @@ def test_expect_figures_and_the_chain_operator_need_no_spark() -> None:
     """EXPECT's figures are read by the compiler (the report, `dslc run`'s live view) and its
     chain operator runs in the Python workers: neither imports Spark's glue (issue #45)."""
     reached = _graph()
-    for module in ("dslc.runtime.expect_figures", "dslc.runtime.core.expect_operator"):
+    for module in ("dslc.runtime.expect_figures", "dslc.runtime.core.expect_operator", "dslc.runtime.core.expect_batch"):
         seen, stack = set(), [module]
         while stack:
             current = stack.pop()

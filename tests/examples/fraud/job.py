@@ -35,6 +35,10 @@ def main() -> None:
                 sql='(amount > 0)',
                 action='DROP',
                 python="(None if (_t1 := r['amount']) is None else (_t1 > 0 or _t1 != _t1))",
+                arrow=(
+                    "pc.or_(pc.greater(b('amount', 'DOUBLE'), 0.0), pc.is_nan(b('amount', "
+                    "'DOUBLE')))"
+                ),
             ),
         ),
     )

@@ -103,6 +103,9 @@ def main() -> None:
                     "(None if (_t1 := r['category']) is None else _t1 in {'billing', 'account', "
                     "'outage', 'other'})"
                 ),
+                arrow=(
+                    "_in(b('category', 'STRING'), ['billing', 'account', 'outage', 'other'], False)"
+                ),
             ),
             C.Constraint(
                 name='urgency_scale',
@@ -111,6 +114,10 @@ def main() -> None:
                 action='QUARANTINE',
                 path='target/quarantine/labelled',
                 python="(None if (_t1 := r['urgency']) is None else 1 <= _t1 <= 5)",
+                arrow=(
+                    "pc.and_kleene(pc.greater_equal(b('urgency', 'INT'), 1), "
+                    "pc.less_equal(b('urgency', 'INT'), 5))"
+                ),
             ),
         ),
     )

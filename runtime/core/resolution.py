@@ -229,10 +229,11 @@ class ElementResolver:
     @property
     def joins_batches(self) -> bool:
         """Whether an element's first attempt may join a batch without a task of its own
-        (core/joined_calls.py): the call passes `join` on (BATCH, no STORE) and nothing comes
-        around a first attempt but RETRY's count (no admission, CACHE, ADAPTIVE, ON OUTAGE, guard)."""
+        (core/joined_calls.py): the call passes `join` on (BATCH, no STORE), nothing comes
+        around a first attempt but RETRY's count (no admission, CACHE, ADAPTIVE, ON OUTAGE, guard)
+        and no wait to be let through is kept out of its latency (RATE, a MODEL's limits)."""
         return (self.call.join is not None and not self.admits and self.cache is None and self.limit is None
-                and self.breaker is None and self.guard is None and len(self._before) == 1)
+                and self.breaker is None and self.guard is None and not self.may_wait and len(self._before) == 1)
 
     def joined(self, row: Row, value: Any, began: float) -> Resolution | None:
         """The resolution of an element whose first attempt joined a batch and was answered

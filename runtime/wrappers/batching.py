@@ -16,6 +16,10 @@ its own: a bad item fails only its element. A failed call (an error, an answer o
 length) fails every element in it; each one's RETRY then sends it again, after the same BACKOFF,
 so they travel together in a later batch. An element that gives up (its TIMEOUT) leaves its
 slot; a batch call whose elements have all given up is cancelled. RATE counts calls (batches).
+
+An element may also `join` a batch without awaiting it (core/joined_calls.py: no task, coroutine
+or future per element): a slot's waiters are `settle` callbacks, an awaiting element's being one
+that sets its own future, so one waiter giving up never cancels another's answer.
 """
 from __future__ import annotations
 

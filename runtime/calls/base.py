@@ -182,6 +182,11 @@ class EnrichCall:
     #: optional, `async (row) -> bool`: whether the row's answer is had without a call (RATE admits
     #: only the elements that will call)
     lookup: Any = None
+    #: optional, `(row, settle) -> ticket`: hand a row to a call that gathers (BATCH) without awaiting
+    #: it; `settle(value, error)` is called once, on the loop, with its answer or the call's error,
+    #: and `leave(ticket, settle)` gives its place up. A wrapper that must see each answer (STORE)
+    #: does not pass it on, so the operator then awaits `call(row)` per element
+    join: Any = None
 
     def end_of_input(self) -> None:
         """No more rows will come (on the loop): send what waits for company (BATCH)."""

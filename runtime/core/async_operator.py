@@ -129,7 +129,7 @@ class EnrichOperator:
         abnormal = self._failed or not self._finished
         loop = self._loop
         running = loop is not None and loop.is_running()
-        if running and self._calls.pool.busy:
+        if running and self._calls.busy:
             try:
                 asyncio.run_coroutine_threadsafe(self._calls.cancel_all(), loop).result(timeout=5)
             except Exception:  # noqa: BLE001 - dispose must not mask the original failure

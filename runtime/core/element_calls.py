@@ -14,6 +14,7 @@ from typing import Any
 from dslc.runtime.core.async_queue import ElementEntry
 from dslc.runtime.core.call_pool import CallPool
 from dslc.runtime.core.deadlines import Deadlines
+from dslc.runtime.core.joined_calls import JoinedCalls
 from dslc.runtime.core.operator import Row
 from dslc.runtime.core.resolution import ElementResolver, Fail, Resolution, resume
 from dslc.runtime.limits import waits
@@ -56,6 +57,10 @@ class ElementCalls:
         self.running = 0           # calls in flight: counted from admission (RATE and ADAPTIVE waits are not calls)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._deadlines: Deadlines | None = None
+        # BATCH: elements join their batches without a call task each, when nothing else needs one
+        self.joined = JoinedCalls(resolver, metrics, timeout_s, self, complete) if resolver.joins_batches else None
+        if self.joined is not None:
+            self.hand = self.joined.start   # type: ignore[method-assign]
 
     def _waits_of_new_element(self) -> waits.Waits:
         """Where a new element's waits for admission are noted, from here on in this task: its
@@ -69,14 +74,24 @@ class ElementCalls:
     def open(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._deadlines = Deadlines(loop)
+        if self.joined is not None:
+            self.joined.open(loop)
+
+    @property
+    def busy(self) -> bool:
+        """Calls are in flight, or elements wait to be taken."""
+        return self.pool.busy or (self.joined is not None and self.joined.busy)
 
     def hand(self, element: ElementEntry | Waiting) -> None:
-        """Hand an element in the queue (or a call that waits) to the call tasks."""
+        """Hand an element in the queue (or a call that waits) to the call tasks (with `joined`:
+        an element in the queue to its batch; the operator then never starts a call itself)."""
         self.pool.hand(element, self._loop)
 
     async def cancel_all(self) -> None:
         """End every call task, cancelling the calls in flight (dispose)."""
         await self.pool.cancel_all()
+        if self.joined is not None:
+            await self.joined.cancel_all()
         if self._deadlines is not None:
             self._deadlines.clear()
 

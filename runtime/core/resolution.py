@@ -128,14 +128,14 @@ def resume(step: Coroutine[Any, Any, T], waits_on: Any) -> Generator[Any, Any, T
 
 
 @types.coroutine
-def _returning(value: Any) -> Generator[Any, Any, Any]:
+def returning(value: Any) -> Generator[Any, Any, Any]:
     """An awaitable of a first attempt that already answered `value`."""
     return value
     yield  # pragma: no cover - makes this a generator
 
 
 @types.coroutine
-def _raising(error: BaseException) -> Generator[Any, Any, Any]:
+def raising(error: BaseException) -> Generator[Any, Any, Any]:
     """An awaitable of a first attempt that already failed with `error`."""
     raise error
     yield  # pragma: no cover - makes this a generator
@@ -226,6 +226,27 @@ class ElementResolver:
         """The RATE the operator's calls spend (this resolver's, or the call's own: BATCH)."""
         return self.rate.bucket if self.rate is not None else self.call.rate_bucket
 
+    @property
+    def joins_batches(self) -> bool:
+        """Whether an element's first attempt may join a batch without a task of its own
+        (core/joined_calls.py): the call passes `join` on (BATCH, no STORE), nothing comes
+        around a first attempt but RETRY's count (no admission, CACHE, ADAPTIVE, ON OUTAGE, guard)
+        and no wait to be let through is kept out of its latency (RATE, a MODEL's limits)."""
+        return (self.call.join is not None and not self.admits and self.cache is None and self.limit is None
+                and self.breaker is None and self.guard is None and not self.may_wait and len(self._before) == 1)
+
+    def joined(self, row: Row, value: Any, began: float) -> Resolution | None:
+        """The resolution of an element whose first attempt joined a batch and was answered
+        `value` (`joins_batches`): its rows, or its miss when ON MISS decides at once; None when
+        the attempt loop must go on (ON MISS RETRY may call again). Raises what a bad answer raises."""
+        results = normalize(self.call.finish(value))
+        if results:
+            return self.answered(row, results, 1, began)
+        if self.retry.on_miss and self.retry.retries:
+            return None
+        self.metrics.add("misses")
+        return self.policy(self.config.on_miss, "miss", "no result", row, 1)
+
     def _gate_opened(self) -> None:
         """The guard's gate opened (a first answer): elements need no admission for it any more."""
         self.admits = bool(self._admit)
@@ -279,12 +300,12 @@ class ElementResolver:
             try:
                 results = normalize(call.finish(done.value))
             except Exception as exc:  # noqa: BLE001 - the ON ERROR policy decides, in `attempt`
-                return self.attempt(row, attempts, _raising(exc))
+                return self.attempt(row, attempts, raising(exc))
             if results:
                 return self.answered(row, results, 1, began)
-            return self.attempt(row, attempts, _returning(done.value))   # a miss: RETRY may call again
+            return self.attempt(row, attempts, returning(done.value))   # a miss: RETRY may call again
         except Exception as exc:  # noqa: BLE001 - as above
-            return self.attempt(row, attempts, _raising(exc))
+            return self.attempt(row, attempts, raising(exc))
         return self.attempt(row, attempts, resume(step, waits_on))
 
     async def attempt(self, row: Row, attempts: list[int], first: Any = None) -> Resolution:

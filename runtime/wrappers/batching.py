@@ -16,13 +16,17 @@ its own: a bad item fails only its element. A failed call (an error, an answer o
 length) fails every element in it; each one's RETRY then sends it again, after the same BACKOFF,
 so they travel together in a later batch. An element that gives up (its TIMEOUT) leaves its
 slot; a batch call whose elements have all given up is cancelled. RATE counts calls (batches).
+
+An element may also `join` a batch without awaiting it (core/joined_calls.py: no task, coroutine
+or future per element): a slot's waiters are `settle` callbacks, an awaiting element's being one
+that sets its own future, so one waiter giving up never cancels another's answer.
 """
 from __future__ import annotations
 
 import asyncio
 import math
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from dslc.runtime.calls.base import EnrichCall
@@ -34,19 +38,23 @@ from dslc.runtime.metrics import OperatorMetrics
 from dslc.runtime.wrappers.delegating import DelegatingCall
 from dslc.runtime.wrappers.stored import BudgetSpent
 
+#: a waiter of a slot: called once with its answer, or its error (`asyncio.CancelledError`: none will come)
+Settle = Callable[[Any, BaseException | None], None]
+
 
 class _Slot:
-    """One element's place in a batch, shared by the waiters of an equal key."""
+    """One element's place in a batch, shared by the waiters of an equal key: each waiter is a
+    `settle(value, error)` callback (an awaiting element's future, or a joined element's own)."""
 
-    __slots__ = ("row", "key", "future", "waiters", "since", "call")
+    __slots__ = ("row", "key", "waiters", "since", "call", "done")
 
-    def __init__(self, row: Row, key: Hashable | None, future: asyncio.Future[Any], since: float) -> None:
+    def __init__(self, row: Row, key: Hashable | None, since: float) -> None:
         self.row = row
         self.key = key
-        self.future = future
-        self.waiters = 0
+        self.waiters: list[Settle] = []
         self.since = since
         self.call: asyncio.Task[None] | None = None   # the batch call carrying it, once sent
+        self.done = False                             # answered, failed or abandoned
 
 
 class BatchingCall(DelegatingCall):
@@ -78,33 +86,58 @@ class BatchingCall(DelegatingCall):
 
     async def __call__(self, row: Row) -> Any:
         """The element's answer from the batch it travels in (or its call's error)."""
-        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def settle(value: Any, error: BaseException | None) -> None:
+            if future.done():            # its waiter gave up meanwhile
+                return
+            if error is None:
+                future.set_result(value)
+            elif isinstance(error, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(error)
+
+        slot = self.join(row, settle)
+        try:
+            # its own future: one waiter giving up (its TIMEOUT) cancels no other waiter's answer
+            return await future
+        finally:
+            if not slot.done:
+                self.leave(slot, settle)
+
+    def join(self, row: Row, settle: Settle) -> _Slot:
+        """Hand `row` to the next batch without awaiting it: `settle(value, error)` is called
+        with its item of the answer, or the error of its call (on the loop, once). An element
+        whose key is pending or in flight shares that one's slot. Returns the ticket `leave` takes."""
         key = self.inner.cache_key(row)
         slot = self._by_key.get(key) if key is not None else None
-        if slot is not None and not slot.future.done():
+        if slot is not None and not slot.done:
             self.metrics.add("coalesced")
         else:
-            slot = _Slot(row, key, loop.create_future(), loop.time())
+            slot = _Slot(row, key, asyncio.get_running_loop().time())
             if key is not None:
                 self._by_key[key] = slot
             self._pending.append(slot)
             self._schedule()
-        slot.waiters += 1
-        try:
-            # shield: one waiter giving up (its TIMEOUT) must not cancel the answer of the others
-            return await asyncio.shield(slot.future)
-        finally:
-            slot.waiters -= 1
-            if slot.waiters == 0 and not slot.future.done():
-                self._abandon(slot)
+        slot.waiters.append(settle)
+        return slot
+
+    def leave(self, slot: _Slot, settle: Settle) -> None:
+        """The waiter `settle` gives up its place (its TIMEOUT): the slot goes with its last waiter."""
+        waiters = slot.waiters
+        if settle in waiters:
+            waiters.remove(settle)
+        if not waiters and not slot.done:
+            self._abandon(slot)
 
     def _abandon(self, slot: _Slot) -> None:
         """Nobody waits for this slot any more: forget it, and stop a call nobody waits for."""
         if self._by_key.get(slot.key) is slot:
             del self._by_key[slot.key]
-        slot.future.cancel()
+        slot.done = True
         call = slot.call
-        if call is not None and all(s.future.done() for s in self._running.get(call, ())):
+        if call is not None and all(s.done for s in self._running.get(call, ())):
             call.cancel()
 
     # ----------------------------------------------------------------- batches
@@ -131,7 +164,7 @@ class BatchingCall(DelegatingCall):
         pending = self._pending
         loop = asyncio.get_running_loop()
         while pending and len(self._running) < self.slots:
-            while pending and pending[0].future.done():      # abandoned while waiting
+            while pending and pending[0].done:      # abandoned while waiting
                 pending.popleft()
             if not pending:
                 break
@@ -142,7 +175,7 @@ class BatchingCall(DelegatingCall):
             batch: list[_Slot] = []
             while pending and len(batch) < self.size:
                 slot = pending.popleft()
-                if not slot.future.done():
+                if not slot.done:
                     batch.append(slot)
             if batch:
                 task = loop.create_task(self._send(batch))
@@ -167,10 +200,9 @@ class BatchingCall(DelegatingCall):
             self.metrics.add("calls")
             self.metrics.add("elements_called", len(batch))
             answers = await self.inner.call_batch([slot.row for slot in batch])
-        except asyncio.CancelledError:
+        except asyncio.CancelledError as cancelled:
             for slot in batch:
-                if not slot.future.done():
-                    slot.future.cancel()
+                self._settle(slot, error=cancelled)
             raise
         except Exception as exc:  # noqa: BLE001 - each element's RETRY / ON ERROR decides
             if isinstance(exc, BudgetSpent):     # BUDGET n TOKENS: the batch was not sent
@@ -196,10 +228,8 @@ class BatchingCall(DelegatingCall):
     def _settle(self, slot: _Slot, value: Any = None, error: BaseException | None = None) -> None:
         if self._by_key.get(slot.key) is slot:
             del self._by_key[slot.key]
-        if slot.future.done():
+        if slot.done:
             return
-        if error is not None:
-            slot.future.set_exception(error)
-            slot.future.exception()   # retrieved: its waiters may all have gone meanwhile
-        else:
-            slot.future.set_result(value)
+        slot.done = True
+        for settle in slot.waiters:
+            settle(value, error)

@@ -19,7 +19,7 @@ state: dict[str, Any] = {}
 def reset() -> None:
     with lock:
         state.clear()
-        state.update(batches=[], running=0, max_running=0, failed=Counter())
+        state.update(batches=[], running=0, max_running=0, failed=Counter(), max_tasks=0)
 
 
 reset()
@@ -54,6 +54,7 @@ async def score(rows: list[dict[str, Any]]) -> list[Any]:
     with lock:
         state["running"] += 1
         state["max_running"] = max(state["max_running"], state["running"])
+        state["max_tasks"] = max(state["max_tasks"], len(asyncio.all_tasks()))   # on the loop, while it calls
     try:
         await asyncio.sleep(1.0 if any(r.get("outcome") == "slow" for r in rows) else 0.01)
         return _answer(rows)

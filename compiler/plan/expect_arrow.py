@@ -4,8 +4,9 @@ rows (runtime/core/expect_batch.py) instead of once per row, with the meaning it
 
 It covers a part of what has a Python form: columns of numbers, strings and booleans, their
 literals, comparisons, IN lists, BETWEEN, IS [NOT] NULL, AND / OR / NOT (Kleene's logic is SQL's
-three values), +, - and * (floating point in doubles; integers and decimals checked, so that an
-overflow sends the batch to the Python form instead of wrapping), length, trim, abs of a floating
+three values), +, - and * (floating point in doubles; integers in 64 bits and decimals checked, so
+that an overflow of those sends the batch to the Python form instead of wrapping; an INT or SMALLINT
+sum beyond its own type is computed in 64 bits, as the Python form computes it), length, trim, abs of a floating
 or decimal value, coalesce, isnull and LIKE with a constant pattern without backslashes. Spark's
 NaN (equal to itself, above every number) is kept. lower and upper are left to the Python form
 (Arrow maps case one code point at a time: `ß` stays `ß`, where Spark and Python write `SS`), and

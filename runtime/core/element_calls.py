@@ -168,7 +168,8 @@ class ElementCalls:
         except asyncio.CancelledError:
             if not deadline.expired:
                 raise                      # cancelled by dispose, not by the TIMEOUT
-            task.uncancel()
+            if task.uncancel():
+                raise                      # dispose cancelled it too: the TIMEOUT's cancel was not the only one
             try:
                 resolution = await resolver.expired(row, waiting.attempts[0], waiting.epoch)
             except asyncio.CancelledError:

@@ -141,7 +141,8 @@ class JoinedCalls:
         except asyncio.CancelledError:
             if not element.expired:
                 raise                          # cancelled by dispose, not by the TIMEOUT
-            asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            if asyncio.current_task().uncancel():  # type: ignore[union-attr]
+                raise                          # dispose cancelled it too: the TIMEOUT's cancel was not the only one
             resolution = await self._outcome(element)
         except BaseException as exc:  # noqa: BLE001 - a bug here must still surface in the chain
             resolution = Fail(resolver.failure(row, exc))

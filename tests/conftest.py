@@ -79,10 +79,22 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     stable sort)."""
     rank: dict = {}
     for item in items:
+        _session_first(item)
         spark = item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ())
         tier = 0 if item.get_closest_marker("slow") else 1 if spark else 2
         rank[item.path] = min(tier, rank.get(item.path, 2))
     items.sort(key=lambda item: rank[item.path])
+
+
+def _session_first(item) -> None:
+    """A test marked `spark` gets the session below even when it does not ask for it (a job run
+    in this process, whose getOrCreate() would otherwise make the worker's session itself):
+    whichever test a worker runs first, its session has the JDBC driver, UTC and two shuffle
+    partitions. Without this, a worker whose first Spark file ran a job this way made a session
+    without the driver, and every database test after it failed with ClassNotFoundException."""
+    names = getattr(item, "fixturenames", None)
+    if item.get_closest_marker("spark") and isinstance(names, list) and "spark" not in names:
+        names.insert(0, "spark")
 
 
 @pytest.fixture(scope="session")

@@ -59,12 +59,17 @@ def test_items_misses_and_several_rows_each_resolve_their_own_element() -> None:
     assert (m["errors"], m["misses"], m["dead_letters"], m["calls"]) == (1, 1, 1, 1)
 
 
-def test_a_failed_batch_is_retried_and_its_elements_travel_together_again() -> None:
+def test_a_failed_batch_is_retried_and_its_elements_join_later_batches() -> None:
     op, out = run(config(size=8, retry=Retry(2, 0.02)), [row(0), row(1, "boom", fail_times=1), row(2)])
     assert sorted(r["value"] for r in out.rows) == ["v0", "v1", "v2"]
-    assert udfs.state["batches"] == [[0, 1, 2], [0, 1, 2]]
+    first, *again = udfs.state["batches"]
+    assert first == [0, 1, 2]
+    # each element once more, in later batches: together when their backoffs end in one turn of
+    # the loop (the usual case), apart when the machine is slow enough to wake them in several
+    # (the input has ended, so a batch goes as soon as an element joins it)
+    assert sorted(i for batch in again for i in batch) == [0, 1, 2]
     m = op.metrics()
-    assert (m["calls"], m["retries"]) == (2, 3)
+    assert (m["calls"], m["retries"]) == (1 + len(again), 3)
 
 
 def test_spent_retries_meet_on_error_per_element_with_their_attempts() -> None:

@@ -82,7 +82,7 @@ class OpenAIService:
                  latency_s: float = 0.0, embedding_latency_s: float = 0.0, embedding_per_input_s: float = 0.0,
                  dimensions: int = EMBEDDING_DIMENSIONS, shuffle: bool = False,
                  api_key: str | None = None, max_concurrent: int | None = None,
-                 batch_delay_s: float = 1.0, download_delay_s: float = 0.0,
+                 batch_delay_s: float = 1.0, download_delay_s: float = 0.0, upload_delay_s: float = 0.0,
                  flex_unavailable: float = 0.0, flex_slowdown: float = 1.0) -> None:
         self.models = models
         self.labeller = labeller or keyword_labeller()
@@ -96,10 +96,13 @@ class OpenAIService:
         self.api_key = api_key
         self.max_concurrent = max_concurrent      # a model server's slots: 429 at once above them
         self.running = 0
-        # the Batch API: how long a batch takes from validating to completed, and how long a
-        # file's download pauses halfway; its files, batches and the `-once` faults already made
+        # the Batch API: how long a batch takes from validating to completed, how long a file's
+        # download pauses halfway, how long an upload's answer comes after the file is kept (a
+        # client stopped in between: the provider has a file whose id it never learnt); its
+        # files, batches and the `-once` faults already made
         self.batch_delay_s = batch_delay_s
         self.download_delay_s = download_delay_s
+        self.upload_delay_s = upload_delay_s
         self.files: dict[str, files.StoredFile] = {}
         self.batches: dict[str, batches.Batch] = {}
         self.faulted: set[tuple[str, str]] = set()

@@ -1,6 +1,6 @@
 """The provider's Files and Batches API (OpenAI's, which OpenAI-compatible providers copy), as TIER
 BATCH uses it from the job's driver: upload a JSONL file (`POST {AT}/files`, multipart, purpose
-`batch`), create a batch (`POST {AT}/batches`, completion window 24h), retrieve, find (list),
+`batch`), create a batch (`POST {AT}/batches`, completion window 24h), retrieve, find (list batches or files),
 cancel, and download a file's content (`GET {AT}/files/{id}/content`).
 
 The operator's HEADERS go with every request (its `${NAME}` secrets filled from the values the
@@ -120,6 +120,21 @@ class BatchApi:
             for batch in page.get("data") or []:
                 if batch.get("input_file_id") == file_id or (batch.get("metadata") or {}).get("dslc_batch") == local_id:
                     return batch
+            if not page.get("has_more") or not page.get("data"):
+                return None
+            after = page["data"][-1]["id"]
+        return None
+
+    async def find_file(self, name: str, size: int, pages: int = 10) -> dict[str, Any] | None:
+        """The batch input file called `name` of `size` bytes, looked for among the newest `pages`
+        pages of the list: a file uploaded by a run killed before it wrote the file's id."""
+        after = None
+        for _ in range(pages):
+            page = await self._request("GET", "/files", params={"purpose": "batch", "limit": "1000", "order": "desc",
+                                                                 **({"after": after} if after else {})})
+            for file in page.get("data") or []:
+                if file.get("filename") == name and file.get("bytes") == size:
+                    return file
             if not page.get("has_more") or not page.get("data"):
                 return None
             after = page["data"][-1]["id"]

@@ -4,7 +4,9 @@ provider's Batch API, and its answers written to the answer store, where the pas
 1. Resume: the operator's batch records in the store are batches of a run that was stopped. A
    record with the provider's batch id is polled again; one with only its input file had its
    batch created (or not) by a run killed in between: the provider's list says which, and the
-   batch is created from that file if not; one without a file is dropped, its keys sent anew.
+   batch is created from that file if not; one without a file's id is looked for among the
+   provider's files by its name (the kill fell after the upload) and, found, taken up the same
+   way; not found, it is dropped, its keys sent anew.
 2. The keys: each distinct row's request key (the key an online run would send), those with an
    answer younger than TTL left out, and those in a batch still running.
 3. Submit: the keys as JSONL lines (`custom_id` = the key's SHA-256), cut at 50,000 lines or
@@ -124,6 +126,8 @@ class BatchRunner:
     async def resume(self) -> None:
         """Take up the batch records a stopped run left (step 1)."""
         for record in await self.store.batches(self.operator):
+            if record.file_id is None:
+                await self._find_upload(record)
             if record.batch_id is None and record.file_id is None:
                 stale = await self.store.lines_of(self.operator, record.id)      # never uploaded: sent anew
                 await self.store.drop_lines(self.operator, list(stale))
@@ -140,6 +144,15 @@ class BatchRunner:
             self.say(f"resuming provider batch {record.batch_id} ({record.data.get('lines')} lines, "
                      f"{record.data.get('status')})")
         self._count_running()
+
+    async def _find_upload(self, record: BatchRecord) -> None:
+        """A record without its file's id: the run was killed while uploading, before or after the
+        provider had the file. Its name says which record it was made for, so a file that arrived
+        is used (its batch created below) instead of uploading the same lines again."""
+        found = await self.api.find_file(_file_name(record.id), int(record.data.get("bytes", -1)))
+        if found is not None:
+            record.data["file_id"] = found["id"]
+            await self.store.put_batch(record)
 
     async def to_send(self, rows: Iterable[dict[str, Any]]) -> list[batch_lines.Request]:
         """The rows' request keys that need a line (step 2)."""
@@ -199,7 +212,7 @@ class BatchRunner:
         await self.store.put_batch(record)
         await self.store.put_lines(self.operator, [LineRecord(r.custom_id, r.key, r.args, local, attempt, SENT,
                                                               None, self.run_id) for r in chunk])
-        uploaded = await self.api.upload(f"dslc-{local}.jsonl", content)
+        uploaded = await self.api.upload(_file_name(local), content)
         record.data["file_id"] = uploaded["id"]
         await self.store.put_batch(record)
         batch = await self.api.create(uploaded["id"], self.url, self._metadata(local))
@@ -398,3 +411,8 @@ def _missing(batch: dict[str, Any]) -> str:
     if status == "cancelled":
         return "the provider's batch was cancelled before it answered this line"
     return f"the provider's batch ended {status} without a line for this request"
+
+
+def _file_name(local: str) -> str:
+    """The name a batch record's input file is uploaded under: how a resumed run finds it."""
+    return f"dslc-{local}.jsonl"

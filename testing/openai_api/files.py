@@ -86,6 +86,9 @@ async def upload(service: "OpenAIService", request: web.Request) -> web.Response
     stored = add_file(service, field.filename, purpose, data)
     service.stats["files_uploaded"] += 1
     service.stats["uploaded_bytes"] += len(data)
+    started = time.monotonic()
+    while time.monotonic() - started < service.upload_delay_s:     # kept, its id not yet told
+        await asyncio.sleep(0.05)
     return web.json_response(stored.object())
 
 

@@ -190,6 +190,23 @@ def test_a_run_killed_after_creating_its_batches_is_resumed_without_sending_a_ke
     assert stats["chat_calls"] == 0 and len(_out(tmp_path)) == 600
 
 
+def test_a_run_killed_after_uploading_a_file_but_before_hearing_its_id_uses_that_file(spark, tmp_path):
+    rows = _tickets(300)
+    with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=0.5, upload_delay_s=60.0)) as running:
+        flow = _flow(tmp_path, running.base_url, rows, settings="SET spark.dslc.batch.lines = 100;")
+        _kill_when(_dslc_run(flow), running, lambda s: s["files_uploaded"] >= 1)
+        assert running.stats["batches_created"] == 0
+        running.service.upload_delay_s = 0.0
+        run_flow(flow)
+        stats = running.stats
+        sent = Counter(running.service.stats["batch_custom_ids"])
+    distinct = len(_keys(rows))
+    assert len(sent) == distinct and set(sent.values()) == {1}
+    # the file the killed run uploaded became a batch: no file uploaded twice, none left over
+    assert stats["files_uploaded"] == stats["batches_created"] == -(-distinct // 100)
+    assert stats["chat_calls"] == 0 and len(_out(tmp_path)) == 300
+
+
 def test_a_run_killed_while_downloading_answers_stores_each_answer_once(spark, tmp_path):
     rows = _tickets(400)
     with serve_in_thread(OpenAIService(labeller=LABELS, batch_delay_s=0.5, download_delay_s=30.0)) as running:

@@ -162,6 +162,8 @@ def _text(value: Any) -> str:
 def rows_to_batch(rows: list[Row], schema: pa.Schema, chain_name: str = "") -> pa.RecordBatch:
     """One RecordBatch with exactly `schema`; a value that does not fit names its column."""
     try:
+        if any(pa.types.is_struct(field.type) for field in schema):
+            return _with_struct_tuples(rows, schema)
         return pa.RecordBatch.from_pylist(rows, schema=schema)
     except Exception:  # noqa: BLE001 - slow path below coerces, or names the column that does not fit
         pass
@@ -176,6 +178,22 @@ def rows_to_batch(rows: list[Row], schema: pa.Schema, chain_name: str = "") -> p
                 f"chain '{chain_name}': column '{field.name}' is declared {field.type} "
                 f"but got {type(bad).__name__} {bad!r}: {exc}"
             ) from exc
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _with_struct_tuples(rows: list[Row], schema: pa.Schema) -> pa.RecordBatch:
+    """`rows` column by column, a struct column's dicts handed to pyarrow as tuples of its fields:
+    pyarrow converts a dict holding a timezone-aware datetime (PROVENANCE's `answered_at`) about ten
+    times slower than a tuple (15 us a row against 1.6), which made that column most of a live
+    run's cost of PROVENANCE. A missing field is NULL and an extra key ignored, as from_pylist
+    does; a column whose values are not all dicts goes as it is."""
+    arrays = []
+    for field in schema:
+        values = [row.get(field.name) for row in rows]
+        if pa.types.is_struct(field.type) and all(v is None or type(v) is dict for v in values):
+            names = [child.name for child in field.type]
+            values = [None if v is None else tuple(map(v.get, names)) for v in values]
+        arrays.append(pa.array(values, type=field.type))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import gc
 import io
 import os
 import shutil
@@ -100,10 +102,25 @@ def _answers(op: C.Enrich, variant: str) -> list[tuple]:
         finally:
             await store.close()
 
-    answers = asyncio.run(read())
-    if answers is None:      # no notes to stamp the rows with: the operator looks each one up
-        return []
-    return Noted(op).entries(answers) if op.provenance is not None else answers
+    with _no_collection():
+        answers = asyncio.run(read())
+        if answers is None:      # no notes to stamp the rows with: the operator looks each one up
+            return []
+        return Noted(op).entries(answers) if op.provenance is not None else answers
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """The driver's bulk work on the answers (a tuple or two per answer, none in a cycle) without
+    the garbage collector: every few thousand of them started a collection that walked all the
+    answers already read, half the time of reading 250,000 answers with PROVENANCE (1.46 s -> 0.60 s)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def find(schema: StructType, operators: Sequence[C.Enrich | C.Process],
@@ -224,11 +241,13 @@ def join(df: DataFrame, op: C.Enrich, answers: list[tuple], columns: tuple[str, 
     args = StructType([StructField(c, df.schema[c].dataType, True) for c in columns])
     ordered = op.mode is C.Mode.ORDERED
     if _workers_here(df.sparkSession) and len(answers) <= LOOKUP_ROWS:
-        table = _lookup_table(answers, args, returns, op)
+        with _no_collection():
+            table = _lookup_table(answers, args, returns, op)
         if table is not None:
             return df, C.JoinedAnswers(None, tuple(df.columns), ordered, table=table, keys=columns)
     keys = [f"{KEY_PREFIX}{i}" for i in range(len(columns))]
-    stored = _stored(df.sparkSession, answers, args, returns, keys, op)
+    with _no_collection():
+        stored = _stored(df.sparkSession, answers, args, returns, keys, op)
     if len(answers) <= BROADCAST_ROWS:
         stored = F.broadcast(stored)
     condition = None

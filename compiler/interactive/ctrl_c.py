@@ -2,11 +2,12 @@
 
 Python raises KeyboardInterrupt in the main thread wherever that thread happens to be. While a
 job runs, the REPL's main thread spends much of its wait inside py4j calls (the progress line's
-status polls). A KeyboardInterrupt raised in one of them, while it waits for the JVM's answer,
-leaves that answer unread on the thread's py4j connection: the next call on it, the job group's
-cancel, reads the stale answer instead of its own, so nothing is cancelled and the REPL waits for
-the whole job. While a `CtrlC` is active, SIGINT only counts the presses; the wait loop looks at
-the count between its py4j calls and cancels from there.
+status polls). py4j meets a KeyboardInterrupt raised there by logging its traceback (onto the
+REPL's screen) and shutting down every pooled connection to the JVM, the worker thread's too; the
+worker's next call gets a new JVM thread without its job group, so the :show's later jobs run
+outside the group that Ctrl-C cancels, and the REPL waits for the whole job. While a `CtrlC` is
+active, SIGINT only counts the presses; the wait loop looks at the count between its py4j calls
+and cancels from there.
 """
 from __future__ import annotations
 

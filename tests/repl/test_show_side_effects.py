@@ -183,8 +183,9 @@ def _until(condition, what: str, seconds: float = 60) -> None:
 def test_ctrl_c_during_a_py4j_call_of_the_progress_line_still_cancels(explored):
     """The race of the flaky test above, made certain: the JVM is stopped (SIGSTOP) while the REPL
     polls the job's progress, so the main thread is inside a py4j call (blocked on its socket) when
-    Ctrl-C arrives. A KeyboardInterrupt raised there left the py4j answer unread: the cancel read the
-    poll's stale answer, the job was never cancelled and ran to its end."""
+    Ctrl-C arrives. A KeyboardInterrupt raised there made py4j print its traceback and shut down
+    the worker thread's connection too, with its job group: the cancel found nothing to cancel and
+    the job ran to its end."""
     child, calls, folder, before, screen = explored
     child.send(":show slow 40\r")
     child.expect_exact("(Ctrl-C cancels)")

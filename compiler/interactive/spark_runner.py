@@ -5,7 +5,8 @@ The terminal belongs to the REPL: the JVM's own output (log4j start-up lines, ho
 native-library warnings, Spark's console progress bar) goes to a log file, decided before the
 JVM starts. A job runs in a worker thread under its own Spark job group; the main thread draws
 one progress line while it waits and, on Ctrl-C, cancels that group and returns, so the session
-(and its JVM) stays usable.
+(and its JVM) stays usable. Meanwhile Ctrl-C only counts a press (`ctrl_c.CtrlC`): raised inside
+one of the main thread's py4j calls, a KeyboardInterrupt would cost the worker its job group.
 """
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ The terminal belongs to the REPL: the JVM's own output (log4j start-up lines, ho
 native-library warnings, Spark's console progress bar) goes to a log file, decided before the
 JVM starts. A job runs in a worker thread under its own Spark job group; the main thread draws
 one progress line while it waits and, on Ctrl-C, cancels that group and returns, so the session
-(and its JVM) stays usable.
+(and its JVM) stays usable. Meanwhile Ctrl-C only counts a press (`ctrl_c.CtrlC`): raised inside
+one of the main thread's py4j calls, a KeyboardInterrupt would cost the worker its job group.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import threading
 from pathlib import Path
 from typing import Callable, Mapping, TextIO, TypeVar
 
+from dslc.compiler.interactive.ctrl_c import CtrlC
 from dslc.runtime import run_env
 
 T = TypeVar("T")
@@ -141,32 +143,41 @@ class SparkRunner:
 
         thread = threading.Thread(target=worker, name=group, daemon=True)
         line = _ProgressLine(self.err if self.progress else None, label)
-        thread.start()
-        waited = 0.0
-        try:
-            while thread.is_alive():
-                thread.join(self.poll_s)
-                waited += self.poll_s
-                if waited >= self.progress_after_s:
-                    line.draw(self._status(group))
-        except KeyboardInterrupt:
-            line.draw("cancelling...")
-            self._cancel(group)
-            if self._spark is None:     # the JVM is still starting: do not wait for it (the worker,
-                line.clear()            # a daemon, gives up by itself once the session is up)
-                raise Interrupted(label) from None
-            while thread.is_alive():
-                try:
-                    thread.join()
-                except KeyboardInterrupt:
-                    self._cancel(group)
-            line.clear()
-            raise Interrupted(label) from None
-        finally:
-            line.clear()
+        with CtrlC() as ctrl_c:       # Ctrl-C must not raise inside a py4j call (see ctrl_c.py)
+            thread.start()
+            try:
+                self._wait(thread, group, line, ctrl_c)
+                if ctrl_c.presses:
+                    self._stop(thread, group, label, line, ctrl_c)
+            finally:
+                line.clear()
         if "error" in outcome:
             raise outcome["error"]  # type: ignore[misc]
         return outcome["value"]  # type: ignore[return-value]
+
+    def _wait(self, thread: threading.Thread, group: str, line: "_ProgressLine", ctrl_c: CtrlC) -> None:
+        """Until the worker ends or Ctrl-C is pressed, with the progress line after a moment."""
+        waited = 0.0
+        while thread.is_alive() and not ctrl_c.presses:
+            thread.join(self.poll_s)
+            waited += self.poll_s
+            if waited >= self.progress_after_s and not ctrl_c.presses:
+                line.draw(self._status(group))
+
+    def _stop(self, thread: threading.Thread, group: str, label: str, line: "_ProgressLine",
+              ctrl_c: CtrlC) -> None:
+        """Cancel the group and raise Interrupted once the worker has stopped (at once while the
+        JVM is still starting: the worker, a daemon, gives up by itself once the session is up).
+        A further Ctrl-C while it stops cancels again."""
+        line.draw("cancelling...")
+        self._cancel(group)
+        cancelled = ctrl_c.presses
+        while self._spark is not None and thread.is_alive():
+            thread.join(self.poll_s)
+            if ctrl_c.presses > cancelled:
+                cancelled = ctrl_c.presses
+                self._cancel(group)
+        raise Interrupted(label)
 
     def _cancel(self, group: str) -> None:
         """Cancel the group's running jobs and the ones it would still start (a :show runs several)."""

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import signal
 import sys
 import time
 from collections import Counter
@@ -140,3 +141,67 @@ def test_ctrl_c_cancels_a_slow_show_and_the_session_goes_on(explored):
     assert re.search(r"\|\s*o001\s*\|", out)
     assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
     assert not SPARK_NOISE.search(screen.getvalue()), screen.getvalue()
+
+
+RECVFROM = "45"   # x86_64's number of the call py4j's socket read blocks in (/proc/PID/syscall)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(n) for n in (task / "children").read_text().split()]
+    return found
+
+
+def _jvm_of(pid: int) -> int:
+    """The REPL's JVM: the descendant whose command line runs java."""
+    todo = _children(pid)
+    while todo:
+        child = todo.pop()
+        if b"java" in Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")[0]:
+            return child
+        todo += _children(child)
+    raise AssertionError(f"no JVM under {pid}")
+
+
+def _main_thread_waits_for_the_jvm(pid: int) -> bool:
+    """The REPL's main thread is blocked reading a py4j answer, with no SIGINT left to deliver."""
+    status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    pending = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd", "ShdPnd"))]
+    syscall = Path(f"/proc/{pid}/task/{pid}/syscall").read_text().split()
+    return bool(syscall) and syscall[0] == RECVFROM and not any(mask & 2 for mask in pending)
+
+
+def _until(condition, what: str, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="reads x86_64's syscall numbers")
+def test_ctrl_c_during_a_py4j_call_of_the_progress_line_still_cancels(explored):
+    """The race of the flaky test above, made certain: the JVM is stopped (SIGSTOP) while the REPL
+    polls the job's progress, so the main thread is inside a py4j call (blocked on its socket) when
+    Ctrl-C arrives. A KeyboardInterrupt raised there made py4j print its traceback and shut down
+    the worker thread's connection too, with its job group: the cancel found nothing to cancel and
+    the job ran to its end."""
+    child, calls, folder, before, screen = explored
+    child.send(":show slow 40\r")
+    child.expect_exact("(Ctrl-C cancels)")
+    _until(lambda: calls["slow"] > 0, "no call reached the service", 150)
+    jvm = _jvm_of(child.pid)
+    os.kill(jvm, signal.SIGSTOP)
+    try:
+        _until(lambda: _main_thread_waits_for_the_jvm(child.pid), "the REPL never waited for the JVM")
+        child.sendintr()
+        child.expect_exact("^C")                              # the terminal sent SIGINT to the REPL
+        _until(lambda: _main_thread_waits_for_the_jvm(child.pid), "the SIGINT was not delivered")
+    finally:
+        os.kill(jvm, signal.SIGCONT)
+    child.expect_exact("interrupted: the job was cancelled", timeout=180)
+    assert calls["slow"] < 40, (calls, screen.getvalue()[-3000:])   # cancelled, not run to its end
+    child.expect_exact(PROMPT)
+    assert "Traceback" not in screen.getvalue(), screen.getvalue()
+    out = _show(child, ":show paid 2")                        # the session's py4j connection still answers right
+    assert re.search(r"\|\s*o001\s*\|", out)

@@ -208,3 +208,16 @@ def test_batch_config_needs_post_without_placeholders() -> None:
         config(call=HttpCall("http://h/{id}", "POST"))
     with pytest.raises(ValueError, match="BODY needs HTTP POST"):
         HttpCall("http://h/x", body=("id",))
+
+
+def test_operator_coalesced_adds_the_cache_and_the_batch_counts() -> None:
+    """With CACHE and BATCH both, `coalesced` keeps what each counted (the operator's metrics
+    once set it to the cache's figure, losing BATCH's); reading the metrics twice counts nothing twice."""
+    cfg = config(size=8, capacity=10, cache=Cache(10, 60.0))
+    op, out = run(cfg, [row(i % 2) for i in range(6)])
+    assert len(out.rows) == 6
+    cached = op.metrics()["coalesced"]
+    assert cached > 0                       # equal keys waited in the cache
+    op._metrics.add("coalesced")            # what BATCH counts when an equal key shares a slot
+    assert op.metrics()["coalesced"] == cached + 1
+    assert op.metrics()["coalesced"] == cached + 1

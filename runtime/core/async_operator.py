@@ -59,6 +59,7 @@ class EnrichOperator:
         self._queue = make_queue(config.mode is Mode.ORDERED, config.capacity,
                                  key_of=key_of_columns(config.order_by) if config.order_by else None)
         self._resolver = ElementResolver(config, self._call, self._metrics)
+        self._cache_coalesced = 0    # the cache's coalesced waits already in the `coalesced` counter
         self._calls = ElementCalls(self._resolver, self._metrics, config.timeout_s, config.capacity,
                                    self._call.gathers, self._complete)
         self._resolver.on_admits_changed = self._admits_changed
@@ -155,7 +156,9 @@ class EnrichOperator:
         stats = self._resolver.cache_stats
         m.counters["cache_hits"] = stats.hits
         m.counters["cache_misses"] = stats.misses
-        m.counters["coalesced"] = stats.coalesced
+        # BATCH counts its own coalesced elements into the same counter: add the cache's since last time
+        m.counters["coalesced"] += stats.coalesced - self._cache_coalesced
+        self._cache_coalesced = stats.coalesced
         bucket = self._resolver.bucket
         if bucket is not None:
             m.rate_wait_seconds = bucket.waited_seconds

@@ -6,7 +6,8 @@ in the type Spark gives it) and gives a BooleanArray; a row breaks it where that
 passes, as in SQL's CHECK). A batch whose values do not fit their declared types (an answer's
 int where a DECIMAL is declared), or whose arithmetic overflows a checked integer or decimal,
 raises `Unjudged`: the operator then judges that batch per row with the Python forms, which give
-the same answers on every batch that does fit.
+the same answers on every batch that does fit. When Arrow has no kernel for the columns' types
+(`Unjudged.structural`), no batch would fit: the operator judges every later batch per row too.
 """
 from __future__ import annotations
 
@@ -25,7 +26,12 @@ _NULL = pa.scalar(None, pa.bool_())
 
 
 class Unjudged(Exception):
-    """The batch has no Arrow judgement (a value that does not fit, an overflow): judge it per row."""
+    """The batch has no Arrow judgement (a value that does not fit, an overflow): judge it per row.
+    `structural`: Arrow has no kernel for the columns' types, so no later batch will have one either."""
+
+    def __init__(self, message: str, structural: bool = False) -> None:
+        super().__init__(message)
+        self.structural = structural
 
 
 def _fcmp(a: pa.Array, b: pa.Array, op: str) -> pa.Array:
@@ -90,4 +96,5 @@ def broken(checks: Sequence[Callable[[Columns], pa.Array]], rows: list[Row]) -> 
     try:
         return [pc.fill_null(pc.invert(check(columns)), False) for check in checks]
     except _UNFIT as exc:
-        raise Unjudged(str(exc)) from exc
+        # pyarrow's ArrowNotImplementedError is a NotImplementedError: a type, not a value, did not fit
+        raise Unjudged(str(exc), structural=isinstance(exc, NotImplementedError)) from exc

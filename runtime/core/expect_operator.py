@@ -104,6 +104,7 @@ class ExpectOperator:
         # the constraints with an Arrow form are judged per batch (expect_batch.py), the others per row
         self.batched = [i for i, c in enumerate(config.constraints) if c.arrow is not None]
         self.pending: list[Row] = []
+        self.per_row = False    # the Arrow forms met a type they have no kernel for: judge every batch per row
         if self.batched:
             self.batch_checks = [expect_batch.compiled(config.constraints[i].arrow) for i in self.batched]
             per_row = [c.python for c in config.constraints if c.arrow is None]
@@ -129,8 +130,11 @@ class ExpectOperator:
         rows = self.pending.copy()
         self.pending.clear()
         try:
+            if self.per_row:
+                raise expect_batch.Unjudged("judged per row since an earlier batch", structural=True)
             masks = expect_batch.broken(self.batch_checks, rows)
-        except expect_batch.Unjudged:
+        except expect_batch.Unjudged as unjudged:
+            self.per_row = unjudged.structural    # a type that has no kernel: no later batch tries again
             for row in rows:
                 ExpectOperator.process_element(self, row)
             return

@@ -197,4 +197,5 @@ class JoinedCalls:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks, timeout=2)
+        self._counter.running -= self.live   # as the per-element path: a cancelled call is no longer in flight
         self.live = 0

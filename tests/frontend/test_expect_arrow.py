@@ -221,3 +221,37 @@ SINK labelled TO PARQUET 'out/' MODE OVERWRITE;
     explained = render_text(optimize(check_text(text, str(tmp_path / "t.flow")), Options()))
     assert "in_range -> WARN, judged per batch (Arrow)" in explained
     assert "shouting -> WARN, judged per row (UPPER(device) (function upper) has no Arrow form)" in explained
+
+
+def _counted(operator: ExpectOperator) -> list[int]:
+    """Count how many batches reach the operator's Arrow checks."""
+    tries = [0]
+    checks = operator.batch_checks
+
+    def first(b):
+        tries[0] += 1
+        return checks[0](b)
+    operator.batch_checks = [first, *checks[1:]]
+    return tries
+
+
+def test_a_type_arrow_has_no_kernel_for_is_judged_per_row_without_trying_each_batch_again():
+    python, _ = forms("amount > 0")
+    expect = C.Expect(name="orders", line=9, constraints=(C.Constraint(
+        name="c0", line=10, sql="amount > 0", action="DROP", python=python.python,
+        arrow="pc.and_(pc.greater(b('amount', 'DOUBLE'), 0.0), pc.greater(b('tag', 'BINARY'), 0.0))"),))
+    operator = ExpectOperator(expect)      # no kernel compares a binary with a double
+    tries = _counted(operator)
+    rows = [{"amount": float(i - 2), "tag": b"x"} for i in range(9)]
+    out = [r for emitted in OperatorChain([operator]).run([rows[0:3], rows[3:6], rows[6:9]]) for r in emitted.rows]
+    assert out == rows[3:] and tries == [1]
+
+
+def test_a_value_that_does_not_fit_sends_only_its_batch_per_row():
+    rng = random.Random(9)
+    rows = [row(rng) for _ in range(90)]
+    rows[10] = {**rows[10], "fee": 0.5}      # in the first of three batches only
+    operator = ExpectOperator(_expect(True))
+    tries = _counted(operator)
+    got = [r for emitted in OperatorChain([operator]).run([rows[0:30], rows[30:60], rows[60:90]]) for r in emitted.rows]
+    assert got == _run(_expect(False), rows)[0] and tries == [3]

@@ -208,3 +208,43 @@ def test_batch_config_needs_post_without_placeholders() -> None:
         config(call=HttpCall("http://h/{id}", "POST"))
     with pytest.raises(ValueError, match="BODY needs HTTP POST"):
         HttpCall("http://h/x", body=("id",))
+
+
+def test_operator_coalesced_adds_the_cache_and_the_batch_counts() -> None:
+    """With CACHE and BATCH both, `coalesced` keeps what each counted (the operator's metrics
+    once set it to the cache's figure, losing BATCH's); reading the metrics twice counts nothing twice."""
+    cfg = config(size=8, capacity=10, cache=Cache(10, 60.0))
+    op, out = run(cfg, [row(i % 2) for i in range(6)])
+    assert len(out.rows) == 6
+    cached = op.metrics()["coalesced"]
+    assert cached > 0                       # equal keys waited in the cache
+    op._metrics.add("coalesced")            # what BATCH counts when an equal key shares a slot
+    assert op.metrics()["coalesced"] == cached + 1
+    assert op.metrics()["coalesced"] == cached + 1
+
+
+@pytest.mark.parametrize("size", [None, 4])
+def test_dispose_leaves_nothing_in_flight(size: int | None) -> None:
+    """Elements waiting in a batch (BATCH's joined path) or in their calls (per element) are
+    cancelled by dispose, and the operator's in-flight figure goes back to 0 either way."""
+    from runtime_support import Collector
+
+    from dslc.runtime.core.async_operator import EnrichOperator
+
+    if size is None:   # per element: calls that hang
+        importlib.import_module("async_udfs").reset()
+        cfg = Enrich(name=f"batch{next(_names)}", call=PythonCall("async_udfs:scripted", (str(HERE),)), line=4,
+                     returns=(Column("value", "STRING"),), key_columns=("id",), timeout_s=30.0, capacity=8)
+    else:              # a batch held by WITHIN
+        cfg = config(size=size, within_s=30.0, capacity=8, timeout_s=30.0)
+    op = EnrichOperator(cfg)
+    assert op._resolver.joins_batches == (size is not None)
+    op.open(Collector())
+    for i in range(3):
+        op.process_element(row(i, "hang"))
+    deadline = time.monotonic() + 5
+    while op.metrics()["in_flight"] < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert op.metrics()["in_flight"] == 3
+    op.dispose()
+    assert op.metrics()["in_flight"] == 0

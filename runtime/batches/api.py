@@ -11,6 +11,8 @@ times; other refusals are BatchApiError at once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import aiohttp
@@ -111,33 +113,40 @@ class BatchApi:
     async def cancel(self, batch_id: str) -> dict[str, Any]:
         return await self._request("POST", f"/batches/{batch_id}/cancel")
 
+    async def _listed(self, path: str, params: dict[str, str], pages: int) -> AsyncIterator[dict[str, Any]]:
+        """The items of a list endpoint (`GET /batches`, `GET /files`), newest first, from at most
+        `pages` pages: the next page is the one `after` the last item's id, while the provider says
+        it `has_more` (OpenAI's cursor paging, which the SDK's CursorPage follows too)."""
+        after = None
+        for _ in range(pages):
+            page = await self._request("GET", path, params={**params, **({"after": after} if after else {})})
+            items = page.get("data") or []
+            for item in items:
+                yield item
+            if not page.get("has_more") or not items:
+                return
+            after = items[-1]["id"]
+
     async def find(self, file_id: str, local_id: str, pages: int = 20) -> dict[str, Any] | None:
         """The batch created over `file_id` (or marked with dslc's `local_id`), looked for among the
         newest `pages` pages of the list: a batch created by a run killed before it wrote its id."""
-        after = None
-        for _ in range(pages):
-            page = await self._request("GET", "/batches", params={"limit": "100", **({"after": after} if after else {})})
-            for batch in page.get("data") or []:
+        # the Batches list pages by `after` and `limit` (1 to 100) only, newest first
+        async with aclosing(self._listed("/batches", {"limit": "100"}, pages)) as batches:
+            async for batch in batches:
                 if batch.get("input_file_id") == file_id or (batch.get("metadata") or {}).get("dslc_batch") == local_id:
                     return batch
-            if not page.get("has_more") or not page.get("data"):
-                return None
-            after = page["data"][-1]["id"]
         return None
 
     async def find_file(self, name: str, size: int, pages: int = 10) -> dict[str, Any] | None:
         """The batch input file called `name` of `size` bytes, looked for among the newest `pages`
         pages of the list: a file uploaded by a run killed before it wrote the file's id."""
-        after = None
-        for _ in range(pages):
-            page = await self._request("GET", "/files", params={"purpose": "batch", "limit": "1000", "order": "desc",
-                                                                 **({"after": after} if after else {})})
-            for file in page.get("data") or []:
+        # the Files list also takes `purpose` and `order` (newest first, `desc`, is its default, said anyway)
+        # and a `limit` of 1 to 10,000
+        params = {"purpose": "batch", "limit": "1000", "order": "desc"}
+        async with aclosing(self._listed("/files", params, pages)) as files:
+            async for file in files:
                 if file.get("filename") == name and file.get("bytes") == size:
                     return file
-            if not page.get("has_more") or not page.get("data"):
-                return None
-            after = page["data"][-1]["id"]
         return None
 
     async def content(self, file_id: str) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,14 @@ def file_of(service: "OpenAIService", file_id: str) -> StoredFile:
     return stored
 
 
+async def _pause(seconds: Callable[[], float]) -> None:
+    """Wait until `seconds()` have passed since the call, asking it anew every 50 ms: a test that
+    sets the service's delay to 0 ends a wait already begun."""
+    started = time.monotonic()
+    while time.monotonic() - started < seconds():
+        await asyncio.sleep(0.05)
+
+
 def routes(service: "OpenAIService") -> list[web.RouteDef]:
     endpoint = service.endpoint
     return [web.post("/v1/files", endpoint(upload)), web.get("/v1/files", endpoint(list_files)),
@@ -86,9 +95,7 @@ async def upload(service: "OpenAIService", request: web.Request) -> web.Response
     stored = add_file(service, field.filename, purpose, data)
     service.stats["files_uploaded"] += 1
     service.stats["uploaded_bytes"] += len(data)
-    started = time.monotonic()
-    while time.monotonic() - started < service.upload_delay_s:     # kept, its id not yet told
-        await asyncio.sleep(0.05)
+    await _pause(lambda: service.upload_delay_s)        # kept, its id not yet told
     return web.json_response(stored.object())
 
 
@@ -131,9 +138,7 @@ async def content(service: "OpenAIService", request: web.Request) -> web.StreamR
     await response.prepare(request)
     half = len(stored.data) // 2
     await response.write(stored.data[:half])
-    started = time.monotonic()
-    while time.monotonic() - started < service.download_delay_s:
-        await asyncio.sleep(0.05)
+    await _pause(lambda: service.download_delay_s)
     await response.write(stored.data[half:])
     await response.write_eof()
     return response

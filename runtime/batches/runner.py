@@ -148,7 +148,14 @@ class BatchRunner:
     async def _find_upload(self, record: BatchRecord) -> None:
         """A record without its file's id: the run was killed while uploading, before or after the
         provider had the file. Its name says which record it was made for, so a file that arrived
-        is used (its batch created below) instead of uploading the same lines again."""
+        is used (its batch created below) instead of uploading the same lines again.
+
+        The search looks at most at the provider's newest 10,000 batch files (BatchApi.find_file:
+        10 pages of 1,000). A file older than those (an account uploading that many since) is not
+        found: the record's lines are uploaded again in a new file and batch (the run says "provider
+        batch ... created"), and the first file stays in the provider's file list, never run, until
+        it expires (30 days by default for batch files) or is deleted. The tokens are paid once, as
+        no batch ran over the first file; only the upload is repeated."""
         found = await self.api.find_file(_file_name(record.id), int(record.data.get("bytes", -1)))
         if found is not None:
             record.data["file_id"] = found["id"]

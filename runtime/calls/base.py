@@ -107,7 +107,7 @@ def key_text(call: Any, key: Hashable) -> str | None:
     it is not JSON: one writer, so that a kind making its key another way (a provider batch's
     lines, calls/model.py) makes the same bytes."""
     try:
-        return json.dumps([type(call).__name__, key], default=_json_value, separators=(",", ":"))
+        return KEY_JSON.encode([type(call).__name__, key])
     except (TypeError, ValueError):
         return None
 
@@ -122,6 +122,11 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(value).decode("ascii")
     raise TypeError(f"cannot send a {type(value).__name__} as JSON")
+
+
+#: `json.dumps(..., default=_json_value, separators=(",", ":"))` made once: request keys are made
+#: per row (a CACHE, a STORE, PROVENANCE's key), and json.dumps with options builds an encoder a call
+KEY_JSON = json.JSONEncoder(default=_json_value, separators=(",", ":"))
 
 
 def to_json(value: Any) -> bytes:

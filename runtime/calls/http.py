@@ -23,10 +23,10 @@ from dslc.runtime.secrets import Secrets, mask_url, masks_nothing, names_in, scr
 from . import error_body, sessions
 from .answers import shape_for
 from .base import (
+    KEY_JSON,
     CallError,
     EnrichCall,
     UnsendableRequest,
-    _json_value,
     answer_error,
     check_batch_answer,
     check_result_types,
@@ -92,7 +92,7 @@ class HttpEnrichCall(EnrichCall):
         except UnfillableUrl:
             return None
         try:
-            return _KEY_JSON.encode([self.config.call.method, url, *((self._body(row),) if self.post else ())])
+            return KEY_JSON.encode([self.config.call.method, url, *((self._body(row),) if self.post else ())])
         except (TypeError, ValueError):
             return None
 
@@ -176,10 +176,6 @@ def _parse(body: bytes) -> Any:
         return json.loads(body)
     except ValueError as exc:
         raise answer_error(f"response body is not JSON: {exc}") from None
-
-
-#: `json.dumps(..., default=_json_value, separators=(",", ":"))` made once (a request key per row)
-_KEY_JSON = json.JSONEncoder(default=_json_value, separators=(",", ":"))
 
 
 def fill(template: str, row: Row) -> str:

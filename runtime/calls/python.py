@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import atexit
 import inspect
-import json
 import os
 import threading
 from collections.abc import Coroutine, Hashable
@@ -16,7 +15,7 @@ from dslc.runtime import user_code
 from dslc.runtime.config import Enrich, PythonCall
 from dslc.runtime.core.operator import Row
 
-from .base import EnrichCall, _json_value, check_batch_answer, check_result_types, hashable_key
+from .base import KEY_JSON, EnrichCall, check_batch_answer, check_result_types, hashable_key
 
 _pools: dict[tuple[int, str], ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
@@ -83,7 +82,7 @@ class PythonEnrichCall(EnrichCall):
     def request_key(self, row: Row) -> str | None:
         """The function's reference and the row it is given."""
         try:
-            return json.dumps([self.config.call.ref, list(row.items())], default=_json_value, separators=(",", ":"))
+            return KEY_JSON.encode([self.config.call.ref, list(row.items())])
         except (TypeError, ValueError):
             return None
 

@@ -287,12 +287,16 @@ class _Translator:
             values = [self.value(a) for a in [node.this, *node.expressions]]
             if len({v.kind for v in values} - {"null"}) > 1:
                 raise _NoForm("COALESCE of values of different kinds has no Python form in a chain")
-            code = values[-1].code
-            for value in reversed(values[:-1]):
-                a = self.temp()
-                code = f"({a} if ({a} := {value.code}) is not None else {code})"
             kinds = [v for v in values if v.kind != "null"]
-            return _Value(code, kinds[0].kind if kinds else "null", kinds[0].spark if kinds else "")
+            column = next((v for v in kinds if not v.const), None)
+            typed = column or (kinds[0] if kinds else None)
+            # a constant takes the column's type: COALESCE(fee, 0.1) with fee DECIMAL is Decimal('0.1')
+            codes = [self.exact(v, column) if column is not None else v.code for v in values]
+            code = codes[-1]
+            for value_code in reversed(codes[:-1]):
+                a = self.temp()
+                code = f"({a} if ({a} := {value_code}) is not None else {code})"
+            return _Value(code, typed.kind if typed else "null", typed.spark if typed else "")
         if len(args) != 1:
             raise _NoForm(f"function {name} has no Python form in a chain")
         value = self.value(args[0])

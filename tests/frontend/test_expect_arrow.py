@@ -92,6 +92,16 @@ def test_most_conditions_have_an_arrow_form():
     assert sum(forms(t)[1].python is not None for t in with_python) > 0.9 * len(with_python)
 
 
+@pytest.mark.parametrize("text", ["coalesce(fee, 0.1) = 0.1", "coalesce(0.1, fee) = 0.1",
+                                  "(amount = 0) OR (coalesce(fee, -0.05) = -0.05)"])
+def test_a_constant_in_coalesce_takes_the_decimal_columns_type(text):
+    """Found by the property above in CI: the Python form filled a NULL fee (DECIMAL) with the
+    float 0.1, which is not Decimal('0.1'); Spark and the Arrow form say the row holds."""
+    python, arrow = forms(text)
+    rows = [{"amount": 1.0, "n": 1, "fee": None, "country": "FR", "ok": True}]
+    assert [compiled(python.python)(r) for r in rows] == arrow_values(arrow.python, rows) == [True]
+
+
 @pytest.mark.parametrize("text, why", [
     ("upper(country) = 'SS'", "upper"), ("n > NULL", "NULL"), ("1 < 2", "constant"),
     ("country LIKE 'a\\\\%'", "backslash"),

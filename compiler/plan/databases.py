@@ -60,8 +60,8 @@ def url_problem(url: str) -> str | None:
     """What is wrong with a database URL (None: nothing); secrets count as present values (a
     number, so that a port may be one too: '...@127.0.0.1:${PORT}/db')."""
     parts = urllib.parse.urlsplit(re.sub(r"\$\{[^{}]*\}", "0", url))
-    if parts.scheme.lower() not in SCHEMES:
-        return f"it starts with '{parts.scheme or url[:12]}', not postgresql://"
+    if url[:len(parts.scheme)] not in SCHEMES:     # as written: the job's drivers take it in lower case
+        return f"it starts with '{url[:len(parts.scheme)] or url[:12]}', not postgresql://"
     if not parts.hostname:
         return "it names no host"
     try:
@@ -108,8 +108,8 @@ def sql_call(planner: Planner, stmt: ast.Enrich, upstream: plan.PlanNode | None,
         else:
             span = literal_span(planner.source, call.query, problem.offset, problem.length)
         planner.add(Diagnostic(problem.code, problem.message, span, problem.hint))
-    if found is None or database is None or pool is None:
-        return None, ()
+    if found is None or database is None or pool is None or url_problem(database.url):
+        return None, ()     # a wrong URL is reported at its DATABASE statement (define, above)
     columns = {f.name.lower(): f.name for f in upstream.schema}
     params = tuple(columns[p.lower()] for p in found.params)
     key = columns[found.batch_key.lower()] if found.batch_key else None

@@ -198,3 +198,15 @@ def test_the_cache_grows_with_the_file_and_stays_bounded():
     for n in range(30):     # typing: a new version of one statement each time, none forgotten yet
         analyze(text.replace("WHERE amount > 1;", f"WHERE amount > 1{n};"), "/nowhere/large.flow", "/nowhere", cache)
     assert len(cache.statements) == 430 and len(cache.sql.analyses) <= 1200
+
+
+@pytest.mark.parametrize("scheme", ["postgrexsql", "POSTGRESQL"])
+def test_a_database_url_that_is_not_postgresql_is_reported_not_raised(scheme):
+    """Found by the property above in CI18: one letter typed into orders_db's DATABASE URL made the
+    editor's analysis raise (the SQL call built with a URL the runtime refuses) instead of showing
+    E0330; an upper-case scheme passed the check and failed the same way."""
+    path = next(p for p in EXAMPLES if p.parent.name == "orders_db")
+    text = path.read_text().replace("'postgresql://shop", f"'{scheme}://shop", 1)
+    assert text != path.read_text()
+    _same_as_full(text, path, EditorCache())
+    assert [d.code for d in full_check(text, path)] == ["E0330"]

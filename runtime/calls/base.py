@@ -130,8 +130,8 @@ KEY_JSON = json.JSONEncoder(default=_json_value, separators=(",", ":"))
 
 
 def to_json(value: Any) -> bytes:
-    """The request body of a POST."""
-    return json.dumps(value, default=_json_value, separators=(",", ":")).encode()
+    """The request body of a POST (the same bytes as `json.dumps` with those options)."""
+    return KEY_JSON.encode(value).encode()
 
 
 def check_batch_answer(answer: Any, rows: int) -> list[Any]:

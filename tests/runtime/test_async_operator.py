@@ -295,7 +295,9 @@ def test_dispose_without_finish_cancels_pending_calls() -> None:
     op.open(Collector())
     for i in range(5):
         op.process_element(row(i, "hang"))
-    time.sleep(0.02)
+    deadline = time.monotonic() + 30        # every call under way (20 ms was not always enough on a busy machine)
+    while udfs.state["running"] < 5 and time.monotonic() < deadline:
+        time.sleep(0.005)
     op.dispose()
     deadline = time.monotonic() + 1
     while udfs.state["running"] and time.monotonic() < deadline:

@@ -24,7 +24,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 udfs = importlib.import_module("async_udfs")
 
-from runtime_support import Collector  # noqa: E402
+from runtime_support import Collector, until  # noqa: E402
 from runtime_support import run_operator as run
 
 _names = iter(range(10**9))
@@ -295,14 +295,10 @@ def test_dispose_without_finish_cancels_pending_calls() -> None:
     op.open(Collector())
     for i in range(5):
         op.process_element(row(i, "hang"))
-    deadline = time.monotonic() + 30        # every call under way (20 ms was not always enough on a busy machine)
-    while udfs.state["running"] < 5 and time.monotonic() < deadline:
-        time.sleep(0.005)
+    assert until(lambda: udfs.state["running"] == 5)      # every call under way before dispose
     op.dispose()
-    deadline = time.monotonic() + 1
-    while udfs.state["running"] and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert udfs.state["cancelled"] == 5 and udfs.state["running"] == 0
+    assert until(lambda: udfs.state["running"] == 0)
+    assert udfs.state["cancelled"] == 5
 
 
 def test_worker_loop_is_shared_and_reused() -> None:

@@ -246,16 +246,20 @@ def test_full_queue_blocks_without_dropping_and_counts_blocked_time() -> None:
 
 
 def test_window_is_continuous_across_calls() -> None:
-    """A slow element does not stop later elements from starting (no per-batch gather)."""
+    """A slow element does not stop later elements from starting (no per-batch gather). Row 0
+    takes 2 s, so a stalled machine cannot end it before the others start; the test waits for
+    the four starts rather than sleeping a fixed time."""
     op = EnrichOperator(make(mode=Mode.ORDERED, capacity=4))
     out = Collector()
     op.open(out)
-    op.process_element(row(0, delay_ms=150))
+    op.process_element(row(0, delay_ms=2000))
     for i in range(1, 4):
         op.process_element(row(i))
-    time.sleep(0.03)
+    assert until(lambda: {i for i, _ in udfs.state["started"]} == {0, 1, 2, 3})
     starts = dict(udfs.state["started"])
-    assert set(starts) == {0, 1, 2, 3}          # all in flight while 0 is still running
+    # all in flight while 0 is still running: each started within 0's 2 s (read from the start
+    # times, not from the clock after the wait); had 1..3 waited for 0, they would start later
+    assert max(starts.values()) - starts[0] < 2.0, starts
     assert out.rows == []                       # ORDERED: 1..3 wait behind 0
     op.finish()
     op.close()

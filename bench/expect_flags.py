@@ -1,56 +1,35 @@
 """EXPECT's per-batch judgement of a 10,000-row batch in which rows break (section 18's five
-constraints, all with an Arrow form): the operator as it is, which takes each constraint's flags
-only at the broken rows, against the flush before that change (`Before`: every constraint's flags
-made a Python list of all 10,000 rows), with 1, 100 and 10,000 broken rows; and what those lists
-cost alone, as a share of the flush. Interleaved rounds in one process, CPU time, no Spark.
+constraints, all with an Arrow form): this tree's flush, which takes each constraint's flags only
+at the broken rows, against an earlier revision's (default f98b85e, the flush before that change:
+every constraint's flags made a Python list of all 10,000 rows), with 1, 100 and 10,000 broken
+rows; and what those lists cost alone, as a share of the flush before. Each revision runs in its
+own fresh process (bench.check_time.baseline_tree), the two interleaved, ROUNDS times; CPU time,
+no Spark.
 
-    .venv/bin/python -m bench.expect_flags [--rounds N]
+    .venv/bin/python -m bench.expect_flags [--baseline REV] [--rounds N]
 """
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import random
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import timeit
 from collections.abc import Callable
-
-import pyarrow.compute as pc
+from pathlib import Path
 
 from dslc.runtime.core import expect_batch
 from dslc.runtime.core.expect_operator import ExpectOperator
 
+from .check_time import ROOT, baseline_tree
 from .expect_cpu import expect
 
 ROWS, ROUNDS, BROKEN = 10_000, 15, (1, 100, 10_000)
-
-
-class Before(ExpectOperator):
-    """The flush before the change, kept to be measured against (the per-row fallback left out)."""
-
-    def flush(self) -> None:
-        rows = self.pending.copy()
-        self.pending.clear()
-        masks = expect_batch.broken(self.batch_checks, rows)
-        self.rows += len(rows)
-        bad = functools.reduce(pc.or_, masks)
-        emit = self.output.emit
-        if self.row_broken is None and not pc.any(bad).as_py():
-            for row in rows:
-                emit(row)
-            return
-        flags = [mask.to_pylist() for mask in masks]
-        bad_rows = bad.to_pylist()
-        for n, row in enumerate(rows):
-            if not bad_rows[n] and (self.row_broken is None or not self.row_broken(row)):
-                emit(row)
-                continue
-            broken = {self.batched[k] for k, flag in enumerate(flags) if flag[n]}
-            broken.update(i for i, c in enumerate(self.constraints)
-                          if c.arrow is None and self.checks[i](row) is False)
-            self.judged(row, sorted(broken))
 
 
 class _Collect:
@@ -76,8 +55,8 @@ def _batch(broken: int) -> list[dict]:
     return rows
 
 
-def _flush(kind: type[ExpectOperator], rows: list[dict]) -> tuple[Callable[[], None], ExpectOperator]:
-    operator = kind(expect(True))
+def _flush(rows: list[dict]) -> tuple[Callable[[], None], ExpectOperator]:
+    operator = ExpectOperator(expect(True))
     operator.open(_Collect())
 
     def once() -> None:
@@ -91,38 +70,62 @@ def _cpu(fn: Callable[[], None]) -> float:
     return min(timeit.repeat(fn, number=10, repeat=3, timer=time.process_time)) / 10
 
 
-def measure(broken: int, rounds: int) -> dict[str, float]:
-    rows = _batch(broken)
-    before, before_op = _flush(Before, rows)
-    now, now_op = _flush(ExpectOperator, rows)
-    before(), now()
-    assert before_op.row_broken is None and before_op.failed == now_op.failed and \
-        len(before_op.output.rows) == len(now_op.output.rows) == ROWS, "the same judgement both ways"
-    masks = expect_batch.broken(now_op.batch_checks, rows)
+def _as_lists(masks: list) -> None:
+    """Every constraint's flags of every row as a Python list: what the flush before made."""
+    [mask.to_pylist() for mask in masks]
 
-    def lists() -> None:
-        [mask.to_pylist() for mask in masks]
-    times: dict[str, list[float]] = {"before": [], "now": [], "lists": []}
-    for _ in range(rounds):
-        times["before"].append(_cpu(before))
-        times["now"].append(_cpu(now))
-        times["lists"].append(_cpu(lists))
-    ratios = sorted(n / b for b, n in zip(times["before"], times["now"]))
-    return {"before": statistics.median(times["before"]), "now": statistics.median(times["now"]),
-            "lists": statistics.median(times["lists"]), "ratio": statistics.median(ratios),
+
+def flushes() -> None:
+    """One round in this process, of the `dslc` it imports: per count of broken rows, the CPU of
+    one flush and of every row's flags as lists, and the judgement (to check both revisions agree);
+    printed as JSON."""
+    out = {}
+    for broken in BROKEN:
+        rows = _batch(broken)
+        flush, operator = _flush(rows)
+        flush()
+        assert operator.row_broken is None, "every constraint is judged per batch"
+        judged = {"failed": list(operator.failed), "passed": len(operator.output.rows)}
+        masks = expect_batch.broken(operator.batch_checks, rows)
+        out[broken] = {"flush": _cpu(flush), "lists": _cpu(functools.partial(_as_lists, masks)), **judged}
+    print(json.dumps(out))
+
+
+def _round(path_first: Path | None) -> dict[int, dict]:
+    """`flushes` in a fresh process importing dslc from `path_first` (None: this tree)."""
+    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r}; "
+    done = subprocess.run([sys.executable, "-c", prefix + "from bench.expect_flags import flushes; flushes()"],
+                          check=True, capture_output=True, text=True, cwd=ROOT)
+    return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+
+
+def summary(before: list[dict], now: list[dict]) -> dict[str, float]:
+    """Medians over the rounds of one count of broken rows; the ratio is taken per round."""
+    assert all(b["failed"] == n["failed"] and b["passed"] == n["passed"] == ROWS for b, n in zip(before, now)), \
+        "the same judgement both ways"
+    ratios = sorted(n["flush"] / b["flush"] for b, n in zip(before, now))
+    return {"before": statistics.median(b["flush"] for b in before), "now": statistics.median(n["flush"] for n in now),
+            "lists": statistics.median(b["lists"] for b in before), "ratio": statistics.median(ratios),
             "low": ratios[0], "high": ratios[-1]}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="f98b85e")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args(argv)
-    print(f"EXPECT's flush of {ROWS:,} rows (5 constraints, all per batch), CPU, median of {args.rounds} "
-          "interleaved rounds")
+    runs: dict[str, list[dict[int, dict]]] = {"before": [], "now": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = baseline_tree(args.baseline, Path(tmp) / "base")
+        for _ in range(args.rounds):
+            runs["before"].append(_round(base))
+            runs["now"].append(_round(None))
+    print(f"EXPECT's flush of {ROWS:,} rows (5 constraints, all per batch), CPU, {args.baseline} (before) against "
+          f"this tree (now), median of {args.rounds} interleaved rounds in fresh processes")
     print("| broken rows | before, ms | every row's flags alone | now, ms | now / before (rounds) |")
     print("|---:|---:|---:|---:|---:|")
     for broken in BROKEN:
-        m = measure(broken, args.rounds)
+        m = summary([r[broken] for r in runs["before"]], [r[broken] for r in runs["now"]])
         print(f"| {broken:,} | {m['before'] * 1e3:.2f} | {m['lists'] / m['before']:.1%} | {m['now'] * 1e3:.2f} | "
               f"{m['ratio']:.2f} ({m['low']:.2f}-{m['high']:.2f}) |")
     return 0

@@ -19,17 +19,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-from .check_time import baseline_tree, before_after_table
+from .check_time import ROOT, baseline_tree, before_after_table
 
 ROUNDS = 3
 
 _RUN = r"""
-import json, random, sys, time
+import json, random, sys
 import pyarrow as pa
 from dslc.runtime import config as C
-from dslc.runtime.core.arrow_chain import ChainFunction
+from bench.chain_cpu import cpu_per_row
 
 folder = sys.argv[1]
 rows, passes = 200_000, 5
@@ -61,16 +63,7 @@ def batch_for(columns_in, sample):
                                                                  else pa.float64()) for c in columns_in]))
 
 def per_row(chain, batch):
-    batches = [batch] * (rows // batch.num_rows)
-    for _ in ChainFunction(chain, {}, None)(iter(batches[:2])):   # warm-up: imports, the loop
-        pass
-    best = float("inf")
-    for _ in range(passes):
-        started = time.process_time()
-        for _ in ChainFunction(chain, {}, None)(iter(batches)):
-            pass
-        best = min(best, time.process_time() - started)
-    return best / rows * 1e6
+    return cpu_per_row(chain, batch, rows, passes)
 
 samples = {"scored": first}
 samples["labelled"] = [{**r, "score": r["value"] * 2.0} for r in first]
@@ -87,10 +80,29 @@ print(json.dumps(out))
 """
 
 
+def cpu_per_row(chain: Any, batch: Any, rows: int, passes: int) -> float:
+    """µs of CPU per row of `chain` driven as mapInArrow drives it: `ChainFunction` over `batch`
+    repeated to `rows` rows, the best of `passes` after a warm-up of two batches (imports, the
+    loop); process time, so the worker loop's thread counts. Shared with bench.provenance_overhead;
+    `dslc` is imported when called, so each revision's process (_RUN) measures its own."""
+    from dslc.runtime.core.arrow_chain import ChainFunction
+
+    batches = [batch] * (rows // batch.num_rows)
+    for _ in ChainFunction(chain, {}, None)(iter(batches[:2])):
+        pass
+    best = float("inf")
+    for _ in range(passes):
+        started = time.process_time()
+        for _ in ChainFunction(chain, {}, None)(iter(batches)):
+            pass
+        best = min(best, time.process_time() - started)
+    return best / rows * 1e6
+
+
 def measure(path_first: Path | None, folder: Path) -> dict[str, float]:
     """µs of CPU per row of each workload, in a fresh process importing dslc from `path_first`
-    (None: this tree)."""
-    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r}; "
+    (None: this tree) and cpu_per_row from this bench."""
+    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r} + {[str(ROOT)]!r}; "
     done = subprocess.run([sys.executable, "-c", prefix + _RUN, str(folder)], check=True, capture_output=True,
                           text=True, cwd=folder)
     return json.loads(done.stdout.strip().splitlines()[-1])

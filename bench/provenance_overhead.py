@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from .chain_cpu import cpu_per_row
 from .common import Context, run_flow, write_input
 from .report import Section, Table, Target
 
@@ -106,7 +107,6 @@ def _cpu_per_row(provenance: bool) -> float:
     of 3 passes over CPU_ROWS rows in batches of 10,000 (process time: the worker loop's thread
     counts)."""
     from dslc.runtime import config as C
-    from dslc.runtime.core.arrow_chain import ChainFunction
     from dslc.runtime.schema.provenance import added
 
     call = C.PythonCall(ref="chaining_udfs:score", search_path=(str(Path(__file__).parent),))
@@ -120,16 +120,7 @@ def _cpu_per_row(provenance: bool) -> float:
     batch = pa.RecordBatch.from_pylist([{"device": f"d{i % 100}", "value": rng.uniform(0.0, 100.0)}
                                         for i in range(10_000)],
                                        schema=pa.schema([("device", pa.string()), ("value", pa.float64())]))
-    batches = [batch] * (CPU_ROWS // batch.num_rows)
-    for _ in ChainFunction(chain, {}, None)(iter(batches[:2])):      # warm-up: imports, the loop
-        pass
-    best = float("inf")
-    for _ in range(3):
-        started = time.process_time()
-        for _ in ChainFunction(chain, {}, None)(iter(batches)):
-            pass
-        best = min(best, time.process_time() - started)
-    return best / CPU_ROWS * 1e6
+    return cpu_per_row(chain, batch, CPU_ROWS, passes=3)
 
 
 def run(ctx: Context) -> Section:

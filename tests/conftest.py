@@ -167,9 +167,7 @@ class AppServer:
         self.loop.call_soon_threadsafe(self.loop.stop)
 
 
-@pytest.fixture
-def serve_app() -> Iterator:
-    """serve_app(app) starts a real server and returns it; all are stopped after the test."""
+def _serving() -> Iterator[Callable]:
     servers: list[AppServer] = []
 
     def start(app, **options) -> AppServer:
@@ -177,9 +175,24 @@ def serve_app() -> Iterator:
         servers.append(server)
         return server
 
-    yield start
-    for server in servers:
-        server.stop()
+    try:
+        yield start
+    finally:
+        for server in servers:
+            server.stop()
+
+
+@pytest.fixture
+def serve_app() -> Iterator:
+    """serve_app(app) starts a real server and returns it; all are stopped after the test."""
+    yield from _serving()
+
+
+@pytest.fixture(scope="module")
+def serve_app_per_file() -> Iterator:
+    """serve_app for module fixtures (one REPL shared by a file's tests): the servers are stopped
+    after the file's last test."""
+    yield from _serving()
 
 
 @pytest.fixture

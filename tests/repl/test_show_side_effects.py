@@ -61,11 +61,15 @@ def _service(calls: Counter):
     return app
 
 
-@pytest.fixture
-def explored(tmp_path: Path, serve_app):
-    """A flow folder, the service it calls, and the REPL started on it (its screen is recorded)."""
+@pytest.fixture(scope="module")
+def repl(tmp_path_factory, serve_app_per_file):
+    """One REPL for the whole file (its start, a JVM with it, is most of each test's time): a flow
+    folder, the service it calls, and the REPL started on it (its screen is recorded). The tests
+    run in the session the one before left, as a user's next command would: the Ctrl-C tests
+    also show that the same session goes on."""
     calls: Counter = Counter()
-    server = serve_app(_service(calls))
+    server = serve_app_per_file(_service(calls))
+    tmp_path = tmp_path_factory.mktemp("explore")
     folder = tmp_path / "flow"
     (folder / "data" / "orders").mkdir(parents=True)
     (folder / "data" / "orders" / "part-0.json").write_text("".join(
@@ -79,12 +83,22 @@ def explored(tmp_path: Path, serve_app):
     child = pexpect.spawn(sys.executable, ["-m", "dslc.compiler.cli", "repl", "pipeline.flow"], env=env,
                           cwd=str(folder), timeout=180, encoding="utf-8", dimensions=(40, 250))
     child.logfile_read = screen
-    child.expect_exact("ok: loaded 7 statements")
-    child.expect_exact(PROMPT)
-    yield child, calls, folder, before, screen
-    child.sendline(":quit")
-    child.expect(pexpect.EOF)
-    child.close()
+    try:
+        child.expect_exact("ok: loaded 7 statements")
+        child.expect_exact(PROMPT)
+        yield child, calls, folder, before, screen
+        child.sendline(":quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+
+
+@pytest.fixture
+def explored(repl):
+    """The shared REPL at its prompt, with the service's call counts of this test only."""
+    child, calls, folder, before, screen = repl
+    calls.clear()
+    return repl
 
 
 def _show(child, command: str) -> str:

@@ -184,7 +184,7 @@ class ConnectServer:
                  *_jdbc_jar()],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
                 cwd=folder)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 180     # it may start beside other tests (tests/e2e/conftest.ConnectBoot)
         try:
             while time.monotonic() < deadline:
                 if "Spark Connect server started at" in self.log.read_text(errors="replace"):

@@ -41,8 +41,9 @@ def executor_python(packages: tuple[str, ...] = EXECUTOR_PACKAGES, kind: str = "
     """bin/python of a venv with `packages` (the driver's versions: pyspark, pyarrow, aiohttp) but no dslc."""
     pins = [f"{name}=={importlib.metadata.version(name)}" for name in packages]
     # every pin in the name (a digest of them), so another package set is another venv, never a
-    # rebuild of one that a parallel test run may be using
-    digest = hashlib.sha256("\n".join(pins).encode()).hexdigest()[:8]
+    # rebuild of one that a parallel test run may be using; and the driver's environment, whose
+    # files the venv links to (another checkout's .venv, perhaps deleted since, is another venv)
+    digest = hashlib.sha256("\n".join([*pins, sys.prefix]).encode()).hexdigest()[:8]
     tag = f"py{sys.version_info.major}{sys.version_info.minor}-" + "-".join(p.replace("==", "") for p in pins[:3]) \
         + f"-{digest}"
     cache = Path(os.environ.get("DSLC_TEST_CACHE") or Path.home() / ".cache" / "dslc-tests")

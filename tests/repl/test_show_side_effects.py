@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from polling import until
 
 pexpect = pytest.importorskip("pexpect")
 pytestmark = pytest.mark.spark
@@ -138,10 +139,7 @@ def test_ctrl_c_cancels_a_slow_show_and_the_session_goes_on(explored):
     child, calls, folder, before, screen = explored
     child.send(":show slow 40\r")
     child.expect_exact("(Ctrl-C cancels)")                 # the progress line
-    deadline = time.monotonic() + 150                     # Spark's start-up on a busy machine
-    while calls["slow"] == 0 and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert calls["slow"] > 0
+    until(lambda: calls["slow"] > 0, "no call reached the service", seconds=150)  # Spark starts on a busy machine
     child.sendintr()
     child.expect_exact("interrupted: the job was cancelled", timeout=60)
     child.expect_exact(PROMPT)
@@ -186,13 +184,6 @@ def _main_thread_waits_for_the_jvm(pid: int) -> bool:
     return bool(syscall) and syscall[0] == RECVFROM and not any(mask & 2 for mask in pending)
 
 
-def _until(condition, what: str, seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="reads x86_64's syscall numbers")
 def test_ctrl_c_during_a_py4j_call_of_the_progress_line_still_cancels(explored):
     """The race of the flaky test above, made certain: the JVM is stopped (SIGSTOP) while the REPL
@@ -203,14 +194,14 @@ def test_ctrl_c_during_a_py4j_call_of_the_progress_line_still_cancels(explored):
     child, calls, folder, before, screen = explored
     child.send(":show slow 40\r")
     child.expect_exact("(Ctrl-C cancels)")
-    _until(lambda: calls["slow"] > 0, "no call reached the service", 150)
+    until(lambda: calls["slow"] > 0, "no call reached the service", seconds=150)
     jvm = _jvm_of(child.pid)
     os.kill(jvm, signal.SIGSTOP)
     try:
-        _until(lambda: _main_thread_waits_for_the_jvm(child.pid), "the REPL never waited for the JVM")
+        until(lambda: _main_thread_waits_for_the_jvm(child.pid), "the REPL never waited for the JVM", seconds=60)
         child.sendintr()
         child.expect_exact("^C")                              # the terminal sent SIGINT to the REPL
-        _until(lambda: _main_thread_waits_for_the_jvm(child.pid), "the SIGINT was not delivered")
+        until(lambda: _main_thread_waits_for_the_jvm(child.pid), "the SIGINT was not delivered", seconds=60)
     finally:
         os.kill(jvm, signal.SIGCONT)
     child.expect_exact("interrupted: the job was cancelled", timeout=180)

@@ -220,19 +220,6 @@ def stop_server(loop: asyncio.AbstractEventLoop, runner: web.AppRunner, thread: 
         loop.close()
 
 
-def until(condition: Callable[[], bool], seconds: float = 30.0, step: float = 0.005) -> bool:
-    """Poll `condition()` every `step` seconds until it holds or `seconds` pass; its last value,
-    so a test reads `assert until(lambda: ...)`. A fixed short sleep before an assertion races on
-    a busy 2-core machine (the thread it waits for may not have run yet); a deadline costs
-    nothing when the condition comes true at once and only bounds a test that fails."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() >= deadline:
-            return bool(condition())
-        time.sleep(step)
-    return True
-
-
 class Collector:
     """An Output that records rows, watermarks and dead letters, and their interleaving."""
 

@@ -24,7 +24,8 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 udfs = importlib.import_module("async_udfs")
 
-from runtime_support import Collector, until  # noqa: E402
+from polling import until  # noqa: E402
+from runtime_support import Collector  # noqa: E402
 from runtime_support import run_operator as run
 
 _names = iter(range(10**9))

@@ -7,6 +7,7 @@ import urllib.parse
 from typing import Any
 
 import pytest
+from polling import until
 from runtime_support import Collector, FaultServer, Reply
 from runtime_support import run_operator as run
 
@@ -213,14 +214,9 @@ def test_dispose_mid_flight_cancels_requests(fault_server: FaultServer) -> None:
     op.open(Collector())
     for i in range(4):
         op.process_element({"id": str(i)})
-    deadline = time.monotonic() + 2
-    while fault_server.in_flight < 4 and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert fault_server.in_flight == 4
+    until(lambda: fault_server.in_flight == 4, "the four requests never were in flight together")
     op.dispose()
-    while fault_server.in_flight and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert fault_server.in_flight == 0
+    until(lambda: fault_server.in_flight == 0, "dispose left requests in flight")
 
 
 def test_an_answer_setting_a_cookie_does_not_reach_other_rows_requests(serve_app) -> None:

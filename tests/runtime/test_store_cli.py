@@ -6,6 +6,7 @@ import os
 import sqlite3
 
 import pytest
+from polling import until
 
 from dslc.compiler.cli.main import main
 from dslc.runtime.store.open_stores import make_store
@@ -80,16 +81,32 @@ def test_unknown_operator_and_missing_store_are_clear_errors(tmp_path, monkeypat
 
 def test_clear_refuses_while_a_run_holds_the_store(setup, capsys, monkeypatch):
     """#48 item 26: `dslc store clear` during a run of the pipeline emptied the store under it
-    (exit 0, no word) and the run paid the cleared keys again: the run's hold makes it refuse."""
+    (exit 0, no word) and the run paid the cleared keys again: the run's hold makes it refuse.
+
+    The test waits for the hold's renewals (seen at the store's interface) rather than sleeping
+    past a short HOLD_S: a machine that stalled the renewing thread longer than that let the hold
+    lapse. The store's own renewing is tested in test_answer_store."""
     from dslc.runtime.store import run_hold
 
-    monkeypatch.setattr(run_hold, "HOLD_S", 0.6)      # lapses unless renewed: the renewing is tested
-    monkeypatch.setattr(run_hold, "RENEW_S", 0.1)
+    renewals: list[tuple] = []                           # the arguments of each renew the hold made
+
+    def recording_store(location: str):
+        store = make_store(location)
+        renew = store.renew
+
+        async def recorded(*args):
+            await renew(*args)
+            renewals.append(args)
+        store.renew = recorded
+        return store
+
+    monkeypatch.setattr(run_hold, "make_store", recording_store)
+    monkeypatch.setattr(run_hold, "RENEW_S", 0.05)
     flow, location = setup
     run_hold.hold(location)
     try:
-        import time
-        time.sleep(1.5)                                  # past HOLD_S: still held, being renewed
+        until(lambda: len(renewals) >= 2, "the run never renewed its hold twice")
+        assert renewals[0] == (run_hold.OPERATOR, [run_hold.OWNER], run_hold.OWNER, run_hold.HOLD_S)
         assert main(["store", "clear", str(flow)]) != 0
         err = capsys.readouterr().err
         assert "is in use by a running job" in err and f"pid {os.getpid()}" in err

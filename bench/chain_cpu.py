@@ -1,6 +1,7 @@
 """CPU per row of section 2's operator chain in one process, no Spark: this tree against an
-earlier revision (default 48135f5, before the first attempt of a call was stepped inline),
-measured in one run on the same machine.
+earlier revision (default f98b85e, bench.expect_flags' baseline; 48135f5, before the first
+attempt of a call was stepped inline, predates runtime/core/ and no longer runs here), measured in
+one run on the same machine.
 
 The chain is section 2's (ENRICH WITH PYTHON answering at once -> PROCESS -> PROCESS, user code
 bench/chaining_udfs.py), driven as mapInArrow drives it: `ChainFunction` over Arrow batches of
@@ -14,16 +15,14 @@ on its own input, to show where the time goes.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from .check_time import ROOT, baseline_tree, before_after_table
+from .check_time import baseline_tree, before_after_table, run_in_revision
 
 ROUNDS = 3
 
@@ -102,15 +101,12 @@ def cpu_per_row(chain: Any, batch: Any, rows: int, passes: int) -> float:
 def measure(path_first: Path | None, folder: Path) -> dict[str, float]:
     """µs of CPU per row of each workload, in a fresh process importing dslc from `path_first`
     (None: this tree) and cpu_per_row from this bench."""
-    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r} + {[str(ROOT)]!r}; "
-    done = subprocess.run([sys.executable, "-c", prefix + _RUN, str(folder)], check=True, capture_output=True,
-                          text=True, cwd=folder)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_in_revision(_RUN, path_first, str(folder), cwd=folder)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--baseline", default="48135f5")
+    parser.add_argument("--baseline", default="f98b85e")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args(argv)
     runs: dict[str, list[dict[str, float]]] = {"before": [], "after": []}

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "tests" / "sql"
@@ -97,6 +98,19 @@ def baseline_tree(revision: str, folder: Path) -> Path:
         if (source / part).exists():
             (package / part).symlink_to(source / part)
     return folder / "path"
+
+
+def run_in_revision(code: str, tree: Path | None, *args: str, cwd: Path = ROOT) -> Any:
+    """The last line `code` prints, parsed as JSON, run with `args` in a fresh Python whose `dslc`
+    is `tree`'s (from baseline_tree; None: this checkout's) and whose `bench` is this checkout's:
+    each revision measured in a process of its own, by the same bench code. Lines printed before
+    the last are the code's own (warnings, logs); a failed run raises with the end of its stderr."""
+    path = ([str(tree)] if tree else []) + [str(ROOT)]
+    done = subprocess.run([sys.executable, "-c", f"import sys; sys.path[:0] = {path!r}; {code}", *args],
+                          capture_output=True, text=True, cwd=cwd)
+    if done.returncode:
+        raise RuntimeError(f"the run of {tree or 'this tree'} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def before_after_table(runs: dict[str, list[dict[str, float]]], unit: str, digits: int) -> str:

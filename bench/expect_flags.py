@@ -15,7 +15,6 @@ import functools
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from dslc.runtime.core import expect_batch
 from dslc.runtime.core.expect_operator import ExpectOperator
 
-from .check_time import ROOT, baseline_tree
+from .check_time import baseline_tree, run_in_revision
 from .expect_cpu import expect
 
 ROWS, ROUNDS, BROKEN = 10_000, 15, (1, 100, 10_000)
@@ -93,10 +92,8 @@ def flushes() -> None:
 
 def _round(path_first: Path | None) -> dict[int, dict]:
     """`flushes` in a fresh process importing dslc from `path_first` (None: this tree)."""
-    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r}; "
-    done = subprocess.run([sys.executable, "-c", prefix + "from bench.expect_flags import flushes; flushes()"],
-                          check=True, capture_output=True, text=True, cwd=ROOT)
-    return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
+    flushed = run_in_revision("from bench.expect_flags import flushes; flushes()", path_first)
+    return {int(k): v for k, v in flushed.items()}
 
 
 def summary(before: list[dict], now: list[dict]) -> dict[str, float]:

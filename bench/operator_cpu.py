@@ -14,13 +14,11 @@ the best of 3 passes over N elements (process CPU time, so the loop's thread cou
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from .check_time import baseline_tree, before_after_table
+from .check_time import baseline_tree, before_after_table, run_in_revision
 from .service import LatencyService
 
 ROUNDS = 3
@@ -84,11 +82,7 @@ print(json.dumps(out))
 def measure(path_first: Path | None, url: str, rows: int) -> dict[str, float]:
     """µs of CPU per element of each workload, in a fresh process importing dslc from
     `path_first` (None: this tree)."""
-    prefix = f"import sys; sys.path[:0] = {[str(path_first)] if path_first else []!r}; "
-    done = subprocess.run([sys.executable, "-c", prefix + _RUN, url, str(rows)], capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"the run of {path_first or 'this tree'} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_in_revision(_RUN, path_first, url, str(rows))
 
 
 def main(argv: list[str] | None = None) -> int:

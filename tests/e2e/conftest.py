@@ -29,8 +29,9 @@ def standalone_cluster(tmp_path_factory):
 
 class ConnectBoot:
     """The Connect server of this worker, started in a thread of its own when the first test of a
-    file that uses it begins: its JVM starts (20 to 70 s on this 2-core machine) while that file's
-    first tests, which do not need it, run; the first test that does waits for what is left."""
+    file that uses it begins: its JVM's start, long beside a test's and never timed apart (how long
+    depends on the machine and its load), goes on while that file's first tests, which do not need
+    it, run; the first test that does waits for what is left."""
 
     def __init__(self, folder_factory) -> None:
         self.folder_factory = folder_factory

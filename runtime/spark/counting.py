@@ -4,9 +4,10 @@
 BATCH uses `pyspark.sql.Observation`, whose value is there once the first action that read the
 rows has finished (a source read by no action has no count). STREAMING uses a named observation
 per micro-batch (`DataFrame.observe(name, ...)`), added up over the micro-batches of each query
-from its progress updates: a StreamingQueryListener keeps every update, and the queries' own
-recent progress is read at the end for any the listener has not been told of yet. A source read
-by several queries (each reads every row) counts its rows once, the most any of them read.
+from its progress updates: the session's listener (progress_feed.py) hands over every update,
+and the queries' own recent progress is read at the end for any it has not heard of yet. A
+source read by several queries (each reads every row) counts its rows once, the most any of
+them read.
 
 Counting a source's rows where it is read keeps Spark from pushing a later WHERE into that
 source's reader (a Parquet row group is read, then filtered): the rows are the same, the read
@@ -83,8 +84,8 @@ class _Streams:
         if id(spark) in self.sessions:
             return
         self.sessions.add(id(spark))
-        from .session import add_listener
-        add_listener(spark, _listener_class()(self))      # else: the queries' recent progress, in total()
+        from .progress_feed import listen
+        listen(spark, self.progress)      # else: the queries' recent progress, in total()
 
     def progress(self, update: Any) -> None:
         """One micro-batch's progress (a StreamingQueryProgress, or its dict)."""
@@ -128,28 +129,6 @@ def _as_dict(update: Any) -> dict[str, Any]:
         return {"id": update.id, "batchId": update.batchId, "observedMetrics": observed}
     except Exception:  # noqa: BLE001
         return {}
-
-
-def _listener_class():
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    class Listener(StreamingQueryListener):
-        def __init__(self, streams: _Streams) -> None:
-            self.streams = streams
-
-        def onQueryStarted(self, event) -> None:
-            pass
-
-        def onQueryProgress(self, event) -> None:
-            self.streams.progress(event.progress)
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    return Listener
 
 
 def _conf(df: DataFrame, key: str) -> str | None:

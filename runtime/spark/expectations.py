@@ -9,9 +9,9 @@ constraint it breaks). A FAIL constraint makes the projection raise `Expectation
 constraint, its line and the row, so the job stops there (exit code 4). The per-constraint
 counts ride along as one observation: `pyspark.sql.Observation` in BATCH (its value comes with
 the first action that reads the rows), a named observation in STREAMING (each micro-batch's in
-its StreamingQueryProgress.observedMetrics, added up here from a listener). An observation is
-also what keeps Catalyst from moving a later filter below the EXPECT: every row that reaches it
-is judged and counted.
+its StreamingQueryProgress.observedMetrics, added up here as the session's listener hands them
+over, progress_feed.py). An observation is also what keeps Catalyst from moving a later filter
+below the EXPECT: every row that reaches it is judged and counted.
 
 `passing` is what every reader of the relation gets; `quarantine_of` the JSON lines of one
 quarantine folder (the row's columns, `_constraints`, `_operator`, `_line`), written by Spark's
@@ -254,24 +254,8 @@ def _listen(spark) -> None:
     if id(spark) in _figures.sessions:
         return
     _figures.sessions.add(id(spark))
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    from .session import add_listener
-
-    class Listener(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            pass
-
-        def onQueryProgress(self, event) -> None:
-            _figures.progress(event.progress)
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    add_listener(spark, Listener())      # else: the queries' recent progress, read at the end
+    from .progress_feed import listen
+    listen(spark, _figures.progress)      # else: the queries' recent progress, read at the end
 
 
 def declare(expect: C.Expect, runs: str = "spark") -> C.Expect:

@@ -45,16 +45,15 @@ def transport_for(dest: str) -> Any:
     return FileTransport(FileConfig(log_file_path=str(path), append=True))
 
 
-def listener(spark: Any) -> Any | None:
-    """With --lineage, the streaming listener that sends a RUNNING event after every micro-batch of
-    this session's queries (once per session); the session adds it (session.add_listener)."""
+def listen(spark: Any) -> None:
+    """With --lineage, send a RUNNING event after every micro-batch of this session's queries
+    (heard through the session's listener, progress_feed.py; once per session)."""
     handoff = os.environ.get(LINEAGE_ENV)
     if not handoff or id(spark) in _sessions:
-        return None
+        return
     _sessions.add(id(spark))
     with open(handoff, encoding="utf-8") as handle:
         given = json.load(handle)
-    from pyspark.sql.streaming import StreamingQueryListener
 
     transport = transport_for(given["dest"])
     started = given["event"]
@@ -74,21 +73,9 @@ def listener(spark: Any) -> Any | None:
                 pass
 
     _send.append(send)
-
-    class Running(StreamingQueryListener):
-        def onQueryStarted(self, event) -> None:
-            pass
-
-        def onQueryProgress(self, event) -> None:
-            send(str(event.progress.id), int(event.progress.batchId))
-
-        def onQueryIdle(self, event) -> None:
-            pass
-
-        def onQueryTerminated(self, event) -> None:
-            pass
-
-    return Running()
+    from .progress_feed import listen as hear
+    # none under Spark Connect: START and the end still come, and caught_up() the RUNNING events
+    hear(spark, lambda update: send(str(update["id"]), int(update["batchId"])))
 
 
 def caught_up(queries: list[Any]) -> None:

@@ -48,10 +48,8 @@ def session(app_name: str, conf: dict[str, str], folder: str, modules: tuple[str
     if not is_connect(spark):
         quiet_by_default(spark)
     ship_modules(spark, folder, modules)
-    from .lineage import listener
-    running = listener(spark)       # dslc run --lineage: a RUNNING event after each micro-batch
-    if running is not None:
-        add_listener(spark, running)    # none under Spark Connect: START and the end still come
+    from .lineage import listen
+    listen(spark)       # dslc run --lineage: a RUNNING event after each micro-batch
     from .preflight import check_before_start
     check_before_start(spark)       # under `dslc run`: every query Spark refuses, before any action
     return spark
@@ -215,16 +213,3 @@ def has_format(spark: SparkSession, name: str) -> bool:
         return True
     except Exception:  # py4j wraps the JVM's ClassNotFound-style failure
         return False
-
-
-def add_listener(spark: SparkSession, listener) -> bool:
-    """Tell `listener` (a StreamingQueryListener) of the session's queries' progress; False when
-    it cannot be: under Spark Connect the client's listener runs a thread that keeps the job's
-    process from ending, so its callers read each query's `recentProgress` instead."""
-    if is_connect(spark):
-        return False
-    try:
-        spark.streams.addListener(listener)
-    except Exception:  # noqa: BLE001 - a session without listeners: the same way out
-        return False
-    return True

@@ -77,13 +77,9 @@ class _Streams:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.rows: dict[str, dict[tuple[str, int], int]] = {}   # name -> (query id, batch id) -> rows
-        self.sessions: set[int] = set()
 
     def listen(self, spark) -> None:
-        """Be told of every progress update of the session's queries (once per session)."""
-        if id(spark) in self.sessions:
-            return
-        self.sessions.add(id(spark))
+        """Be told of every progress update of the session's queries (the feed tells it once)."""
         from .progress_feed import listen
         listen(spark, self.progress)      # else: the queries' recent progress, in total()
 

@@ -152,7 +152,6 @@ class _Figures:
         self.observations: dict[str, list[Any]] = {}            # name → BATCH Observations
         self.streamed: dict[str, dict[tuple[str, int], dict[str, int]]] = {}   # observation → (query, batch) → row
         self.names: dict[str, str] = {}                         # STREAMING observation → EXPECT name
-        self.sessions: set[int] = set()
 
     def declare(self, expect: C.Expect, runs: str) -> None:
         with self.lock:
@@ -250,10 +249,7 @@ def _observe(df: DataFrame, expect: C.Expect, counts: list[Column]) -> DataFrame
 
 
 def _listen(spark) -> None:
-    """Be told of every micro-batch of the session's queries (once per session)."""
-    if id(spark) in _figures.sessions:
-        return
-    _figures.sessions.add(id(spark))
+    """Be told of every micro-batch of the session's queries (the feed tells it once)."""
     from .progress_feed import listen
     listen(spark, _figures.progress)      # else: the queries' recent progress, read at the end
 

@@ -46,7 +46,7 @@ def test_every_part_hears_each_update_once_as_sparks_json(spark, tmp_path):
         assert progress_feed.listen(spark, keep)          # told once, however often it asks
         query = _three_batches(spark, tmp_path, "feed_rows")
         query.awaitTermination(120)
-        assert until(lambda: len(heard) >= 3, "the parts heard fewer than three updates", seconds=60)
+        until(lambda: len(heard) >= 3, "the parts heard fewer than three updates", seconds=60)
         assert len(heard) == 3                            # once each
         assert {u["id"] for u in heard} == {str(query.id)}
         assert sorted(u["batchId"] for u in heard) == [0, 1, 2]
